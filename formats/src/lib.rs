@@ -1,0 +1,68 @@
+//! The byte layouts of a framelog log directory (format version 1).
+//!
+//! This crate is the contract other tools read: file headers, frame-log records
+//! ([`FrameStart`], [`FrameEnd`], extension records), frame-data entries and index entries.
+//! It encodes into caller-provided buffers and decodes from byte slices; it never does I/O.
+//! The authoritative description is `docs/FORMAT.md` at the repository root.
+
+mod category;
+mod data;
+mod error;
+mod header;
+mod label;
+mod record;
+
+pub use category::Category;
+pub use data::{
+    DATA_ENTRY_HEADER_LEN, DataEntry, INDEX_ENTRY_LEN, IndexEntry, decode_data_entry,
+    decode_index_entry, encode_data_entry, to_document,
+};
+pub use error::{DecodeError, ErrorKind};
+pub use header::{FORMAT_VERSION, FileHeader, FileKind, HEADER_LEN};
+pub use label::truncate_label;
+pub use record::{
+    Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN, FrameEnd,
+    FrameStart, Record, RecordIter, RecordType, ThreadInfo, WorkerInfo, decode_record,
+};
+
+/// Names one frame within a log: the writing process's worker id and the frame's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameKey {
+    /// Worker (writing process slot) that recorded the frame.
+    pub worker: u8,
+    /// Frame id, unique per worker (wrapping at `u32::MAX`).
+    pub id: u32,
+}
+
+impl FrameKey {
+    /// Builds a key from a worker and an id.
+    pub const fn new(worker: u8, id: u32) -> Self {
+        Self { worker, id }
+    }
+}
+
+impl std::fmt::Display for FrameKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.worker, self.id)
+    }
+}
+
+impl std::str::FromStr for FrameKey {
+    type Err = String;
+
+    /// Parses `WORKER:ID`, e.g. `0:42`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (w, i) = s
+            .split_once(':')
+            .ok_or_else(|| format!("expected WORKER:ID, got {s:?}"))?;
+        let worker = w
+            .trim()
+            .parse()
+            .map_err(|_| format!("worker {w:?} is not a number 0-255"))?;
+        let id = i
+            .trim()
+            .parse()
+            .map_err(|_| format!("id {i:?} is not a number 0-4294967295"))?;
+        Ok(Self { worker, id })
+    }
+}

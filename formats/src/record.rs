@@ -1,0 +1,661 @@
+//! Frame-log records: FrameStart (type 0), FrameEnd (type 1) and extension records (type ≥ 2).
+//!
+//! Every record opens with the same 14 bytes, `id u32, worker u8, type u8, timestamp u64`
+//! (which is all a FrameEnd is). Decoding is a bounds check plus an unaligned view.
+
+use zerocopy::little_endian::{U16, U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+use crate::category::Category;
+use crate::error::{DecodeError, ErrorKind};
+use crate::label::truncate_label;
+
+/// Length of a FrameEnd record, and of the prefix every record shares.
+pub const FRAME_END_LEN: usize = 14;
+/// Length of a FrameStart record before its label.
+pub const FRAME_START_HEADER_LEN: usize = 20;
+/// Length of an extension record before its payload.
+pub const EXT_HEADER_LEN: usize = 16;
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
+#[repr(C)]
+struct RawCommon {
+    id: U32,
+    worker: u8,
+    kind: u8,
+    timestamp: U64,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
+#[repr(C)]
+struct RawStart {
+    common: RawCommon,
+    context: U32,
+    category: u8,
+    label_size: u8,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
+#[repr(C)]
+struct RawExt {
+    common: RawCommon,
+    payload_size: U16,
+}
+
+/// The record types this version defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RecordType {
+    /// A frame starts.
+    Start = 0,
+    /// A frame ends.
+    End = 1,
+    /// Records this worker lost in Drop mode since its previous dropped marker.
+    Dropped = 2,
+    /// The writing process: pid and name.
+    WorkerInfo = 3,
+    /// A thread of the writing process; the worker's records that follow were recorded on it.
+    ThreadInfo = 4,
+}
+
+impl RecordType {
+    /// The name used by `framelog dump --json` for a record type byte.
+    pub fn name_of(type_byte: u8) -> std::borrow::Cow<'static, str> {
+        match type_byte {
+            0 => "start".into(),
+            1 => "end".into(),
+            2 => "dropped".into(),
+            3 => "worker_info".into(),
+            4 => "thread_info".into(),
+            t => format!("ext-{t}").into(),
+        }
+    }
+}
+
+/// A frame begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameStart<'a> {
+    /// Frame id, unique per worker.
+    pub id: u32,
+    /// Writing process's worker id.
+    pub worker: u8,
+    /// Start time, ns since the Unix epoch.
+    pub timestamp: u64,
+    /// The unit of work (request, job) this frame belongs to.
+    pub context: u32,
+    /// What kind of work the frame is.
+    pub category: Category,
+    /// The frame's label, at most 255 bytes of UTF-8 (longer labels are cut when encoded).
+    pub label: &'a str,
+}
+
+/// A frame ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameEnd {
+    /// Frame id, unique per worker.
+    pub id: u32,
+    /// Writing process's worker id.
+    pub worker: u8,
+    /// End time, ns since the Unix epoch.
+    pub timestamp: u64,
+}
+
+/// Dropped marker (type 2): this worker discarded `count` records since its previous marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    /// Writing process's worker id.
+    pub worker: u8,
+    /// When the marker was written.
+    pub timestamp: u64,
+    /// Number of frame-log records lost.
+    pub count: u64,
+}
+
+/// Worker info (type 3): who the writing process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerInfo<'a> {
+    /// Writing process's worker id.
+    pub worker: u8,
+    /// When the process opened the log.
+    pub timestamp: u64,
+    /// Operating-system process id.
+    pub pid: u32,
+    /// Process name (at most 255 bytes).
+    pub name: &'a str,
+}
+
+/// Thread info (type 4): names a thread; this worker's following records were recorded on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadInfo<'a> {
+    /// Writing process's worker id.
+    pub worker: u8,
+    /// Thread number within the process (carried in the record's `id` field).
+    pub thread: u32,
+    /// When the marker was written.
+    pub timestamp: u64,
+    /// Thread name (at most 255 bytes, may be empty).
+    pub name: &'a str,
+}
+
+/// An extension record of a type this version does not know; skipped by its payload size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extension<'a> {
+    /// The record's id field.
+    pub id: u32,
+    /// Writing process's worker id.
+    pub worker: u8,
+    /// Type byte (≥ 2).
+    pub kind: u8,
+    /// Timestamp field.
+    pub timestamp: u64,
+    /// Raw payload.
+    pub payload: &'a [u8],
+}
+
+/// One decoded frame-log record, borrowing from the decoded bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record<'a> {
+    /// Type 0.
+    Start(FrameStart<'a>),
+    /// Type 1.
+    End(FrameEnd),
+    /// Type 2.
+    Dropped(Dropped),
+    /// Type 3.
+    WorkerInfo(WorkerInfo<'a>),
+    /// Type 4.
+    ThreadInfo(ThreadInfo<'a>),
+    /// Any other type ≥ 2.
+    Unknown(Extension<'a>),
+}
+
+/// The result of decoding one record from the front of a byte slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// A whole record and its length in bytes.
+    Record(Record<'a>, usize),
+    /// The slice ends inside a record: more bytes are needed.
+    NeedMore,
+}
+
+fn common(id: u32, worker: u8, kind: u8, timestamp: u64) -> RawCommon {
+    RawCommon {
+        id: U32::new(id),
+        worker,
+        kind,
+        timestamp: U64::new(timestamp),
+    }
+}
+
+fn utf8(bytes: &[u8], offset: usize) -> Result<&str, DecodeError> {
+    std::str::from_utf8(bytes).map_err(|_| DecodeError::new(offset as u64, ErrorKind::BadLabel))
+}
+
+/// Decodes the record at the front of `buf`.
+///
+/// Error offsets are relative to `buf`; shift them by the slice's position in its file.
+#[inline]
+pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
+    let Ok((c, _)) = RawCommon::ref_from_prefix(buf) else {
+        return Ok(Decoded::NeedMore);
+    };
+    let (id, worker, timestamp) = (c.id.get(), c.worker, c.timestamp.get());
+    match c.kind {
+        0 => {
+            let Ok((s, rest)) = RawStart::ref_from_prefix(buf) else {
+                return Ok(Decoded::NeedMore);
+            };
+            let n = s.label_size as usize;
+            let Some(label) = rest.get(..n) else {
+                return Ok(Decoded::NeedMore);
+            };
+            let label = utf8(label, FRAME_START_HEADER_LEN)?;
+            let rec = Record::Start(FrameStart {
+                id,
+                worker,
+                timestamp,
+                context: s.context.get(),
+                category: Category(s.category),
+                label,
+            });
+            Ok(Decoded::Record(rec, FRAME_START_HEADER_LEN + n))
+        }
+        1 => Ok(Decoded::Record(
+            Record::End(FrameEnd {
+                id,
+                worker,
+                timestamp,
+            }),
+            FRAME_END_LEN,
+        )),
+        kind => {
+            let Ok((e, rest)) = RawExt::ref_from_prefix(buf) else {
+                return Ok(Decoded::NeedMore);
+            };
+            let n = e.payload_size.get() as usize;
+            let Some(payload) = rest.get(..n) else {
+                return Ok(Decoded::NeedMore);
+            };
+            let bad = |name| DecodeError::new(0, ErrorKind::BadPayload { name, len: n });
+            let rec = match kind {
+                2 => {
+                    let bytes: [u8; 8] = payload.try_into().map_err(|_| bad("dropped"))?;
+                    Record::Dropped(Dropped {
+                        worker,
+                        timestamp,
+                        count: u64::from_le_bytes(bytes),
+                    })
+                }
+                3 => {
+                    if n < 4 {
+                        return Err(bad("worker_info"));
+                    }
+                    let pid = u32::from_le_bytes(payload[..4].try_into().expect("4 bytes"));
+                    Record::WorkerInfo(WorkerInfo {
+                        worker,
+                        timestamp,
+                        pid,
+                        name: utf8(&payload[4..], EXT_HEADER_LEN + 4)?,
+                    })
+                }
+                4 => Record::ThreadInfo(ThreadInfo {
+                    worker,
+                    thread: id,
+                    timestamp,
+                    name: utf8(payload, EXT_HEADER_LEN)?,
+                }),
+                _ => Record::Unknown(Extension {
+                    id,
+                    worker,
+                    kind,
+                    timestamp,
+                    payload,
+                }),
+            };
+            Ok(Decoded::Record(rec, EXT_HEADER_LEN + n))
+        }
+    }
+}
+
+/// Writes `parts` into the front of `out`, or returns `None` (writing nothing) if it is too small.
+#[inline]
+fn put(out: &mut [u8], head: &[u8], tail: &[u8]) -> Option<usize> {
+    let len = head.len() + tail.len();
+    let dst = out.get_mut(..len)?;
+    dst[..head.len()].copy_from_slice(head);
+    dst[head.len()..].copy_from_slice(tail);
+    Some(len)
+}
+
+fn ext_payload_len(n: usize) -> U16 {
+    U16::new(u16::try_from(n).expect("payload fits u16 by construction"))
+}
+
+impl FrameStart<'_> {
+    /// Bytes this record takes when encoded (the label cut to 255 bytes).
+    #[inline]
+    pub fn encoded_len(&self) -> usize {
+        FRAME_START_HEADER_LEN + truncate_label(self.label).len()
+    }
+
+    /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
+    #[inline]
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let label = truncate_label(self.label);
+        let raw = RawStart {
+            common: common(self.id, self.worker, 0, self.timestamp),
+            context: U32::new(self.context),
+            category: self.category.0,
+            label_size: label.len() as u8,
+        };
+        put(out, raw.as_bytes(), label.as_bytes())
+    }
+}
+
+impl FrameEnd {
+    /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
+    #[inline]
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        put(
+            out,
+            common(self.id, self.worker, 1, self.timestamp).as_bytes(),
+            &[],
+        )
+    }
+}
+
+impl Dropped {
+    /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let raw = RawExt {
+            common: common(0, self.worker, 2, self.timestamp),
+            payload_size: ext_payload_len(8),
+        };
+        put(out, raw.as_bytes(), &self.count.to_le_bytes())
+    }
+}
+
+impl WorkerInfo<'_> {
+    /// Encodes into the front of `out` (name cut to 255 bytes); `None` if `out` is too small.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let name = truncate_label(self.name);
+        let raw = RawExt {
+            common: common(0, self.worker, 3, self.timestamp),
+            payload_size: ext_payload_len(4 + name.len()),
+        };
+        let head = raw.as_bytes();
+        let n = put(out, head, &self.pid.to_le_bytes())?;
+        match out.get_mut(n..n + name.len()) {
+            Some(dst) => dst.copy_from_slice(name.as_bytes()),
+            None => return None,
+        }
+        Some(n + name.len())
+    }
+}
+
+impl ThreadInfo<'_> {
+    /// Encodes into the front of `out` (name cut to 255 bytes); `None` if `out` is too small.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let name = truncate_label(self.name);
+        let raw = RawExt {
+            common: common(self.thread, self.worker, 4, self.timestamp),
+            payload_size: ext_payload_len(name.len()),
+        };
+        put(out, raw.as_bytes(), name.as_bytes())
+    }
+}
+
+impl Extension<'_> {
+    /// Encodes into the front of `out`; `None` if `out` is too small or the payload exceeds
+    /// 65,535 bytes.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let size = u16::try_from(self.payload.len()).ok()?;
+        let raw = RawExt {
+            common: common(self.id, self.worker, self.kind, self.timestamp),
+            payload_size: U16::new(size),
+        };
+        put(out, raw.as_bytes(), self.payload)
+    }
+}
+
+impl<'a> Record<'a> {
+    /// The worker that wrote the record.
+    pub fn worker(&self) -> u8 {
+        match self {
+            Record::Start(r) => r.worker,
+            Record::End(r) => r.worker,
+            Record::Dropped(r) => r.worker,
+            Record::WorkerInfo(r) => r.worker,
+            Record::ThreadInfo(r) => r.worker,
+            Record::Unknown(r) => r.worker,
+        }
+    }
+
+    /// The record's `id` field (the frame id for starts and ends, the thread for thread info).
+    pub fn id(&self) -> u32 {
+        match self {
+            Record::Start(r) => r.id,
+            Record::End(r) => r.id,
+            Record::Dropped(_) | Record::WorkerInfo(_) => 0,
+            Record::ThreadInfo(r) => r.thread,
+            Record::Unknown(r) => r.id,
+        }
+    }
+
+    /// The record's timestamp, ns since the Unix epoch.
+    pub fn timestamp(&self) -> u64 {
+        match self {
+            Record::Start(r) => r.timestamp,
+            Record::End(r) => r.timestamp,
+            Record::Dropped(r) => r.timestamp,
+            Record::WorkerInfo(r) => r.timestamp,
+            Record::ThreadInfo(r) => r.timestamp,
+            Record::Unknown(r) => r.timestamp,
+        }
+    }
+
+    /// The record's type byte.
+    pub fn type_byte(&self) -> u8 {
+        match self {
+            Record::Start(_) => 0,
+            Record::End(_) => 1,
+            Record::Dropped(_) => 2,
+            Record::WorkerInfo(_) => 3,
+            Record::ThreadInfo(_) => 4,
+            Record::Unknown(r) => r.kind,
+        }
+    }
+
+    /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        match self {
+            Record::Start(r) => r.encode(out),
+            Record::End(r) => r.encode(out),
+            Record::Dropped(r) => r.encode(out),
+            Record::WorkerInfo(r) => r.encode(out),
+            Record::ThreadInfo(r) => r.encode(out),
+            Record::Unknown(r) => r.encode(out),
+        }
+    }
+
+    /// Appends the encoded record to `out` (allocating only if `out` lacks capacity).
+    pub fn encode_to_vec(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        // The largest record is an extension with a 64 KiB payload.
+        out.resize(start + EXT_HEADER_LEN + u16::MAX as usize + 4, 0);
+        let n = self.encode(&mut out[start..]).unwrap_or(0);
+        out.truncate(start + n);
+    }
+}
+
+/// Iterates the whole records in a byte slice, stopping cleanly at a partial tail.
+///
+/// Yields `(offset, record)` with offsets shifted by `base` (the slice's position in its
+/// file). After an error it yields that error once and then stops.
+pub struct RecordIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: u64,
+    failed: bool,
+}
+
+impl<'a> RecordIter<'a> {
+    /// Iterates `buf`, which starts at byte `base` of its file.
+    pub fn new(buf: &'a [u8], base: u64) -> Self {
+        Self {
+            buf,
+            pos: 0,
+            base,
+            failed: false,
+        }
+    }
+
+    /// Bytes of `buf` consumed by whole records so far.
+    pub fn consumed(&self) -> usize {
+        self.pos
+    }
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<(u64, Record<'a>), DecodeError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let offset = self.base + self.pos as u64;
+        match decode_record(&self.buf[self.pos..]) {
+            Ok(Decoded::Record(rec, len)) => {
+                self.pos += len;
+                Some(Ok((offset, rec)))
+            }
+            Ok(Decoded::NeedMore) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e.shifted(offset)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(rec: Record<'_>) {
+        let mut buf = vec![0u8; 70_000];
+        let n = rec.encode(&mut buf).expect("fits");
+        match decode_record(&buf[..n]).expect("decodes") {
+            Decoded::Record(back, len) => {
+                assert_eq!(len, n);
+                assert_eq!(back, rec);
+            }
+            Decoded::NeedMore => panic!("whole record reported as partial"),
+        }
+        // Every strict prefix is "need more", never an error or a record.
+        for cut in 0..n {
+            assert_eq!(decode_record(&buf[..cut]), Ok(Decoded::NeedMore), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn seed_sizes() {
+        let start = FrameStart {
+            id: 1,
+            worker: 2,
+            timestamp: 3,
+            context: 1,
+            category: Category::DATABASE,
+            label: "User: Select",
+        };
+        assert_eq!(start.encoded_len(), 20 + 12);
+        let mut buf = [0u8; 64];
+        assert_eq!(start.encode(&mut buf), Some(32));
+        // id u32 LE, worker, type 0, timestamp u64 LE, context u32 LE, category, label size.
+        assert_eq!(&buf[..4], &1u32.to_le_bytes());
+        assert_eq!(buf[4], 2);
+        assert_eq!(buf[5], 0);
+        assert_eq!(&buf[6..14], &3u64.to_le_bytes());
+        assert_eq!(&buf[14..18], &1u32.to_le_bytes());
+        assert_eq!(buf[18], 8);
+        assert_eq!(buf[19], 12);
+        assert_eq!(&buf[20..32], b"User: Select");
+        let end = FrameEnd {
+            id: 1,
+            worker: 2,
+            timestamp: 9,
+        };
+        assert_eq!(end.encode(&mut buf), Some(14));
+        assert_eq!(buf[5], 1);
+        assert_eq!(start.encode(&mut buf[..31]), None);
+    }
+
+    #[test]
+    fn long_labels_are_cut_on_encode() {
+        let label = "é".repeat(200); // 400 bytes
+        let rec = FrameStart {
+            id: 7,
+            worker: 0,
+            timestamp: 0,
+            context: 7,
+            category: Category::FUNCTION,
+            label: &label,
+        };
+        let mut buf = [0u8; 512];
+        let n = rec.encode(&mut buf).unwrap();
+        let Decoded::Record(Record::Start(back), _) = decode_record(&buf[..n]).unwrap() else {
+            panic!("not a start");
+        };
+        assert_eq!(back.label.len(), 254);
+        assert!(label.starts_with(back.label));
+    }
+
+    #[test]
+    fn malformed_known_payloads_are_errors_with_offsets() {
+        let mut bytes = vec![0u8; 14 + 64];
+        let end = FrameEnd {
+            id: 1,
+            worker: 1,
+            timestamp: 1,
+        };
+        end.encode(&mut bytes).unwrap();
+        let bad_dropped = Extension {
+            id: 0,
+            worker: 1,
+            kind: 2,
+            timestamp: 5,
+            payload: &[1, 2, 3],
+        };
+        let n = bad_dropped.encode(&mut bytes[14..]).unwrap();
+        bytes.truncate(14 + n);
+        let items: Vec<_> = RecordIter::new(&bytes, 100).collect();
+        assert_eq!(items.len(), 2);
+        let err = items[1].clone().unwrap_err();
+        assert_eq!(err.offset, 114);
+        assert!(matches!(
+            err.kind,
+            ErrorKind::BadPayload {
+                name: "dropped",
+                len: 3
+            }
+        ));
+    }
+
+    #[test]
+    fn iterator_stops_cleanly_at_a_partial_tail() {
+        let mut bytes = vec![0u8; 14 * 3];
+        for i in 0..3 {
+            FrameEnd {
+                id: i,
+                worker: 0,
+                timestamp: 10 + i as u64,
+            }
+            .encode(&mut bytes[i as usize * 14..])
+            .unwrap();
+        }
+        let mut it = RecordIter::new(&bytes[..14 * 3 - 5], 16);
+        let offsets: Vec<u64> = it.by_ref().map(|r| r.unwrap().0).collect();
+        assert_eq!(offsets, vec![16, 30]);
+        assert_eq!(it.consumed(), 28);
+    }
+
+    fn arb_str(max: usize) -> impl Strategy<Value = String> {
+        proptest::collection::vec(any::<char>(), 0..max).prop_map(|v| v.into_iter().collect())
+    }
+
+    proptest! {
+        #[test]
+        fn starts_round_trip(id: u32, worker: u8, ts: u64, ctx: u32, cat: u8, label in arb_str(80)) {
+            let label = truncate_label(&label).to_owned();
+            round_trip(Record::Start(FrameStart { id, worker, timestamp: ts, context: ctx, category: Category(cat), label: &label }));
+        }
+
+        #[test]
+        fn ends_round_trip(id: u32, worker: u8, ts: u64) {
+            round_trip(Record::End(FrameEnd { id, worker, timestamp: ts }));
+        }
+
+        #[test]
+        fn extensions_round_trip(worker: u8, ts: u64, count: u64, pid: u32, thread: u32, name in arb_str(40),
+                                 kind in 5u8.., id: u32, payload in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let name = truncate_label(&name).to_owned();
+            round_trip(Record::Dropped(Dropped { worker, timestamp: ts, count }));
+            round_trip(Record::WorkerInfo(WorkerInfo { worker, timestamp: ts, pid, name: &name }));
+            round_trip(Record::ThreadInfo(ThreadInfo { worker, thread, timestamp: ts, name: &name }));
+            round_trip(Record::Unknown(Extension { id, worker, kind, timestamp: ts, payload: &payload }));
+        }
+
+        #[test]
+        fn any_bytes_decode_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let mut consumed = 0usize;
+            for item in RecordIter::new(&bytes, 0) {
+                match item {
+                    Ok((off, _)) => { prop_assert!(off as usize >= consumed); consumed = off as usize; }
+                    Err(e) => { prop_assert!((e.offset as usize) < bytes.len()); }
+                }
+            }
+        }
+    }
+}
