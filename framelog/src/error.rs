@@ -1,0 +1,77 @@
+//! The storage engine's error type: every error names the file (and offset) involved.
+
+use std::path::PathBuf;
+
+/// Result alias for the storage engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O operation on `path` failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Bytes in `path` at `offset` do not follow the format.
+    #[error("{} at byte {offset}: {source}", path.display())]
+    Corrupt {
+        /// The file with the bad bytes.
+        path: PathBuf,
+        /// Absolute byte offset in the file.
+        offset: u64,
+        /// What is wrong with them.
+        source: formats::DecodeError,
+    },
+    /// The directory does not exist or holds no framelog files.
+    #[error("{}: not a framelog directory (no frames-NNNNNN.framelog files)", .0.display())]
+    NotALog(PathBuf),
+    /// The requested worker id is held by another live process.
+    #[error("worker {0} is in use by another process writing this log")]
+    WorkerTaken(u8),
+    /// All 256 worker ids are held by live processes.
+    #[error("{}: all 256 worker ids are in use", .0.display())]
+    NoFreeWorker(PathBuf),
+    /// A data batch cannot fit a data segment (seek offsets are u32).
+    #[error("{}: a data batch of {len} bytes does not fit in a 4 GiB data segment", path.display())]
+    BatchTooLarge {
+        /// The data segment.
+        path: PathBuf,
+        /// The batch's size in bytes.
+        len: u64,
+    },
+}
+
+impl Error {
+    /// Wraps an I/O error with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Wraps a decode error (offset relative to `base`) with its file.
+    pub fn corrupt(path: impl Into<PathBuf>, base: u64, source: formats::DecodeError) -> Self {
+        Error::Corrupt {
+            path: path.into(),
+            offset: base + source.offset,
+            source,
+        }
+    }
+}
+
+/// Adds a path to `std::io::Result`s.
+pub(crate) trait IoContext<T> {
+    /// Maps an I/O error to [`Error::Io`] naming `path`.
+    fn at(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|e| Error::io(path, e))
+    }
+}

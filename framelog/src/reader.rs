@@ -1,0 +1,228 @@
+//! [`LogReader`]: streams the records of every frame-log segment in file order.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use formats::{Decoded, FileKind, Record, decode_record};
+
+use crate::error::{Error, IoContext, Result};
+use crate::follow::DirWatch;
+use crate::repair::{read_full_at, read_header};
+use crate::segments::{self, segment_path};
+
+/// Where a record starts: segment number and byte offset in that segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Position {
+    /// Segment number (1-based; 0 means "before the first segment").
+    pub segment: u32,
+    /// Byte offset within the segment file.
+    pub offset: u64,
+}
+
+/// Bytes read per system call.
+const CHUNK: usize = 4 << 20;
+
+/// Reads a log's records in order, resumable, and able to follow a growing log.
+pub struct LogReader {
+    dir: PathBuf,
+    /// Current segment and the offset just past the last whole record delivered from it
+    /// (0 until its header has been read).
+    pos: Position,
+    file: Option<(File, PathBuf)>,
+    /// File length seen by the last read of the current segment, to detect growth.
+    seen_len: u64,
+    buf: Vec<u8>,
+    bytes_read: u64,
+    watch: Option<DirWatch>,
+}
+
+impl LogReader {
+    /// Opens the log in `dir` at its first record.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_at(dir, Position::default())
+    }
+
+    /// Opens the log in `dir` at `pos` (a position a reader returned earlier).
+    pub fn open_at(dir: impl AsRef<Path>, pos: Position) -> Result<Self> {
+        let dir = dir.as_ref().to_owned();
+        if !segments::is_log(&dir) {
+            return Err(Error::NotALog(dir));
+        }
+        Ok(Self {
+            dir,
+            pos,
+            file: None,
+            seen_len: 0,
+            buf: Vec::new(),
+            bytes_read: 0,
+            watch: None,
+        })
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the next record will be read from.
+    pub fn position(&self) -> Position {
+        self.pos
+    }
+
+    /// Bytes of records delivered so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    /// Total bytes of all frame-log segments now (for progress).
+    pub fn total_bytes(&self) -> Result<u64> {
+        let mut total = 0;
+        for n in segments::list(&self.dir, FileKind::FrameLog)? {
+            let p = segment_path(&self.dir, FileKind::FrameLog, n);
+            total += std::fs::metadata(&p).at(&p)?.len();
+        }
+        Ok(total)
+    }
+
+    /// Delivers every whole record available now, in file order; returns how many.
+    ///
+    /// Stops cleanly at a partial record (a batch being written); the next call picks it up.
+    /// On corrupt bytes, returns an error naming the file and offset after delivering every
+    /// record before them; [`LogReader::skip_segment`] moves past the damaged segment.
+    pub fn read_available(&mut self, f: impl FnMut(Position, Record<'_>)) -> Result<u64> {
+        self.read_some(usize::MAX, f)
+    }
+
+    /// Like [`LogReader::read_available`], but returns after about `max_bytes` of records.
+    pub fn read_some(
+        &mut self,
+        max_bytes: usize,
+        mut f: impl FnMut(Position, Record<'_>),
+    ) -> Result<u64> {
+        let mut delivered = 0u64;
+        let mut budget = max_bytes;
+        if self.buf.len() < CHUNK {
+            self.buf.resize(CHUNK, 0);
+        }
+        loop {
+            if self.pos.segment == 0 {
+                match segments::list(&self.dir, FileKind::FrameLog)?.first() {
+                    Some(&n) => self.pos = Position { segment: n, offset: 0 },
+                    None => return Ok(delivered),
+                }
+            }
+            if self.file.is_none() {
+                let path = segment_path(&self.dir, FileKind::FrameLog, self.pos.segment);
+                match File::open(&path) {
+                    Ok(file) => self.file = Some((file, path)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(delivered),
+                    Err(e) => return Err(Error::io(path, e)),
+                }
+                self.seen_len = 0;
+            }
+            let (file, path) = self.file.as_ref().expect("opened above");
+            if self.pos.offset == 0 {
+                match read_header(file, path, FileKind::FrameLog)? {
+                    Some(h) => self.pos.offset = u64::from(h.header_len),
+                    // Being created: its header is not written yet.
+                    None if !self.next_exists() => return Ok(delivered),
+                    None => {
+                        self.advance();
+                        continue;
+                    }
+                }
+            }
+            // Whether the segment is sealed must be known before reading it, so that no
+            // byte written before the seal can be missed.
+            let sealed = self.next_exists();
+            // At least 128 KiB so the largest record (16 + 65,535 bytes) always fits.
+            let want = CHUNK.min(budget.max(1 << 17));
+            let n = read_full_at(file, path, &mut self.buf[..want], self.pos.offset)?;
+            self.seen_len = self.pos.offset + n as u64;
+            let mut used = 0usize;
+            let base = self.pos.offset;
+            loop {
+                match decode_record(&self.buf[used..n]) {
+                    Ok(Decoded::Record(rec, len)) => {
+                        f(
+                            Position {
+                                segment: self.pos.segment,
+                                offset: base + used as u64,
+                            },
+                            rec,
+                        );
+                        used += len;
+                        delivered += 1;
+                    }
+                    Ok(Decoded::NeedMore) => break,
+                    Err(e) => {
+                        self.pos.offset = base + used as u64;
+                        self.bytes_read += used as u64;
+                        return Err(Error::corrupt(path.clone(), base + used as u64, e));
+                    }
+                }
+            }
+            self.pos.offset += used as u64;
+            self.bytes_read += used as u64;
+            budget = budget.saturating_sub(used);
+            if used == 0 || n < want {
+                // At the end of what this segment holds now.
+                if sealed {
+                    // Whatever partial bytes remain were torn by a crash: skip them.
+                    self.advance();
+                    continue;
+                }
+                return Ok(delivered);
+            }
+            if budget == 0 {
+                return Ok(delivered);
+            }
+        }
+    }
+
+    /// Moves to the start of the next segment (after a corrupt one, or a torn tail).
+    pub fn skip_segment(&mut self) {
+        self.advance();
+    }
+
+    fn advance(&mut self) {
+        self.pos = Position {
+            segment: self.pos.segment + 1,
+            offset: 0,
+        };
+        self.file = None;
+        self.seen_len = 0;
+    }
+
+    fn next_exists(&self) -> bool {
+        segments::exists(&self.dir, FileKind::FrameLog, self.pos.segment + 1)
+    }
+
+    /// Whether the log has bytes this reader has not looked at yet (never blocks).
+    pub fn has_new_bytes(&self) -> bool {
+        if self.next_exists() {
+            return true;
+        }
+        let path = segment_path(&self.dir, FileKind::FrameLog, self.pos.segment.max(1));
+        match std::fs::metadata(&path) {
+            Ok(m) => m.len() > self.seen_len.max(self.pos.offset),
+            Err(_) => false,
+        }
+    }
+
+    /// Follow mode: blocks until the log grows or a new segment appears, or `timeout`
+    /// passes. Returns whether there may be new records.
+    pub fn wait_for_growth(&mut self, timeout: Duration) -> Result<bool> {
+        let watch = self.watch.get_or_insert_with(|| DirWatch::new(&self.dir));
+        let dir = &self.dir;
+        let seg = self.pos.segment.max(1);
+        let seen = self.seen_len.max(self.pos.offset);
+        Ok(watch.wait_until(timeout, || {
+            segments::exists(dir, FileKind::FrameLog, seg + 1)
+                || std::fs::metadata(segment_path(dir, FileKind::FrameLog, seg))
+                    .is_ok_and(|m| m.len() > seen)
+        }))
+    }
+}
+

@@ -1,0 +1,218 @@
+//! Aggregating a log: totals and per-label duration statistics. Pure logic over records.
+
+use std::collections::{BTreeMap, HashMap};
+
+use formats::{FrameKey, Record};
+
+/// Per-label duration statistics (durations in ns, over frames with both start and end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelStats {
+    /// The frame label.
+    pub label: String,
+    /// Completed frames with this label.
+    pub count: u64,
+    /// Sum of durations.
+    pub total_ns: u64,
+    /// Mean duration.
+    pub mean_ns: u64,
+    /// Median duration (nearest rank).
+    pub p50_ns: u64,
+    /// 99th-percentile duration (nearest rank).
+    pub p99_ns: u64,
+    /// Longest duration.
+    pub max_ns: u64,
+}
+
+/// What a worker said about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerSummary {
+    /// Process name from the latest worker info record.
+    pub name: String,
+    /// Process id from the latest worker info record.
+    pub pid: u32,
+    /// Frames started by this worker.
+    pub frames: u64,
+}
+
+/// Totals over a log.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    /// FrameStart records.
+    pub frames: u64,
+    /// FrameEnd records.
+    pub ends: u64,
+    /// Starts that have no end (yet).
+    pub open: u64,
+    /// Ends whose start never appeared (e.g. dropped).
+    pub orphan_ends: u64,
+    /// Sum of dropped markers.
+    pub dropped: u64,
+    /// Workers seen, by id.
+    pub workers: BTreeMap<u8, WorkerSummary>,
+    /// Earliest timestamp of a start or end.
+    pub first_ns: Option<u64>,
+    /// Latest timestamp of a start or end.
+    pub last_ns: Option<u64>,
+}
+
+/// Accumulates [`Totals`] and [`LabelStats`] from records fed in file order.
+#[derive(Default)]
+pub struct StatsBuilder {
+    totals: Totals,
+    labels: Vec<String>,
+    label_ids: HashMap<String, u32>,
+    open_starts: HashMap<FrameKey, (u64, u32)>,
+    early_ends: HashMap<FrameKey, u64>,
+    durations: Vec<Vec<u64>>,
+}
+
+impl StatsBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn label_id(&mut self, label: &str) -> u32 {
+        if let Some(&id) = self.label_ids.get(label) {
+            return id;
+        }
+        let id = self.labels.len() as u32;
+        self.labels.push(label.to_owned());
+        self.label_ids.insert(label.to_owned(), id);
+        self.durations.push(Vec::new());
+        id
+    }
+
+    fn see_time(&mut self, t: u64) {
+        let tt = &mut self.totals;
+        tt.first_ns = Some(tt.first_ns.map_or(t, |f| f.min(t)));
+        tt.last_ns = Some(tt.last_ns.map_or(t, |l| l.max(t)));
+    }
+
+    /// Adds one record.
+    pub fn add(&mut self, rec: &Record<'_>) {
+        match rec {
+            Record::Start(s) => {
+                let key = FrameKey::new(s.worker, s.id);
+                self.totals.frames += 1;
+                self.totals.workers.entry(s.worker).or_default().frames += 1;
+                self.see_time(s.timestamp);
+                let label = self.label_id(s.label);
+                // An end may come before its start in file order.
+                if let Some(end) = self.early_ends.remove(&key) {
+                    self.durations[label as usize].push(end.saturating_sub(s.timestamp));
+                } else {
+                    self.open_starts.insert(key, (s.timestamp, label));
+                }
+            }
+            Record::End(e) => {
+                let key = FrameKey::new(e.worker, e.id);
+                self.totals.ends += 1;
+                self.see_time(e.timestamp);
+                if let Some((start, label)) = self.open_starts.remove(&key) {
+                    self.durations[label as usize].push(e.timestamp.saturating_sub(start));
+                } else {
+                    self.early_ends.insert(key, e.timestamp);
+                }
+            }
+            Record::Dropped(d) => self.totals.dropped += d.count,
+            Record::WorkerInfo(w) => {
+                let entry = self.totals.workers.entry(w.worker).or_default();
+                entry.name = w.name.to_owned();
+                entry.pid = w.pid;
+            }
+            Record::ThreadInfo(_) | Record::Unknown(_) => {}
+        }
+    }
+
+    /// Finishes: totals and label statistics sorted by total time, largest first.
+    pub fn finish(mut self) -> (Totals, Vec<LabelStats>) {
+        self.totals.open = self.open_starts.len() as u64;
+        self.totals.orphan_ends = self.early_ends.len() as u64;
+        let mut out: Vec<LabelStats> = self
+            .labels
+            .into_iter()
+            .zip(self.durations)
+            .filter(|(_, d)| !d.is_empty())
+            .map(|(label, mut d)| {
+                d.sort_unstable();
+                let total: u64 = d.iter().sum();
+                LabelStats {
+                    count: d.len() as u64,
+                    total_ns: total,
+                    mean_ns: total / d.len() as u64,
+                    p50_ns: nearest_rank(&d, 50.0),
+                    p99_ns: nearest_rank(&d, 99.0),
+                    max_ns: *d.last().expect("non-empty"),
+                    label,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.label.cmp(&b.label)));
+        (self.totals, out)
+    }
+}
+
+/// The nearest-rank percentile `p` of sorted, non-empty `sorted`.
+pub fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use formats::{Category, Dropped, FrameEnd, FrameStart};
+
+    fn start(id: u32, ts: u64, label: &str) -> Record<'_> {
+        Record::Start(FrameStart {
+            id,
+            worker: 0,
+            timestamp: ts,
+            context: id,
+            category: Category::FUNCTION,
+            label,
+        })
+    }
+
+    fn end(id: u32, ts: u64) -> Record<'static> {
+        Record::End(FrameEnd {
+            id,
+            worker: 0,
+            timestamp: ts,
+        })
+    }
+
+    #[test]
+    fn pairs_by_key_in_any_order_and_computes_percentiles() {
+        let mut b = StatsBuilder::new();
+        // 100 frames of "q" lasting 1..=100 ns; half arrive end-first.
+        for i in 1..=100u32 {
+            let t = u64::from(i) * 1000;
+            if i % 2 == 0 {
+                b.add(&end(i, t + u64::from(i)));
+                b.add(&start(i, t, "q"));
+            } else {
+                b.add(&start(i, t, "q"));
+                b.add(&end(i, t + u64::from(i)));
+            }
+        }
+        b.add(&start(500, 1, "never ends"));
+        b.add(&end(600, 2));
+        b.add(&Record::Dropped(Dropped {
+            worker: 0,
+            timestamp: 3,
+            count: 7,
+        }));
+        let (t, labels) = b.finish();
+        assert_eq!((t.frames, t.ends, t.open, t.orphan_ends, t.dropped), (101, 101, 1, 1, 7));
+        assert_eq!(labels.len(), 1);
+        let q = &labels[0];
+        let expected_total: u64 = (1..=100).sum();
+        assert_eq!(q.count, 100);
+        assert_eq!(q.total_ns, expected_total);
+        assert_eq!(q.mean_ns, expected_total / 100);
+        assert_eq!((q.p50_ns, q.p99_ns, q.max_ns), (50, 99, 100));
+        assert_eq!(t.first_ns, Some(1));
+    }
+}

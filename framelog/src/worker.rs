@@ -1,0 +1,88 @@
+//! Worker ids: each writing process holds one of 256 slots for as long as it writes.
+//!
+//! A slot is the file `worker-NNN.lock` in the log directory, held with an exclusive
+//! advisory lock (released by the OS when the process dies, even by SIGKILL). The file
+//! stores the worker's id high-water mark, a u64: ids are reserved in blocks and the mark
+//! is persisted before any id of the block is used, so a later process taking over the
+//! slot continues past every id the worker ever used.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+
+/// A claimed worker slot.
+#[derive(Debug)]
+pub struct WorkerSlot {
+    worker: u8,
+    path: PathBuf,
+    file: File,
+    high_water: u64,
+}
+
+/// The path of worker `w`'s slot file in `dir`.
+pub fn slot_path(dir: &Path, w: u8) -> PathBuf {
+    dir.join(format!("worker-{w:03}.lock"))
+}
+
+impl WorkerSlot {
+    /// Claims `worker` if given, else the lowest slot no live process holds.
+    pub fn claim(dir: &Path, worker: Option<u8>) -> Result<Self> {
+        match worker {
+            Some(w) => Self::try_claim(dir, w)?.ok_or(Error::WorkerTaken(w)),
+            None => {
+                for w in 0..=u8::MAX {
+                    if let Some(slot) = Self::try_claim(dir, w)? {
+                        return Ok(slot);
+                    }
+                }
+                Err(Error::NoFreeWorker(dir.to_owned()))
+            }
+        }
+    }
+
+    fn try_claim(dir: &Path, w: u8) -> Result<Option<Self>> {
+        let path = slot_path(dir, w);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .at(&path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        }
+        let mut mark = [0u8; 8];
+        // A slot file shorter than 8 bytes (new, or torn while being written) counts as 0
+        // only if it is empty; otherwise read what there is, missing bytes as 0.
+        let n = file.read_at(&mut mark, 0).at(&path)?;
+        // Ids start at 1 so that 0 never names a frame or a context.
+        let high_water = if n == 0 { 1 } else { u64::from_le_bytes(mark).max(1) };
+        Ok(Some(Self {
+            worker: w,
+            path,
+            file,
+            high_water,
+        }))
+    }
+
+    /// The slot's worker id.
+    pub fn worker(&self) -> u8 {
+        self.worker
+    }
+
+    /// Reserves `count` ids and returns the first (ids wrap at `u32::MAX`).
+    pub fn reserve(&mut self, count: u32) -> Result<u32> {
+        let first = self.high_water;
+        let next = first + u64::from(count);
+        self.file
+            .write_all_at(&next.to_le_bytes(), 0)
+            .at(&self.path)?;
+        self.high_water = next;
+        Ok(first as u32)
+    }
+}

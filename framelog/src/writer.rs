@@ -1,0 +1,174 @@
+//! [`LogWriter`]: appends record batches and frame data to a log, from any thread or process.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use formats::{FrameKey, WorkerInfo, encode_data_entry};
+
+use crate::append::{DataAppender, FramesAppender};
+use crate::error::{IoContext, Result};
+use crate::worker::WorkerSlot;
+
+/// Settings for opening a [`LogWriter`].
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// A frame-log segment is closed once it passes this many bytes.
+    pub frames_segment_bytes: u64,
+    /// A data segment is closed once it passes this many bytes (kept below 4 GiB).
+    pub data_segment_bytes: u64,
+    /// Use this worker id instead of the lowest free one.
+    pub worker: Option<u8>,
+    /// The process name written in the worker info record (default: the executable's name).
+    pub process_name: Option<String>,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self {
+            frames_segment_bytes: 256 << 20,
+            data_segment_bytes: 1 << 30,
+            worker: None,
+            process_name: None,
+        }
+    }
+}
+
+/// A batch of frame-data entries, appended together with their index entries.
+#[derive(Debug, Default, Clone)]
+pub struct DataBatch {
+    bytes: Vec<u8>,
+    offsets: Vec<(FrameKey, u32)>,
+}
+
+impl DataBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one data entry for `key` with BSON `document` bytes (from [`formats::to_document`]).
+    pub fn push(&mut self, key: FrameKey, document: &[u8]) {
+        self.offsets.push((key, self.bytes.len() as u32));
+        encode_data_entry(&mut self.bytes, key, document);
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Whether the batch has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// Bytes the batch adds to the data file.
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Empties the batch, keeping its memory.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.offsets.clear();
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub(crate) fn offsets(&self) -> impl Iterator<Item = (FrameKey, u32)> + '_ {
+        self.offsets.iter().copied()
+    }
+}
+
+/// Appends to one log directory as one worker. `Send + Sync`: share it between threads.
+pub struct LogWriter {
+    dir: PathBuf,
+    worker: u8,
+    slot: Mutex<WorkerSlot>,
+    frames: Mutex<FramesAppender>,
+    data: Mutex<DataAppender>,
+}
+
+fn default_process_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+impl LogWriter {
+    /// Opens (creating if needed) the log in `dir` with default options.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(dir, WriterOptions::default())
+    }
+
+    /// Opens (creating if needed) the log in `dir`, claims a worker id and writes its
+    /// worker info record.
+    pub fn open_with(dir: impl AsRef<Path>, opts: WriterOptions) -> Result<Self> {
+        let dir = dir.as_ref().to_owned();
+        std::fs::create_dir_all(&dir).at(&dir)?;
+        let slot = WorkerSlot::claim(&dir, opts.worker)?;
+        let worker = slot.worker();
+        let writer = Self {
+            worker,
+            slot: Mutex::new(slot),
+            frames: Mutex::new(FramesAppender::new(&dir, opts.frames_segment_bytes)),
+            data: Mutex::new(DataAppender::new(&dir, opts.data_segment_bytes)),
+            dir,
+        };
+        let name = opts.process_name.unwrap_or_else(default_process_name);
+        let info = WorkerInfo {
+            worker,
+            timestamp: now_ns(),
+            pid: std::process::id(),
+            name: &name,
+        };
+        let mut buf = [0u8; 300];
+        let n = info.encode(&mut buf).expect("worker info fits 300 bytes");
+        writer.append_frames(&buf[..n])?;
+        Ok(writer)
+    }
+
+    /// This writer's worker id.
+    pub fn worker(&self) -> u8 {
+        self.worker
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Reserves `count` frame ids this worker never used in this log; returns the first.
+    pub fn reserve_ids(&self, count: u32) -> Result<u32> {
+        lock(&self.slot).reserve(count)
+    }
+
+    /// Appends whole encoded records as one write under the segment's lock.
+    pub fn append_frames(&self, records: &[u8]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        lock(&self.frames).append(records)
+    }
+
+    /// Appends a batch of data entries and their index entries.
+    pub fn append_data(&self, batch: &DataBatch) -> Result<()> {
+        lock(&self.data).append(batch)
+    }
+}
+
+/// Locks a mutex, recovering from poisoning: appenders keep no invariant a panic can break
+/// (every append re-checks the file under its flock).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
