@@ -64,7 +64,9 @@ fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<u64>
     }
     // A partial header can only come from a creator that died mid-write.
     file.set_len(0).at(path)?;
-    (&*file).write_all(&FileHeader::new(kind).encode()).at(path)?;
+    (&*file)
+        .write_all(&FileHeader::new(kind).encode())
+        .at(path)?;
     Ok(Some(HEADER_LEN as u64))
 }
 

@@ -108,12 +108,22 @@ pub fn check_log(dir: &Path) -> Result<Report> {
                         } else {
                             "partial record at the end of a closed segment (torn by a crash; readers skip it)"
                         };
-                        report.add(Severity::Note, &path, pos as u64, format!("{} bytes: {why}", bytes.len() - pos));
+                        report.add(
+                            Severity::Note,
+                            &path,
+                            pos as u64,
+                            format!("{} bytes: {why}", bytes.len() - pos),
+                        );
                     }
                     break;
                 }
                 Err(e) => {
-                    report.add(Severity::Error, &path, pos as u64 + e.offset, e.kind.to_string());
+                    report.add(
+                        Severity::Error,
+                        &path,
+                        pos as u64 + e.offset,
+                        e.kind.to_string(),
+                    );
                     break;
                 }
             }
@@ -126,7 +136,12 @@ pub fn check_log(dir: &Path) -> Result<Report> {
     for n in segments::list(dir, FileKind::FrameIndex)? {
         if !segments::exists(dir, FileKind::FrameData, n) {
             let path = segment_path(dir, FileKind::FrameIndex, n);
-            report.add(Severity::Error, &path, 0, "index file has no paired .framedata file");
+            report.add(
+                Severity::Error,
+                &path,
+                0,
+                "index file has no paired .framedata file",
+            );
         }
     }
     Ok(report)
@@ -142,7 +157,12 @@ fn check_data_pair(dir: &Path, n: u32, report: &mut Report) -> Result<()> {
             match decode_data_entry(&bytes[pos..]) {
                 Ok(Some(entry)) => {
                     if let Err(e) = entry.parse() {
-                        report.add(Severity::Error, &data_path, pos as u64 + e.offset, e.kind.to_string());
+                        report.add(
+                            Severity::Error,
+                            &data_path,
+                            pos as u64 + e.offset,
+                            e.kind.to_string(),
+                        );
                     }
                     starts.insert(pos as u32, entry.key);
                     report.data_entries += 1;
@@ -150,12 +170,22 @@ fn check_data_pair(dir: &Path, n: u32, report: &mut Report) -> Result<()> {
                 }
                 Ok(None) => {
                     if pos < bytes.len() {
-                        report.add(Severity::Note, &data_path, pos as u64, format!("{} bytes: partial data entry at the end", bytes.len() - pos));
+                        report.add(
+                            Severity::Note,
+                            &data_path,
+                            pos as u64,
+                            format!("{} bytes: partial data entry at the end", bytes.len() - pos),
+                        );
                     }
                     break;
                 }
                 Err(e) => {
-                    report.add(Severity::Error, &data_path, pos as u64 + e.offset, e.kind.to_string());
+                    report.add(
+                        Severity::Error,
+                        &data_path,
+                        pos as u64 + e.offset,
+                        e.kind.to_string(),
+                    );
                     break;
                 }
             }
@@ -165,7 +195,12 @@ fn check_data_pair(dir: &Path, n: u32, report: &mut Report) -> Result<()> {
     let idx = match std::fs::read(&idx_path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            report.add(Severity::Error, &data_path, 0, "data file has no paired .frameidx file");
+            report.add(
+                Severity::Error,
+                &data_path,
+                0,
+                "data file has no paired .frameidx file",
+            );
             return Ok(());
         }
         Err(e) => return Err(crate::Error::io(&idx_path, e)),
@@ -178,14 +213,35 @@ fn check_data_pair(dir: &Path, n: u32, report: &mut Report) -> Result<()> {
     for (i, chunk) in body.chunks(INDEX_ENTRY_LEN).enumerate() {
         let offset = (start + i * INDEX_ENTRY_LEN) as u64;
         let Some(e) = decode_index_entry(chunk) else {
-            report.add(Severity::Note, &idx_path, offset, format!("{} bytes: partial index entry at the end", chunk.len()));
+            report.add(
+                Severity::Note,
+                &idx_path,
+                offset,
+                format!("{} bytes: partial index entry at the end", chunk.len()),
+            );
             break;
         };
         report.index_entries += 1;
         match starts.get(&e.seek) {
             Some(k) if *k == e.key => {}
-            Some(k) => report.add(Severity::Error, &idx_path, offset, format!("entry for {} points at seek {}, which holds data of {k}", e.key, e.seek)),
-            None => report.add(Severity::Error, &idx_path, offset, format!("entry for {} points at seek {}, which is not the start of a data entry", e.key, e.seek)),
+            Some(k) => report.add(
+                Severity::Error,
+                &idx_path,
+                offset,
+                format!(
+                    "entry for {} points at seek {}, which holds data of {k}",
+                    e.key, e.seek
+                ),
+            ),
+            None => report.add(
+                Severity::Error,
+                &idx_path,
+                offset,
+                format!(
+                    "entry for {} points at seek {}, which is not the start of a data entry",
+                    e.key, e.seek
+                ),
+            ),
         }
     }
     Ok(())

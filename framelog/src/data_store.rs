@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use formats::{FileKind, FrameKey, HEADER_LEN, INDEX_ENTRY_LEN, decode_data_entry, decode_index_entry};
+use formats::{
+    FileKind, FrameKey, HEADER_LEN, INDEX_ENTRY_LEN, decode_data_entry, decode_index_entry,
+};
 use memmap2::Mmap;
 
 use crate::error::{Error, IoContext, Result};
@@ -259,4 +261,3 @@ fn remap(seg: &mut Segment) -> Result<()> {
     seg.map = Some(map);
     Ok(())
 }
-

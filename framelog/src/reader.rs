@@ -108,7 +108,12 @@ impl LogReader {
         loop {
             if self.pos.segment == 0 {
                 match segments::list(&self.dir, FileKind::FrameLog)?.first() {
-                    Some(&n) => self.pos = Position { segment: n, offset: 0 },
+                    Some(&n) => {
+                        self.pos = Position {
+                            segment: n,
+                            offset: 0,
+                        }
+                    }
                     None => return Ok(delivered),
                 }
             }
@@ -225,4 +230,3 @@ impl LogReader {
         }))
     }
 }
-

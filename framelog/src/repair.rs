@@ -85,8 +85,8 @@ pub fn data_tail(
 ) -> Result<(Tail, u64)> {
     let data_len = data.metadata().at(data_path)?.len();
     let idx_len = idx.metadata().at(idx_path)?.len();
-    let mut idx_end =
-        idx_header + (idx_len.saturating_sub(idx_header) / INDEX_ENTRY_LEN as u64) * INDEX_ENTRY_LEN as u64;
+    let mut idx_end = idx_header
+        + (idx_len.saturating_sub(idx_header) / INDEX_ENTRY_LEN as u64) * INDEX_ENTRY_LEN as u64;
     while idx_end > idx_header {
         let mut raw = [0u8; INDEX_ENTRY_LEN];
         read_full_at(idx, idx_path, &mut raw, idx_end - INDEX_ENTRY_LEN as u64)?;

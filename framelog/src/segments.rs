@@ -16,7 +16,11 @@ pub fn list(dir: &Path, kind: FileKind) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;
-        if let Some(n) = entry.file_name().to_str().and_then(|s| kind.parse_file_name(s)) {
+        if let Some(n) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| kind.parse_file_name(s))
+        {
             out.push(n);
         }
     }

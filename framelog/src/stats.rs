@@ -205,7 +205,10 @@ mod tests {
             count: 7,
         }));
         let (t, labels) = b.finish();
-        assert_eq!((t.frames, t.ends, t.open, t.orphan_ends, t.dropped), (101, 101, 1, 1, 7));
+        assert_eq!(
+            (t.frames, t.ends, t.open, t.orphan_ends, t.dropped),
+            (101, 101, 1, 1, 7)
+        );
         assert_eq!(labels.len(), 1);
         let q = &labels[0];
         let expected_total: u64 = (1..=100).sum();

@@ -61,7 +61,11 @@ impl WorkerSlot {
         // only if it is empty; otherwise read what there is, missing bytes as 0.
         let n = file.read_at(&mut mark, 0).at(&path)?;
         // Ids start at 1 so that 0 never names a frame or a context.
-        let high_water = if n == 0 { 1 } else { u64::from_le_bytes(mark).max(1) };
+        let high_water = if n == 0 {
+            1
+        } else {
+            u64::from_le_bytes(mark).max(1)
+        };
         Ok(Some(Self {
             worker: w,
             path,

@@ -1,0 +1,210 @@
+//! `framelog dump`: one line per record, human-readable or JSON, optionally following.
+
+use std::collections::HashMap;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use formats::{Category, FrameKey, Record, RecordType};
+use framelog::LogReader;
+use globset::{Glob, GlobMatcher};
+use serde_json::json;
+
+use crate::output;
+
+/// Arguments of `framelog dump`.
+#[derive(Args)]
+pub struct DumpArgs {
+    /// The log directory.
+    dir: PathBuf,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// Keep printing as the log grows.
+    #[arg(long, short)]
+    follow: bool,
+    /// Only records of this worker.
+    #[arg(long)]
+    worker: Option<u8>,
+    /// Only frames of this category (name like `database`, or a number).
+    #[arg(long, value_parser = parse_category)]
+    category: Option<Category>,
+    /// Only frames whose label matches this glob (e.g. 'db/*').
+    #[arg(long)]
+    label: Option<String>,
+    /// Only frames of this context.
+    #[arg(long)]
+    context: Option<u32>,
+}
+
+fn parse_category(s: &str) -> Result<Category, String> {
+    Category::parse(s).ok_or_else(|| {
+        let names: Vec<_> = Category::ALL.iter().filter_map(|c| c.name()).collect();
+        format!(
+            "unknown category {s:?}; expected a number or one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// Decides which records to print. Ends carry no label, so they follow their start.
+struct Filter {
+    worker: Option<u8>,
+    category: Option<Category>,
+    label: Option<GlobMatcher>,
+    context: Option<u32>,
+}
+
+impl Filter {
+    fn frame_filters(&self) -> bool {
+        self.category.is_some() || self.label.is_some() || self.context.is_some()
+    }
+
+    fn start_matches(&self, s: &formats::FrameStart<'_>) -> bool {
+        self.category.is_none_or(|c| c == s.category)
+            && self.context.is_none_or(|c| c == s.context)
+            && self.label.as_ref().is_none_or(|g| g.is_match(s.label))
+    }
+}
+
+/// Pairing state: start time of frames seen, and whether they passed the filter.
+#[derive(Default)]
+struct Starts {
+    open: HashMap<FrameKey, (u64, bool)>,
+}
+
+pub fn run(args: &DumpArgs) -> Result<ExitCode> {
+    let label = match &args.label {
+        Some(p) => Some(
+            Glob::new(p)
+                .with_context(|| format!("bad --label pattern {p:?}"))?
+                .compile_matcher(),
+        ),
+        None => None,
+    };
+    let filter = Filter {
+        worker: args.worker,
+        category: args.category,
+        label,
+        context: args.context,
+    };
+    let mut reader = LogReader::open(&args.dir)?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut starts = Starts::default();
+    loop {
+        let mut io_err = None;
+        let result = reader.read_available(|_, rec| {
+            if io_err.is_none()
+                && let Err(e) = print(&mut out, &filter, &mut starts, args.json, &rec)
+            {
+                io_err = Some(e);
+            }
+        });
+        if let Some(e) = io_err {
+            return Err(e.into());
+        }
+        out.flush()?;
+        result?;
+        if !args.follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        reader.wait_for_growth(Duration::from_secs(1))?;
+    }
+}
+
+fn print(
+    out: &mut impl Write,
+    filter: &Filter,
+    starts: &mut Starts,
+    json: bool,
+    rec: &Record<'_>,
+) -> std::io::Result<()> {
+    if filter.worker.is_some_and(|w| w != rec.worker()) {
+        return Ok(());
+    }
+    let key = FrameKey::new(rec.worker(), rec.id());
+    let mut duration = None;
+    match rec {
+        Record::Start(s) => {
+            let pass = filter.start_matches(s);
+            starts.open.insert(key, (s.timestamp, pass));
+            if !pass {
+                return Ok(());
+            }
+        }
+        Record::End(e) => match starts.open.remove(&key) {
+            Some((_, false)) => return Ok(()),
+            Some((t, true)) => duration = Some(e.timestamp.saturating_sub(t)),
+            // An end whose start was dropped or comes later: shown unless filtering frames.
+            None if filter.frame_filters() => return Ok(()),
+            None => {}
+        },
+        _ if filter.frame_filters() => return Ok(()),
+        _ => {}
+    }
+    if json {
+        let mut v = json!({
+            "type": RecordType::name_of(rec.type_byte()),
+            "id": rec.id(),
+            "worker": rec.worker(),
+            "timestamp": rec.timestamp(),
+        });
+        let o = v.as_object_mut().expect("object");
+        match rec {
+            Record::Start(s) => {
+                o.insert("context".into(), s.context.into());
+                o.insert("category".into(), s.category.to_string().into());
+                o.insert("label".into(), s.label.into());
+            }
+            Record::End(_) => {
+                if let Some(d) = duration {
+                    o.insert("duration_ns".into(), d.into());
+                }
+            }
+            Record::Dropped(d) => {
+                o.insert("count".into(), d.count.into());
+            }
+            Record::WorkerInfo(w) => {
+                o.insert("pid".into(), w.pid.into());
+                o.insert("name".into(), w.name.into());
+            }
+            Record::ThreadInfo(t) => {
+                o.insert("thread".into(), t.thread.into());
+                o.insert("name".into(), t.name.into());
+            }
+            Record::Unknown(x) => {
+                o.insert("payload_size".into(), x.payload.len().into());
+            }
+        }
+        writeln!(out, "{v}")
+    } else {
+        let head = format!(
+            "{}  w{:<3} {:>10}  {:<11}",
+            output::time(rec.timestamp()),
+            rec.worker(),
+            rec.id(),
+            RecordType::name_of(rec.type_byte())
+        );
+        match rec {
+            Record::Start(s) => writeln!(
+                out,
+                "{head} {:<9} ctx {:<10} {}",
+                s.category.to_string(),
+                s.context,
+                s.label
+            ),
+            Record::End(_) => match duration {
+                Some(d) => writeln!(out, "{head} {}", output::duration(d)),
+                None => writeln!(out, "{head} (start not seen)"),
+            },
+            Record::Dropped(d) => writeln!(out, "{head} {} records dropped", d.count),
+            Record::WorkerInfo(w) => writeln!(out, "{head} pid {} {}", w.pid, w.name),
+            Record::ThreadInfo(t) => writeln!(out, "{head} thread {} {}", t.thread, t.name),
+            Record::Unknown(x) => writeln!(out, "{head} {} payload bytes", x.payload.len()),
+        }
+    }
+}

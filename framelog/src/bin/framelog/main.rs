@@ -1,0 +1,57 @@
+//! `framelog`: inspect a frame log from the command line.
+
+mod data;
+mod dump;
+mod output;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Inspect framelog profiler logs: dump records, show frame data, statistics, validate files.
+#[derive(Parser)]
+#[command(name = "framelog", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print one line per record (like `tail -f` with --follow).
+    Dump(dump::DumpArgs),
+    /// Print one frame's merged data as pretty JSON.
+    Data {
+        /// The log directory.
+        dir: PathBuf,
+        /// The frame, as WORKER:ID (e.g. 0:42).
+        frame: formats::FrameKey,
+    },
+    /// Totals and a per-label table of durations.
+    Stats(stats::StatsArgs),
+    /// Validate every file; report each problem with file and offset; exit 1 if any.
+    Check {
+        /// The log directory.
+        dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Dump(args) => dump::run(&args),
+        Command::Data { dir, frame } => data::run(&dir, frame),
+        Command::Stats(args) => stats::run(&args),
+        Command::Check { dir } => stats::check(&dir),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("framelog: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! `framelog stats` and `framelog check`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use formats::FileKind;
+use framelog::check::{Severity, check_log};
+use framelog::stats::StatsBuilder;
+use framelog::{DataStore, LogReader, segments};
+use serde_json::json;
+
+use crate::output::{duration, time};
+
+/// Arguments of `framelog stats`.
+#[derive(Args)]
+pub struct StatsArgs {
+    /// The log directory.
+    dir: PathBuf,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// Rows of the per-label table (0 for all).
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+}
+
+fn dir_bytes(dir: &Path, kind: FileKind) -> Result<(usize, u64)> {
+    let list = segments::list(dir, kind)?;
+    let mut bytes = 0;
+    for n in &list {
+        bytes += std::fs::metadata(segments::segment_path(dir, kind, *n))?.len();
+    }
+    Ok((list.len(), bytes))
+}
+
+pub fn run(args: &StatsArgs) -> Result<ExitCode> {
+    let dir = &args.dir;
+    let mut reader = LogReader::open(dir)?;
+    let mut builder = StatsBuilder::new();
+    reader.read_available(|_, rec| builder.add(&rec))?;
+    let (totals, labels) = builder.finish();
+    let data_entries = DataStore::open(dir)?.len();
+    let (frame_segments, frame_bytes) = dir_bytes(dir, FileKind::FrameLog)?;
+    let (data_segments, data_bytes) = dir_bytes(dir, FileKind::FrameData)?;
+    let (_, index_bytes) = dir_bytes(dir, FileKind::FrameIndex)?;
+    let span = match (totals.first_ns, totals.last_ns) {
+        (Some(a), Some(b)) => b - a,
+        _ => 0,
+    };
+    let shown = if args.top == 0 {
+        labels.len()
+    } else {
+        args.top.min(labels.len())
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let v = json!({
+            "frames": totals.frames,
+            "ends": totals.ends,
+            "open": totals.open,
+            "orphan_ends": totals.orphan_ends,
+            "dropped": totals.dropped,
+            "workers": totals.workers.len(),
+            "worker_list": totals.workers.iter().map(|(w, s)| json!({
+                "worker": w, "pid": s.pid, "name": s.name, "frames": s.frames,
+            })).collect::<Vec<_>>(),
+            "data_entries": data_entries,
+            "frame_segments": frame_segments,
+            "data_segments": data_segments,
+            "bytes": frame_bytes + data_bytes + index_bytes,
+            "first_ns": totals.first_ns,
+            "last_ns": totals.last_ns,
+            "span_ns": span,
+            "labels": labels[..shown].iter().map(|l| json!({
+                "label": l.label, "count": l.count, "total_ns": l.total_ns, "mean_ns": l.mean_ns,
+                "p50_ns": l.p50_ns, "p99_ns": l.p99_ns, "max_ns": l.max_ns,
+            })).collect::<Vec<_>>(),
+        });
+        writeln!(out, "{v}")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "log        {}", dir.display())?;
+    writeln!(
+        out,
+        "frames     {} started, {} ended, {} open, {} ends without a start",
+        totals.frames, totals.ends, totals.open, totals.orphan_ends
+    )?;
+    let warn = if totals.dropped > 0 {
+        "  (records were lost: consider Block mode or bigger buffers)"
+    } else {
+        ""
+    };
+    writeln!(out, "dropped    {}{warn}", totals.dropped)?;
+    writeln!(out, "workers    {}", totals.workers.len())?;
+    for (w, s) in &totals.workers {
+        writeln!(
+            out,
+            "  {w:>3}  pid {:<8} {:<24} {} frames",
+            s.pid, s.name, s.frames
+        )?;
+    }
+    writeln!(
+        out,
+        "segments   {frame_segments} frame-log ({frame_bytes} bytes), {data_segments} data ({} bytes with index)",
+        data_bytes + index_bytes
+    )?;
+    writeln!(out, "data       {data_entries} entries")?;
+    if let (Some(a), Some(b)) = (totals.first_ns, totals.last_ns) {
+        writeln!(
+            out,
+            "time       {} .. {} ({})",
+            time(a),
+            time(b),
+            duration(b - a)
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<40} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "label", "count", "total", "mean", "p50", "p99", "max"
+    )?;
+    for l in &labels[..shown] {
+        let label: String = if l.label.chars().count() > 40 {
+            l.label.chars().take(39).chain(['…']).collect()
+        } else {
+            l.label.clone()
+        };
+        writeln!(
+            out,
+            "{label:<40} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
+            l.count,
+            duration(l.total_ns),
+            duration(l.mean_ns),
+            duration(l.p50_ns),
+            duration(l.p99_ns),
+            duration(l.max_ns)
+        )?;
+    }
+    if shown < labels.len() {
+        writeln!(
+            out,
+            "… {} more labels (--top 0 shows all)",
+            labels.len() - shown
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn check(dir: &Path) -> Result<ExitCode> {
+    if !dir.is_dir() || !segments::is_log(dir) {
+        return Err(framelog::Error::NotALog(dir.to_owned()).into());
+    }
+    let report = check_log(dir)?;
+    let mut out = std::io::stdout().lock();
+    let (mut errors, mut notes) = (0, 0);
+    for p in &report.problems {
+        let tag = match p.severity {
+            Severity::Error => {
+                errors += 1;
+                "error"
+            }
+            Severity::Note => {
+                notes += 1;
+                "note"
+            }
+        };
+        writeln!(
+            out,
+            "{tag}: {} at byte {}: {}",
+            p.path.display(),
+            p.offset,
+            p.message
+        )?;
+    }
+    writeln!(
+        out,
+        "checked {} files: {} records, {} data entries, {} index entries; {errors} errors, {notes} notes",
+        report.files, report.records, report.data_entries, report.index_entries
+    )?;
+    Ok(if report.has_errors() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,319 @@
+//! The `framelog` binary, run as a real process on real logs.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{frames_batch, write_with_data};
+use formats::{Dropped, FileKind, FrameKey};
+use framelog::{LogWriter, WriterOptions, segments};
+use rand::{Rng, SeedableRng};
+
+fn framelog(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A log with 20 "db/query" frames with data, 5 "http/request" frames and a dropped marker.
+fn sample_log(dir: &Path) -> u8 {
+    let w = LogWriter::open_with(
+        dir,
+        WriterOptions {
+            process_name: Some("sample".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    write_with_data(&w, 1, 20);
+    w.append_frames(&frames_batch(w.worker(), 100, 5, "http/request"))
+        .unwrap();
+    let mut buf = [0u8; 32];
+    let n = Dropped {
+        worker: w.worker(),
+        timestamp: 5,
+        count: 3,
+    }
+    .encode(&mut buf)
+    .unwrap();
+    w.append_frames(&buf[..n]).unwrap();
+    w.worker()
+}
+
+fn dir_arg(dir: &tempfile::TempDir) -> &str {
+    dir.path().to_str().unwrap()
+}
+
+#[test]
+fn dump_json_has_the_documented_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = sample_log(dir.path());
+    let out = framelog(&["dump", "--json", dir_arg(&dir)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1 + 50 + 1);
+    assert_eq!(lines[0]["type"], "worker_info");
+    assert_eq!(lines[0]["name"], "sample");
+    let start = &lines[1];
+    assert_eq!(start["type"], "start");
+    assert_eq!(start["id"], 1);
+    assert_eq!(start["worker"], worker);
+    assert_eq!(start["context"], 1);
+    assert_eq!(start["category"], "database");
+    assert_eq!(start["label"], "db/query");
+    let end = &lines[2];
+    assert_eq!(end["type"], "end");
+    assert_eq!(
+        end["duration_ns"].as_u64().unwrap(),
+        end["timestamp"].as_u64().unwrap() - start["timestamp"].as_u64().unwrap()
+    );
+    assert_eq!(lines.last().unwrap()["type"], "dropped");
+    assert_eq!(lines.last().unwrap()["count"], 3);
+}
+
+#[test]
+fn dump_filters_by_label_category_context_and_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = sample_log(dir.path());
+    let count = |args: &[&str]| {
+        let mut all = vec!["dump", "--json", dir_arg(&dir)];
+        all.extend_from_slice(args);
+        let out = framelog(&all);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).lines().count()
+    };
+    assert_eq!(count(&["--label", "http/*"]), 10);
+    assert_eq!(count(&["--label", "db/*", "--context", "3"]), 2);
+    assert_eq!(count(&["--category", "database"]), 50);
+    assert_eq!(count(&["--category", "email"]), 0);
+    assert_eq!(count(&["--worker", &worker.to_string()]), 52);
+    assert_eq!(count(&["--worker", &(worker + 1).to_string()]), 0);
+    let human = framelog(&["dump", dir_arg(&dir), "--label", "http/request"]);
+    let first = text(&human.stdout).lines().next().unwrap().to_owned();
+    assert!(
+        first.contains("start") && first.contains("http/request") && first.contains("database"),
+        "{first}"
+    );
+}
+
+#[test]
+fn dump_follow_prints_records_as_the_log_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(["dump", "--json", "--follow", dir_arg(&dir)])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().contains("worker_info"));
+    let started = Instant::now();
+    w.append_frames(&frames_batch(w.worker(), 1, 1, "late/frame"))
+        .unwrap();
+    let line = lines.next().unwrap().unwrap();
+    assert!(line.contains("late/frame"), "{line}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn data_prints_merged_json_and_stats_counts_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = sample_log(dir.path());
+    let out = framelog(&["data", dir_arg(&dir), &format!("{worker}:7")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sql"], "SELECT 7");
+    let missing = framelog(&["data", dir_arg(&dir), &format!("{worker}:999")]);
+    assert!(!missing.status.success());
+    assert!(text(&missing.stderr).contains("has no data"));
+
+    let out = framelog(&["stats", "--json", dir_arg(&dir)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["frames"], 25);
+    assert_eq!(s["ends"], 25);
+    assert_eq!(s["open"], 0);
+    assert_eq!(s["dropped"], 3);
+    assert_eq!(s["workers"], 1);
+    assert_eq!(s["worker_list"][0]["name"], "sample");
+    assert_eq!(s["data_entries"], 20);
+    let db = s["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["label"] == "db/query")
+        .unwrap();
+    assert_eq!(db["count"], 20);
+    // Durations written by frames_batch are 10 + id % 7.
+    let durations: Vec<u64> = (1..=20u64).map(|id| 10 + id % 7).collect();
+    assert_eq!(
+        db["total_ns"].as_u64().unwrap(),
+        durations.iter().sum::<u64>()
+    );
+    assert_eq!(
+        db["max_ns"].as_u64().unwrap(),
+        *durations.iter().max().unwrap()
+    );
+    let human = framelog(&["stats", dir_arg(&dir)]);
+    let t = text(&human.stdout);
+    assert!(t.contains("db/query") && t.contains("dropped    3"), "{t}");
+}
+
+#[test]
+fn check_passes_a_good_log_and_names_file_and_offset_of_a_bad_index_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    sample_log(dir.path());
+    let ok = framelog(&["check", dir_arg(&dir)]);
+    assert!(
+        ok.status.success(),
+        "{}{}",
+        text(&ok.stdout),
+        text(&ok.stderr)
+    );
+    assert!(text(&ok.stdout).contains("0 errors"));
+    // Point the third index entry's seek somewhere else.
+    let idx = segments::segment_path(dir.path(), FileKind::FrameIndex, 1);
+    let mut bytes = std::fs::read(&idx).unwrap();
+    let third = 16 + 2 * 9;
+    bytes[third + 5..third + 9].copy_from_slice(&17u32.to_le_bytes());
+    std::fs::write(&idx, bytes).unwrap();
+    let bad = framelog(&["check", dir_arg(&dir)]);
+    assert_eq!(bad.status.code(), Some(1));
+    let out = text(&bad.stdout);
+    assert!(
+        out.contains("data-000001.frameidx") && out.contains(&format!("at byte {third}")),
+        "{out}"
+    );
+    // The frame's data lookup reports the mismatch instead of returning wrong data.
+    let lookup = framelog(&["data", dir_arg(&dir), &FrameKey::new(0, 3).to_string()]);
+    assert!(!lookup.status.success());
+    assert!(
+        text(&lookup.stderr).contains("data-000001"),
+        "{}",
+        text(&lookup.stderr)
+    );
+}
+
+#[test]
+fn bad_input_gives_one_clear_line_and_a_non_zero_exit_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let cases: Vec<Vec<String>> = vec![
+        vec!["dump".into(), missing.display().to_string()],
+        vec!["stats".into(), dir_arg(&dir).into()],
+        vec!["check".into(), dir_arg(&dir).into()],
+        vec!["data".into(), dir_arg(&dir).into(), "0:1".into()],
+        vec!["data".into(), dir_arg(&dir).into(), "not-a-key".into()],
+        vec![
+            "dump".into(),
+            dir_arg(&dir).into(),
+            "--category".into(),
+            "bogus".into(),
+        ],
+        vec!["frobnicate".into()],
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = framelog(&args);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.trim().is_empty(), "{args:?} printed no error");
+    }
+    let out = framelog(&["dump", missing.to_str().unwrap()]);
+    assert_eq!(text(&out.stderr).lines().count(), 1);
+    assert!(text(&out.stderr).contains("not a framelog directory"));
+}
+
+#[test]
+fn random_and_truncated_files_never_panic_any_command() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for round in 0..12 {
+        let dir = tempfile::tempdir().unwrap();
+        sample_log(dir.path());
+        for kind in [
+            FileKind::FrameLog,
+            FileKind::FrameData,
+            FileKind::FrameIndex,
+        ] {
+            let p = segments::segment_path(dir.path(), kind, 1);
+            let mut bytes = std::fs::read(&p).unwrap();
+            match round % 3 {
+                // Random bytes everywhere (sometimes even the header).
+                0 => rng.fill(&mut bytes[(round % 2) * 16..]),
+                // Truncated at a random point.
+                1 => bytes.truncate(rng.gen_range(0..bytes.len())),
+                // A few flipped bytes.
+                _ => {
+                    for _ in 0..5 {
+                        let i = rng.gen_range(0..bytes.len());
+                        bytes[i] ^= 0xFF;
+                    }
+                }
+            }
+            std::fs::write(&p, bytes).unwrap();
+        }
+        let d = dir_arg(&dir);
+        for args in [
+            vec!["dump", d],
+            vec!["dump", "--json", d],
+            vec!["stats", d],
+            vec!["stats", "--json", d],
+            vec!["check", d],
+            vec!["data", d, "0:5"],
+        ] {
+            let out = framelog(&args);
+            let err = text(&out.stderr);
+            assert!(!err.contains("panicked"), "round {round} {args:?}: {err}");
+            if !out.status.success() {
+                assert!(
+                    err.starts_with("framelog: error:") || args[0] == "check",
+                    "{args:?}: {err}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn dump_into_a_closed_pipe_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    w.append_frames(&frames_batch(w.worker(), 1, 20_000, "many"))
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(["dump", dir_arg(&dir)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // stdout is dropped here: the rest of the dump hits a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _ = std::io::stdout().flush();
+}

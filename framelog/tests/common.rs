@@ -1,0 +1,61 @@
+//! Helpers for writing test logs.
+#![allow(dead_code)]
+
+use formats::{Category, FrameEnd, FrameKey, FrameStart, Record};
+use framelog::{DataBatch, LogReader, LogWriter};
+
+/// Encodes `n` nested-free frames `first..first+n` of `worker` into one batch.
+pub fn frames_batch(worker: u8, first: u32, n: u32, label: &str) -> Vec<u8> {
+    let mut buf = vec![0u8; n as usize * (40 + label.len())];
+    let mut len = 0;
+    for id in first..first + n {
+        let t = 1_000_000 + u64::from(id) * 100;
+        len += FrameStart {
+            id,
+            worker,
+            timestamp: t,
+            context: id,
+            category: Category::DATABASE,
+            label,
+        }
+        .encode(&mut buf[len..])
+        .unwrap();
+        len += FrameEnd {
+            id,
+            worker,
+            timestamp: t + 10 + u64::from(id % 7),
+        }
+        .encode(&mut buf[len..])
+        .unwrap();
+    }
+    buf.truncate(len);
+    buf
+}
+
+/// Every (worker, id, type) of the log's starts and ends, in file order.
+pub fn read_frames(dir: &std::path::Path) -> Vec<(FrameKey, u8)> {
+    let mut out = Vec::new();
+    LogReader::open(dir)
+        .unwrap()
+        .read_available(|_, r| {
+            if matches!(r, Record::Start(_) | Record::End(_)) {
+                out.push((FrameKey::new(r.worker(), r.id()), r.type_byte()));
+            }
+        })
+        .unwrap();
+    out
+}
+
+/// Writes `n` frames with data on every one.
+pub fn write_with_data(w: &LogWriter, first: u32, n: u32) {
+    w.append_frames(&frames_batch(w.worker(), first, n, "db/query"))
+        .unwrap();
+    let mut batch = DataBatch::new();
+    for id in first..first + n {
+        let doc =
+            formats::to_document(&serde_json::json!({"sql": format!("SELECT {id}"), "n": id}))
+                .unwrap();
+        batch.push(FrameKey::new(w.worker(), id), &doc);
+    }
+    w.append_data(&batch).unwrap();
+}

@@ -1,0 +1,312 @@
+//! The storage engine end to end on real files: writing, rotating, repairing, reading,
+//! following and looking up data.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use common::{frames_batch, read_frames, write_with_data};
+use formats::{FileKind, FrameKey, Record};
+use framelog::{DataBatch, DataStore, Error, LogReader, LogWriter, WriterOptions, segments};
+
+#[test]
+fn written_records_read_back_in_order_with_worker_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            process_name: Some("my-server".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let first = w.reserve_ids(100).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first, 100, "db/query"))
+        .unwrap();
+    let mut names = Vec::new();
+    let mut starts = 0;
+    LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, r| match r {
+            Record::WorkerInfo(i) => names.push((i.name.to_owned(), i.pid)),
+            Record::Start(s) => {
+                assert_eq!(s.label, "db/query");
+                starts += 1;
+            }
+            _ => {}
+        })
+        .unwrap();
+    assert_eq!(names, vec![("my-server".to_owned(), std::process::id())]);
+    assert_eq!(starts, 100);
+    let frames = read_frames(dir.path());
+    assert_eq!(frames.len(), 200);
+    assert_eq!(frames[0], (FrameKey::new(w.worker(), first), 0));
+}
+
+#[test]
+fn segments_rotate_past_the_size_limit_and_read_as_one_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            frames_segment_bytes: 4096,
+            data_segment_bytes: 2048,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for batch in 0..50 {
+        write_with_data(&w, 1 + batch * 10, 10);
+    }
+    let frame_segs = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    let data_segs = segments::list(dir.path(), FileKind::FrameData).unwrap();
+    assert!(frame_segs.len() > 5, "{frame_segs:?}");
+    assert!(data_segs.len() > 5, "{data_segs:?}");
+    for n in &frame_segs {
+        let len = std::fs::metadata(segments::segment_path(dir.path(), FileKind::FrameLog, *n))
+            .unwrap()
+            .len();
+        // One batch may overshoot only a segment that was empty.
+        assert!(len <= 4096 + 16, "segment {n} is {len} bytes");
+    }
+    let frames = read_frames(dir.path());
+    assert_eq!(frames.len(), 1000);
+    let ids: Vec<u32> = frames.iter().step_by(2).map(|(k, _)| k.id).collect();
+    assert_eq!(ids, (1..=500).collect::<Vec<_>>());
+    let mut store = DataStore::open(dir.path()).unwrap();
+    assert_eq!(store.len(), 500);
+    for id in [1, 250, 500] {
+        let d = store.get(FrameKey::new(w.worker(), id)).unwrap().unwrap();
+        assert_eq!(d.get_str("sql").unwrap(), format!("SELECT {id}"));
+    }
+}
+
+#[test]
+fn data_updates_merge_in_file_order_later_keys_winning() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let key = FrameKey::new(w.worker(), 7);
+    let mut b = DataBatch::new();
+    b.push(
+        key,
+        &formats::to_document(&serde_json::json!({"a": 1, "b": "first"})).unwrap(),
+    );
+    w.append_data(&b).unwrap();
+    b.clear();
+    b.push(
+        key,
+        &formats::to_document(&serde_json::json!({"b": "second", "c": true})).unwrap(),
+    );
+    w.append_data(&b).unwrap();
+    let mut store = DataStore::open(dir.path()).unwrap();
+    let d = store.get(key).unwrap().unwrap();
+    assert_eq!(d.get_i64("a").unwrap(), 1);
+    assert_eq!(d.get_str("b").unwrap(), "second");
+    assert!(d.get_bool("c").unwrap());
+    assert_eq!(store.get(FrameKey::new(w.worker(), 8)).unwrap(), None);
+}
+
+#[test]
+fn a_torn_tail_is_cut_before_the_next_append_and_nothing_before_it_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let w = LogWriter::open(dir.path()).unwrap();
+        write_with_data(&w, 1, 20);
+    }
+    // Simulate a crash mid-batch: half a record on the frame log, half an entry on the data
+    // file and a partial index entry.
+    let seg = |k| segments::segment_path(dir.path(), k, 1);
+    let half = &frames_batch(0, 100, 1, "torn")[..9];
+    OpenOptions::new()
+        .append(true)
+        .open(seg(FileKind::FrameLog))
+        .unwrap()
+        .write_all(half)
+        .unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(seg(FileKind::FrameData))
+        .unwrap()
+        .write_all(&[1, 2, 3, 4, 5, 60, 0])
+        .unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(seg(FileKind::FrameIndex))
+        .unwrap()
+        .write_all(&[9, 9, 9])
+        .unwrap();
+    // Readers stop cleanly before the torn bytes.
+    assert_eq!(read_frames(dir.path()).len(), 40);
+    let w = LogWriter::open(dir.path()).unwrap();
+    write_with_data(&w, 21, 5);
+    let frames = read_frames(dir.path());
+    assert_eq!(frames.len(), 50);
+    let report = framelog::check::check_log(dir.path()).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let mut store = DataStore::open(dir.path()).unwrap();
+    assert_eq!(store.len(), 25);
+    assert!(store.get(FrameKey::new(w.worker(), 25)).unwrap().is_some());
+}
+
+#[test]
+fn worker_slots_are_unique_while_held_and_ids_continue_after_takeover() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = LogWriter::open(dir.path()).unwrap();
+    let b = LogWriter::open(dir.path()).unwrap();
+    assert_ne!(a.worker(), b.worker());
+    assert!(matches!(
+        LogWriter::open_with(dir.path(), WriterOptions { worker: Some(a.worker()), ..Default::default() }),
+        Err(Error::WorkerTaken(w)) if w == a.worker()
+    ));
+    let worker = a.worker();
+    let used = a.reserve_ids(1000).unwrap();
+    drop(a);
+    let c = LogWriter::open(dir.path()).unwrap();
+    assert_eq!(c.worker(), worker, "the freed slot is reused");
+    let next = c.reserve_ids(10).unwrap();
+    assert!(
+        next >= used + 1000,
+        "ids continue past the previous holder's: {next} vs {used}"
+    );
+}
+
+#[test]
+fn follow_mode_sees_appends_and_new_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            frames_segment_bytes: 2048,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut reader = LogReader::open(dir.path()).unwrap();
+    reader.read_available(|_, _| {}).unwrap();
+    assert!(!reader.wait_for_growth(Duration::from_millis(100)).unwrap());
+    let writer = std::thread::spawn(move || {
+        for i in 0..40 {
+            std::thread::sleep(Duration::from_millis(5));
+            w.append_frames(&frames_batch(w.worker(), 1 + i * 10, 10, "live"))
+                .unwrap();
+        }
+    });
+    let mut ends = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ends < 400 && Instant::now() < deadline {
+        reader.wait_for_growth(Duration::from_millis(500)).unwrap();
+        reader
+            .read_available(|_, r| {
+                if let Record::End(_) = r {
+                    ends += 1;
+                }
+            })
+            .unwrap();
+    }
+    writer.join().unwrap();
+    assert_eq!(ends, 400);
+    assert!(
+        reader.position().segment > 3,
+        "followed into later segments"
+    );
+}
+
+#[test]
+fn a_reader_resumes_from_a_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    w.append_frames(&frames_batch(w.worker(), 1, 10, "a"))
+        .unwrap();
+    let mut r = LogReader::open(dir.path()).unwrap();
+    r.read_available(|_, _| {}).unwrap();
+    let pos = r.position();
+    w.append_frames(&frames_batch(w.worker(), 11, 5, "b"))
+        .unwrap();
+    let mut labels = Vec::new();
+    LogReader::open_at(dir.path(), pos)
+        .unwrap()
+        .read_available(|_, r| {
+            if let Record::Start(s) = r {
+                labels.push(s.label.to_owned());
+            }
+        })
+        .unwrap();
+    assert_eq!(labels, vec!["b"; 5]);
+}
+
+#[test]
+fn corrupt_bytes_are_an_error_naming_file_and_offset_after_the_valid_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    w.append_frames(&frames_batch(w.worker(), 1, 3, "ok"))
+        .unwrap();
+    let path = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
+    let good_len = std::fs::metadata(&path).unwrap().len();
+    // A dropped marker with a 3-byte payload is malformed.
+    let mut bad = vec![0u8; 0];
+    bad.extend_from_slice(&[0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, 2, 3]);
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&bad)
+        .unwrap();
+    let mut seen = 0;
+    let err = LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, _| seen += 1)
+        .unwrap_err();
+    assert_eq!(seen, 7, "worker info + 3 frames before the bad bytes");
+    match err {
+        Error::Corrupt {
+            path: p, offset, ..
+        } => {
+            assert_eq!(p, path);
+            assert_eq!(offset, good_len);
+        }
+        other => panic!("unexpected {other}"),
+    }
+    // A new writer leaves the damaged segment alone and starts the next one.
+    let w2 = LogWriter::open(dir.path()).unwrap();
+    w2.append_frames(&frames_batch(w2.worker(), 1, 2, "after"))
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        good_len + bad.len() as u64
+    );
+    let mut r = LogReader::open(dir.path()).unwrap();
+    assert!(r.read_available(|_, _| {}).is_err());
+    r.skip_segment();
+    let mut after = 0;
+    r.read_available(|_, rec| {
+        if let Record::Start(s) = rec {
+            assert_eq!(s.label, "after");
+            after += 1
+        }
+    })
+    .unwrap();
+    assert_eq!(after, 2);
+}
+
+#[test]
+fn opening_something_that_is_not_a_log_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        LogReader::open(dir.path()),
+        Err(Error::NotALog(_))
+    ));
+    assert!(matches!(
+        LogReader::open(dir.path().join("missing")),
+        Err(Error::NotALog(_))
+    ));
+    let seg = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
+    std::fs::write(&seg, b"NOTALOG!\x01\x00\x10\x00\x00\x00\x00\x00garbage").unwrap();
+    let err = LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, _| {})
+        .unwrap_err();
+    assert!(err.to_string().contains("bad magic"), "{err}");
+    assert!(err.to_string().contains("frames-000001.framelog"), "{err}");
+}
