@@ -1,0 +1,236 @@
+//! Contexts: the units of work (requests, jobs) a log holds, each named by its root frame.
+//!
+//! A frame started with no enclosing context opens a context whose value is its own id; every
+//! frame nested in it carries that value. The list shows root frames with their label, start,
+//! duration and frame count, sortable and filterable.
+
+use rustc_hash::FxHashMap;
+
+use super::{FrameRef, Model, OPEN};
+
+/// One context: its root frame (once seen) and how many frames carry it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextEntry {
+    /// Worker that recorded it.
+    pub worker: u8,
+    /// Context value (the root frame's id).
+    pub context: u32,
+    /// The root frame, once its start was seen.
+    pub root: Option<FrameRef>,
+    /// Frames carrying this context.
+    pub frames: u32,
+    /// Earliest start among its frames.
+    pub first_start: u64,
+}
+
+/// All contexts, in order of first appearance.
+#[derive(Default, Debug)]
+pub struct Contexts {
+    map: FxHashMap<u64, u32>,
+    list: Vec<ContextEntry>,
+}
+
+impl Contexts {
+    #[inline]
+    pub(crate) fn on_start(&mut self, worker: u8, context: u32, id: u32, at: FrameRef, t: u64) {
+        let k = ((worker as u64) << 32) | context as u64;
+        let list = &mut self.list;
+        let idx = *self.map.entry(k).or_insert_with(|| {
+            list.push(ContextEntry {
+                worker,
+                context,
+                root: None,
+                frames: 0,
+                first_start: t,
+            });
+            (list.len() - 1) as u32
+        });
+        let e = &mut self.list[idx as usize];
+        e.frames += 1;
+        e.first_start = e.first_start.min(t);
+        if id == context {
+            e.root = Some(at);
+        }
+    }
+
+    /// All contexts in order of first appearance.
+    pub fn entries(&self) -> &[ContextEntry] {
+        &self.list
+    }
+
+    /// Number of contexts.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// True if there is none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.list.capacity() * std::mem::size_of::<ContextEntry>() + self.map.capacity() * 13
+    }
+}
+
+/// Column the contexts list is sorted by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ContextSort {
+    /// Root frame label.
+    Label,
+    /// Start time (default).
+    #[default]
+    Start,
+    /// Root frame duration.
+    Duration,
+    /// Number of frames.
+    Frames,
+}
+
+/// Which contexts to list and in what order.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ContextQuery {
+    /// Case-insensitive substring the root label must contain (empty: any).
+    pub label: String,
+    /// Only contexts whose root lasted at least this long (ns).
+    pub min_duration_ns: u64,
+    /// Sort column.
+    pub sort: ContextSort,
+    /// Sort descending.
+    pub descending: bool,
+}
+
+/// One row of the contexts list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextRow {
+    /// Index into [`Contexts::entries`].
+    pub entry: u32,
+    /// The root frame.
+    pub root: FrameRef,
+    /// Interned root label.
+    pub label: u32,
+    /// Root start, ns since the Unix epoch.
+    pub start: u64,
+    /// Root duration in ns (open roots: up to the newest time).
+    pub duration: u64,
+    /// True while the root has not ended.
+    pub open: bool,
+    /// Frames carrying the context.
+    pub frames: u32,
+}
+
+impl Model {
+    /// The contexts matching `q`, sorted as it asks. Contexts whose root was not seen are left out.
+    pub fn query_contexts(&self, q: &ContextQuery) -> Vec<ContextRow> {
+        let needle = q.label.to_lowercase();
+        let label_ok: Vec<bool> = self
+            .labels()
+            .names()
+            .map(|(_, n)| needle.is_empty() || n.to_lowercase().contains(&needle))
+            .collect();
+        let newest = self.newest();
+        let mut rows: Vec<ContextRow> = Vec::new();
+        for (i, e) in self.contexts().entries().iter().enumerate() {
+            let Some(root) = e.root else { continue };
+            let row = self.row(root);
+            let ix = root.index as usize;
+            let label = row.label[ix];
+            if !label_ok[label as usize] {
+                continue;
+            }
+            let duration = row.end_or(ix, newest) - row.start[ix];
+            if duration < q.min_duration_ns {
+                continue;
+            }
+            rows.push(ContextRow {
+                entry: i as u32,
+                root,
+                label,
+                start: row.start[ix],
+                duration,
+                open: row.end[ix] == OPEN,
+                frames: e.frames,
+            });
+        }
+        match q.sort {
+            ContextSort::Label => {
+                let names = self.labels();
+                rows.sort_by(|a, b| {
+                    names
+                        .name(a.label)
+                        .cmp(names.name(b.label))
+                        .then(a.start.cmp(&b.start))
+                })
+            }
+            ContextSort::Start => rows.sort_by_key(|r| (r.start, r.entry)),
+            ContextSort::Duration => rows.sort_by_key(|r| (r.duration, r.start)),
+            ContextSort::Frames => rows.sort_by_key(|r| (r.frames, r.start)),
+        }
+        if q.descending {
+            rows.reverse();
+        }
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::tests::Log;
+
+    fn log() -> Model {
+        let mut l = Log::default();
+        // Three requests of different lengths; the second has three children.
+        l.start(0, 1, 0, 1, "GET /a").end(0, 1, 100);
+        l.start(0, 2, 200, 2, "GET /b");
+        for i in 0..3u32 {
+            l.start(0, 10 + i, 210 + i as u64 * 10, 2, "db")
+                .end(0, 10 + i, 215 + i as u64 * 10);
+        }
+        l.end(0, 2, 700);
+        l.start(0, 3, 800, 3, "job/cleanup").end(0, 3, 1000);
+        l.model()
+    }
+
+    #[test]
+    fn lists_roots_with_counts_and_durations() {
+        let m = log();
+        assert_eq!(m.contexts().len(), 3);
+        let rows = m.query_contexts(&ContextQuery::default());
+        let got: Vec<(&str, u64, u64, u32)> = rows
+            .iter()
+            .map(|r| (m.labels().name(r.label), r.start, r.duration, r.frames))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("GET /a", 0, 100, 1),
+                ("GET /b", 200, 500, 4),
+                ("job/cleanup", 800, 200, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn filters_and_sorts() {
+        let m = log();
+        let q = ContextQuery {
+            label: "get".into(),
+            sort: ContextSort::Duration,
+            descending: true,
+            ..Default::default()
+        };
+        let rows = m.query_contexts(&q);
+        let labels: Vec<&str> = rows.iter().map(|r| m.labels().name(r.label)).collect();
+        assert_eq!(labels, vec!["GET /b", "GET /a"]);
+        let q = ContextQuery {
+            min_duration_ns: 150,
+            sort: ContextSort::Frames,
+            ..Default::default()
+        };
+        let rows = m.query_contexts(&q);
+        let labels: Vec<&str> = rows.iter().map(|r| m.labels().name(r.label)).collect();
+        assert_eq!(labels, vec!["job/cleanup", "GET /b"]);
+    }
+}
