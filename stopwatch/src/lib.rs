@@ -1,1 +1,50 @@
-//! Placeholder: filled by its issue.
+//! `stopwatch`: the application API of framelog, an in-process profiler.
+//!
+//! ```no_run
+//! use stopwatch::{Category, Stopwatch};
+//! let _sw = Stopwatch::builder().dir("target/framelog").install()?; // once, at start-up
+//! let frame = Stopwatch::start("db/query");          // a guard; ends on drop
+//! frame.data(&serde_json::json!({"sql": "select * from user where id = ?", "params": [1]}));
+//! drop(frame);
+//! let _q = Stopwatch::start_with("User: Select", Category::DATABASE);
+//! # Ok::<(), stopwatch::Error>(())
+//! ```
+//!
+//! Architecture (one module per idea):
+//! - [`clock`]: ns since the Unix epoch from a monotonic source (TSC) anchored once.
+//! - `buffer`, `slot`, `local`: per-thread buffers; records are encoded with a few stores and
+//!   published with one Release store; the writer may steal the committed prefix.
+//! - `pool`: the bounded buffer pool and the Drop/Block buffering modes (FIFO parking).
+//! - `writer`: one writer thread per recorder (full buffers, periodic steal, dropped markers,
+//!   frame data, failure handling).
+//! - `context`, `instrument`: context propagation across threads and `.await`s.
+//! - [`sampling`]: fixed-probability and adaptive sampling, decided at the root frame.
+//! - `frame`, `recorder`: the public guard and recorder types.
+//! - [`demo`], [`stress`]: workloads used by the examples, tests, benchmarks and the viewer.
+
+pub mod clock;
+mod buffer;
+mod context;
+#[cfg(feature = "demo")]
+pub mod demo;
+mod error;
+mod frame;
+mod ids;
+mod instrument;
+mod local;
+mod pool;
+mod recorder;
+pub mod sampling;
+mod slot;
+pub mod stress;
+mod writer;
+
+pub use context::{Context, ContextGuard};
+pub use error::{Error, ErrorCallback, SinkError};
+pub use formats::Category;
+pub use frame::Frame;
+pub use instrument::{FutureExt, InFrame};
+pub use pool::BufferingMode;
+pub use recorder::{Builder, InstallGuard, Recorder, Stats, Stopwatch};
+pub use sampling::Sampling;
+pub use writer::Sink;

@@ -1,0 +1,110 @@
+//! Record buffers: fixed-size byte blocks one producer thread appends to while the writer
+//! thread may read (steal) the committed prefix at the same time.
+//!
+//! Ownership moves: the pool hands a buffer to a producer, the producer hands it (full, or at
+//! thread exit) to the writer, the writer writes it and returns it to the pool. While a
+//! producer owns a buffer the writer may still *read* the bytes below the producer's published
+//! `committed` length (see `slot`); the producer only ever writes above it, so the two never
+//! touch the same bytes.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Smallest buffer: must hold the largest record (a FrameStart with a 255-byte label).
+pub(crate) const MIN_BUFFER: usize = 1024;
+
+/// One record buffer. Accessed only through raw pointers and shared references, never
+/// `&mut Buf`, because producer and writer use disjoint byte ranges of it concurrently.
+pub(crate) struct Buf {
+    data: NonNull<u8>,
+    cap: usize,
+    /// Bytes at the front the writer has already written (only the writer reads or
+    /// changes it; atomic because the buffer is shared while the producer owns it).
+    stolen: AtomicUsize,
+}
+
+// SAFETY: `Buf` owns its heap block; concurrent access follows the disjoint-range protocol
+// described in the module docs (producer writes above `committed`, writer reads below).
+unsafe impl Send for Buf {}
+// SAFETY: as above; shared references only hand out raw pointers and an atomic.
+unsafe impl Sync for Buf {}
+
+impl Buf {
+    /// Allocates a zeroed buffer of `cap` bytes (at least [`MIN_BUFFER`]).
+    pub(crate) fn new(cap: usize) -> Box<Buf> {
+        let cap = cap.max(MIN_BUFFER);
+        let block: Box<[u8]> = vec![0u8; cap].into_boxed_slice();
+        let data = NonNull::from(Box::leak(block)).cast::<u8>();
+        Box::new(Buf {
+            data,
+            cap,
+            stolen: AtomicUsize::new(0),
+        })
+    }
+
+    /// Capacity in bytes.
+    #[inline]
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Start of the byte block.
+    #[inline]
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.data.as_ptr()
+    }
+
+    /// Bytes the writer has already taken from the front.
+    pub(crate) fn stolen(&self) -> usize {
+        self.stolen.load(Ordering::Relaxed)
+    }
+
+    /// Records that the writer has taken everything below `upto`.
+    pub(crate) fn set_stolen(&self, upto: usize) {
+        self.stolen.store(upto, Ordering::Relaxed);
+    }
+
+    /// The bytes `from..to`.
+    ///
+    /// # Safety
+    /// `from <= to <= cap`, and no thread may be writing inside `from..to` (the caller holds a
+    /// `committed` length `>= to` published with Release by the owning producer).
+    pub(crate) unsafe fn bytes(&self, from: usize, to: usize) -> &[u8] {
+        debug_assert!(from <= to && to <= self.cap);
+        // SAFETY: in bounds by the caller's contract; nobody writes this range.
+        unsafe { std::slice::from_raw_parts(self.base().add(from), to - from) }
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: `data`/`cap` came from `Box::leak` of a `Box<[u8]>` of exactly `cap` bytes.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.data.as_ptr(),
+                self.cap,
+            )));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_have_at_least_the_minimum_size_and_track_stolen_bytes() {
+        let b = Buf::new(10);
+        assert_eq!(b.cap(), MIN_BUFFER);
+        let b = Buf::new(4096);
+        assert_eq!(b.cap(), 4096);
+        // SAFETY: nobody else has the buffer; writes stay in bounds.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b"hello".as_ptr(), b.base().add(3), 5);
+            assert_eq!(b.bytes(3, 8), b"hello");
+        }
+        assert_eq!(b.stolen(), 0);
+        b.set_stolen(8);
+        assert_eq!(b.stolen(), 8);
+    }
+}

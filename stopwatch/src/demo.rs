@@ -1,0 +1,1 @@
+//! The demo workload (placeholder while being written).

@@ -1,0 +1,100 @@
+//! Errors and the once-per-kind error reporter.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// An error from a sink (the log writer), type-erased so tests can plug in their own sinks.
+pub type SinkError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What can go wrong in the stopwatch.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The builder was not given a log directory.
+    #[error("no log directory given: call .dir(..) on the builder")]
+    NoDir,
+    /// The log could not be opened.
+    #[error("opening the log: {0}")]
+    Open(#[source] SinkError),
+    /// `install` was called while another stopwatch is installed.
+    #[error("a global stopwatch is already installed")]
+    AlreadyInstalled,
+    /// The writer thread could not be started.
+    #[error("starting the writer thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// Writing to the log failed; from now on records are counted as dropped.
+    #[error("writing the log failed, later records are counted as dropped: {0}")]
+    Write(#[source] SinkError),
+    /// Reserving frame ids in the log failed (ids continue unpersisted).
+    #[error("reserving frame ids failed, ids continue unpersisted: {0}")]
+    ReserveIds(#[source] SinkError),
+    /// A value given to `Frame::data` could not be encoded as BSON (that update is dropped).
+    #[error("frame data could not be encoded as BSON: {0}")]
+    Data(String),
+    /// The writer thread panicked (a bug); records are counted as dropped from then on.
+    #[error("the writer thread panicked; later records are counted as dropped")]
+    WriterPanicked,
+}
+
+impl Error {
+    fn kind_bit(&self) -> u8 {
+        match self {
+            Error::NoDir | Error::Open(_) | Error::AlreadyInstalled | Error::Spawn(_) => 1,
+            Error::Write(_) => 2,
+            Error::ReserveIds(_) => 4,
+            Error::Data(_) => 8,
+            Error::WriterPanicked => 16,
+        }
+    }
+}
+
+/// The callback errors are reported through.
+pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync + 'static>;
+
+/// Reports each kind of error once, so a dead disk does not flood the application's stderr.
+pub(crate) struct Reporter {
+    seen: AtomicU8,
+    callback: ErrorCallback,
+}
+
+impl Reporter {
+    /// A reporter calling `callback`, or printing one line to stderr when `None`.
+    pub(crate) fn new(callback: Option<ErrorCallback>) -> Reporter {
+        Reporter {
+            seen: AtomicU8::new(0),
+            callback: callback.unwrap_or_else(|| Arc::new(|e| eprintln!("stopwatch: {e}"))),
+        }
+    }
+
+    /// Reports `e` unless an error of its kind was reported before.
+    pub(crate) fn report(&self, e: Error) {
+        let bit = e.kind_bit();
+        if self.seen.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+            // A panicking callback must not take the writer thread (or the app) down.
+            let cb = &self.callback;
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(&e)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn each_kind_is_reported_once() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = got.clone();
+        let r = Reporter::new(Some(Arc::new(move |e: &Error| {
+            g.lock().unwrap().push(e.to_string())
+        })));
+        for _ in 0..3 {
+            r.report(Error::Write("disk full".into()));
+            r.report(Error::Data("bad".into()));
+        }
+        let got = got.lock().unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got[0].contains("disk full"));
+        assert!(got[1].contains("bad"));
+    }
+}

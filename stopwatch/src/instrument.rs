@@ -1,0 +1,77 @@
+//! Frames around futures: [`InFrame`] makes a frame cover a future's whole awaited duration
+//! (not just its first poll) and makes frames started inside the future, on whatever worker
+//! thread polls it, belong to the frame's context.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use crate::context::Context;
+use crate::frame::{Detached, Frame};
+
+/// A future running inside a frame; see [`Frame::instrument`].
+#[must_use = "futures do nothing unless polled"]
+pub struct InFrame<F> {
+    fut: F,
+    frame: Option<Detached>,
+    context: Option<Context>,
+}
+
+impl Frame {
+    /// Wraps `fut` so this frame ends when `fut` completes (or is dropped), and every poll
+    /// runs inside the frame's context. The calling thread leaves the frame's context now.
+    pub fn instrument<F: Future>(self, fut: F) -> InFrame<F> {
+        let frame = self.detach();
+        let context = frame.as_ref().map(|d| d.context());
+        InFrame {
+            fut,
+            frame,
+            context,
+        }
+    }
+}
+
+impl<F> InFrame<F> {
+    /// Attaches data to the frame (see [`Frame::data`]).
+    pub fn data<T: serde::Serialize + ?Sized>(&self, value: &T) {
+        if let Some(f) = &self.frame {
+            f.data(value);
+        }
+    }
+
+    /// The frame's context.
+    pub fn context(&self) -> Option<&Context> {
+        self.context.as_ref()
+    }
+}
+
+impl<F: Future> Future for InFrame<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
+        // SAFETY: `fut` is structurally pinned: it is never moved out of `self` and is only
+        // exposed as `Pin<&mut F>`; the other fields are not pinned (plain data).
+        let this = unsafe { self.get_unchecked_mut() };
+        let out = {
+            let _entered = this.context.as_ref().map(Context::enter);
+            // SAFETY: see above.
+            unsafe { Pin::new_unchecked(&mut this.fut) }.poll(cx)
+        };
+        if out.is_ready()
+            && let Some(mut frame) = this.frame.take()
+        {
+            frame.end();
+        }
+        out
+    }
+}
+
+/// Runs futures inside frames: `fut.in_frame(Stopwatch::start("job"))`.
+pub trait FutureExt: Future + Sized {
+    /// Same as [`Frame::instrument`].
+    fn in_frame(self, frame: Frame) -> InFrame<Self> {
+        frame.instrument(self)
+    }
+}
+
+impl<F: Future> FutureExt for F {}

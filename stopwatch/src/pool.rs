@@ -1,0 +1,263 @@
+//! The bounded buffer pool and the two buffering modes (Drop and Block).
+//!
+//! Free buffers sit in a bounded crossbeam channel. A producer whose buffer is full takes a
+//! fresh one from it; the writer thread returns buffers after writing them. What happens when
+//! the pool is empty is the stopwatch's [`BufferingMode`]:
+//!
+//! - **Drop**: `take` fails at once; the caller discards its record and counts it.
+//! - **Block**: the producer joins a FIFO queue of parked threads (one parker per thread, like
+//!   the EventPipe seed). Only the thread at the front may take the next freed buffer, so
+//!   waiters are served first come, first served; the writer wakes the front waiter each time
+//!   it returns a buffer. [`Pool::abort`] (shutdown, writer failure) wakes every waiter and
+//!   turns later `take`s into non-blocking ones, so a Block-mode producer never hangs: it
+//!   falls back to a counted drop.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::Thread;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::buffer::Buf;
+
+/// What a producer does when every buffer of the pool is in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BufferingMode {
+    /// Discard the record without blocking and count it (written as a dropped marker).
+    #[default]
+    Drop,
+    /// Park the producer until the writer frees a buffer; nothing is lost while the writer
+    /// is healthy. Shutdown or writer failure releases parked producers (counted drops).
+    Block,
+}
+
+/// A parked producer. `Arc` so the writer can unpark it without holding the producer alive.
+struct Waiter {
+    thread: Thread,
+}
+
+/// The bounded pool of free buffers plus the FIFO queue of producers waiting for one.
+pub(crate) struct Pool {
+    free_tx: Sender<Box<Buf>>,
+    free_rx: Receiver<Box<Buf>>,
+    buf_size: usize,
+    mode: BufferingMode,
+    waiters: Mutex<VecDeque<Arc<Waiter>>>,
+    /// `waiters.len()`, readable without the lock (the writer skips the lock when zero).
+    nwaiters: AtomicUsize,
+    aborted: AtomicBool,
+}
+
+/// How long a parked producer sleeps before re-checking on its own. Only a safety net: the
+/// writer unparks the front waiter whenever it frees a buffer.
+const PARK_RECHECK: Duration = Duration::from_millis(20);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding this lock cannot leave the queue inconsistent (push/pop only),
+    // so poisoning is ignored rather than propagated into the application.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Pool {
+    /// A pool of `count` buffers of `buf_size` bytes each.
+    pub(crate) fn new(count: usize, buf_size: usize, mode: BufferingMode) -> Pool {
+        let count = count.max(1);
+        let (free_tx, free_rx) = crossbeam_channel::bounded(count);
+        for _ in 0..count {
+            // Cannot fail: the channel has room for exactly `count` buffers.
+            let _ = free_tx.try_send(Buf::new(buf_size));
+        }
+        Pool {
+            free_tx,
+            free_rx,
+            buf_size,
+            mode,
+            waiters: Mutex::new(VecDeque::new()),
+            nwaiters: AtomicUsize::new(0),
+            aborted: AtomicBool::new(false),
+        }
+    }
+
+    /// Size of each buffer.
+    pub(crate) fn buf_size(&self) -> usize {
+        self.buf_size
+    }
+
+    /// The buffering mode.
+    pub(crate) fn mode(&self) -> BufferingMode {
+        self.mode
+    }
+
+    /// Whether [`Pool::abort`] was called.
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::Acquire)
+    }
+
+    /// Buffers currently free.
+    #[cfg(test)]
+    pub(crate) fn free(&self) -> usize {
+        self.free_rx.len()
+    }
+
+    /// A free buffer: at once in Drop mode (or `None`), after waiting in turn in Block mode
+    /// (`None` only once the pool is aborted).
+    pub(crate) fn take(&self) -> Option<Box<Buf>> {
+        if self.mode == BufferingMode::Drop || self.is_aborted() {
+            return self.free_rx.try_recv().ok();
+        }
+        // Fast path: nobody is queued, so taking directly cannot overtake anyone.
+        if self.nwaiters.load(Ordering::Acquire) == 0
+            && let Ok(buf) = self.free_rx.try_recv()
+        {
+            return Some(buf);
+        }
+        self.take_in_turn()
+    }
+
+    #[cold]
+    fn take_in_turn(&self) -> Option<Box<Buf>> {
+        let me = Arc::new(Waiter {
+            thread: std::thread::current(),
+        });
+        {
+            let mut q = lock(&self.waiters);
+            q.push_back(me.clone());
+            self.nwaiters.store(q.len(), Ordering::Release);
+        }
+        loop {
+            if self.is_aborted() {
+                self.leave(&me);
+                // Aborted: no more waiting, but a buffer that is free right now may still be
+                // used (the caller counts a drop only if there is none).
+                return self.free_rx.try_recv().ok();
+            }
+            {
+                let mut q = lock(&self.waiters);
+                let at_front = q.front().is_some_and(|w| Arc::ptr_eq(w, &me));
+                if at_front && let Ok(buf) = self.free_rx.try_recv() {
+                    q.pop_front();
+                    self.nwaiters.store(q.len(), Ordering::Release);
+                    // More buffers may have been freed while we slept: pass the turn on.
+                    if !self.free_rx.is_empty()
+                        && let Some(next) = q.front()
+                    {
+                        next.thread.unpark();
+                    }
+                    return Some(buf);
+                }
+            }
+            std::thread::park_timeout(PARK_RECHECK);
+        }
+    }
+
+    fn leave(&self, me: &Arc<Waiter>) {
+        let mut q = lock(&self.waiters);
+        q.retain(|w| !Arc::ptr_eq(w, me));
+        self.nwaiters.store(q.len(), Ordering::Release);
+        // If we were at the front, the next waiter may now take a buffer.
+        if let Some(next) = q.front() {
+            next.thread.unpark();
+        }
+    }
+
+    /// Returns a written buffer (called by the writer thread) and wakes the front waiter.
+    pub(crate) fn give_back(&self, buf: Box<Buf>) {
+        buf.set_stolen(0);
+        // A full channel means this buffer was a thread's private first buffer beyond the
+        // pool's budget: free it rather than grow the pool.
+        let _ = self.free_tx.try_send(buf);
+        if self.nwaiters.load(Ordering::Acquire) > 0
+            && let Some(front) = lock(&self.waiters).front()
+        {
+            front.thread.unpark();
+        }
+    }
+
+    /// Releases every parked producer and makes later `take`s non-blocking.
+    pub(crate) fn abort(&self) {
+        self.aborted.store(true, Ordering::Release);
+        for w in lock(&self.waiters).iter() {
+            w.thread.unpark();
+        }
+    }
+
+    /// Frees the buffers still in the pool (after the writer is gone).
+    pub(crate) fn release_memory(&self) {
+        while self.free_rx.try_recv().is_ok() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+    use std::time::Instant;
+
+    #[test]
+    fn drop_mode_never_waits() {
+        let pool = Pool::new(2, 1024, BufferingMode::Drop);
+        let a = pool.take().expect("first");
+        let b = pool.take().expect("second");
+        let t = Instant::now();
+        assert!(pool.take().is_none());
+        assert!(t.elapsed() < Duration::from_millis(50));
+        pool.give_back(a);
+        assert_eq!(pool.free(), 1);
+        assert!(pool.take().is_some());
+        drop(b);
+    }
+
+    #[test]
+    fn block_mode_serves_waiters_in_arrival_order() {
+        let pool = Arc::new(Pool::new(1, 1024, BufferingMode::Block));
+        let held = pool.take().expect("the only buffer");
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let queued = Arc::new(AtomicU32::new(0));
+        let mut handles = Vec::new();
+        for i in 0..4u32 {
+            // Start waiters one at a time so their queue order is known.
+            let (p, order, queued) = (pool.clone(), order.clone(), queued.clone());
+            handles.push(std::thread::spawn(move || {
+                queued.fetch_add(1, Ordering::SeqCst);
+                let buf = p.take().expect("block mode waits for a buffer");
+                order.lock().unwrap().push(i);
+                std::thread::sleep(Duration::from_millis(2));
+                p.give_back(buf);
+            }));
+            while pool.nwaiters.load(Ordering::SeqCst) < (i + 1) as usize {
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(queued.load(Ordering::SeqCst), 4);
+        pool.give_back(held);
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(pool.free(), 1);
+    }
+
+    #[test]
+    fn abort_releases_every_parked_producer() {
+        let pool = Arc::new(Pool::new(1, 1024, BufferingMode::Block));
+        let _held = pool.take().expect("the only buffer");
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let pool = pool.clone();
+                std::thread::spawn(move || pool.take().is_none())
+            })
+            .collect();
+        while pool.nwaiters.load(Ordering::SeqCst) < 3 {
+            std::thread::yield_now();
+        }
+        let t = Instant::now();
+        pool.abort();
+        let released: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(released, vec![true, true, true]);
+        assert!(t.elapsed() < Duration::from_secs(1));
+        // After abort, Block mode no longer waits.
+        assert!(pool.take().is_none());
+    }
+}

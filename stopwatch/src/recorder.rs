@@ -1,0 +1,467 @@
+//! Recorders (one log each, one writer thread each), their builder, and the process-global
+//! recorder behind `Stopwatch::start`.
+
+use std::borrow::Cow;
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use formats::Category;
+
+use crate::clock::Clock;
+use crate::context::Context;
+use crate::error::{Error, ErrorCallback, Reporter};
+use crate::frame::Frame;
+use crate::ids::IdSource;
+use crate::pool::{BufferingMode, Pool};
+use crate::sampling::{Sampler, Sampling};
+use crate::slot::Slot;
+use crate::writer::{self, DataMsg, Msg, Sink};
+
+/// Default pool size.
+const DEFAULT_POOL_KIB: usize = 4096;
+/// Largest single buffer.
+const MAX_BUFFER: usize = 64 << 10;
+/// Smallest single buffer (a pool smaller than this still gets two buffers).
+const MIN_BUFFER: usize = 4 << 10;
+/// Frame-data updates that may wait for the writer.
+const DATA_QUEUE: usize = 4096;
+/// Default period of the writer's flush pass (ended frames reach the log within ~2 of these).
+const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(25);
+
+/// Shared state of one recorder.
+pub(crate) struct Inner {
+    pub(crate) worker: u8,
+    pub(crate) clock: &'static Clock,
+    pub(crate) pool: Pool,
+    pub(crate) sampler: Sampler,
+    pub(crate) default_category: Category,
+    pub(crate) ids: IdSource,
+    pub(crate) sink: Arc<dyn Sink>,
+    pub(crate) msgs: Sender<Msg>,
+    pub(crate) data_tx: Sender<DataMsg>,
+    slots: Mutex<Vec<Arc<Slot>>>,
+    /// Drops of slots the writer has forgotten (their threads exited).
+    pub(crate) retired_dropped: AtomicU64,
+    /// Records lost because the writer could not write them.
+    pub(crate) writer_dropped: AtomicU64,
+    pub(crate) dropped_data: AtomicU64,
+    pub(crate) written_bytes: AtomicU64,
+    /// When the writer last flushed (ns since the epoch).
+    pub(crate) last_flush_ns: AtomicU64,
+    pub(crate) flush_interval: Duration,
+    pub(crate) closed: AtomicBool,
+    pub(crate) reporter: Reporter,
+    writer_thread: Mutex<Option<JoinHandle<()>>>,
+    dir: Option<PathBuf>,
+}
+
+impl Inner {
+    /// Adds a thread's slot to the writer's list.
+    pub(crate) fn register_slot(&self, slot: Arc<Slot>) {
+        self.lock_slots().push(slot);
+    }
+
+    /// The writer's list of slots.
+    pub(crate) fn lock_slots(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stats(&self) -> Stats {
+        let slots = self.lock_slots();
+        let live: u64 = slots
+            .iter()
+            .map(|s| s.dropped.load(Ordering::Relaxed))
+            .sum();
+        Stats {
+            dropped: live
+                + self.retired_dropped.load(Ordering::Relaxed)
+                + self.writer_dropped.load(Ordering::Relaxed),
+            dropped_data: self.dropped_data.load(Ordering::Relaxed),
+            written_bytes: self.written_bytes.load(Ordering::Relaxed),
+            writer_failed: self.pool.is_aborted() && !self.closed.load(Ordering::Relaxed),
+        }
+    }
+
+    fn flush(&self, timeout: Duration) -> bool {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self.msgs.send(Msg::Flush(Some(tx))).is_err() {
+            return false;
+        }
+        rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Writes everything and stops the writer thread (idempotent).
+    fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _ = self.msgs.send(Msg::Shutdown);
+        let handle = self
+            .writer_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+        self.pool.abort();
+        self.pool.release_memory();
+    }
+}
+
+/// Counters of a recorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Frame-log records (starts and ends) discarded: pool exhausted in Drop mode, released
+    /// by shutdown or writer failure in Block mode, or unwritable after a writer error.
+    pub dropped: u64,
+    /// Frame-data updates discarded.
+    pub dropped_data: u64,
+    /// Bytes of frame-log records written.
+    pub written_bytes: u64,
+    /// Whether the writer has failed (records are being counted as dropped).
+    pub writer_failed: bool,
+}
+
+/// Configures a recorder; see [`crate::Stopwatch::builder`].
+#[must_use]
+pub struct Builder {
+    dir: Option<PathBuf>,
+    mode: BufferingMode,
+    buffer_kib: usize,
+    sampling: Sampling,
+    on_error: Option<ErrorCallback>,
+    category: Category,
+    flush_interval: Duration,
+    options: framelog::WriterOptions,
+    sink: Option<Arc<dyn Sink>>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            dir: None,
+            mode: BufferingMode::Drop,
+            buffer_kib: DEFAULT_POOL_KIB,
+            sampling: Sampling::All,
+            on_error: None,
+            category: Category::FUNCTION,
+            flush_interval: DEFAULT_FLUSH_INTERVAL,
+            options: framelog::WriterOptions::default(),
+            sink: None,
+        }
+    }
+}
+
+impl Builder {
+    /// The log directory (created if missing).
+    pub fn dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// What producers do when the buffer pool is exhausted (default [`BufferingMode::Drop`]).
+    pub fn mode(mut self, mode: BufferingMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Total size of the buffer pool in KiB (default 4096). Each recording thread also owns
+    /// one buffer of its own.
+    pub fn buffer_kib(mut self, kib: usize) -> Self {
+        self.buffer_kib = kib.max(1);
+        self
+    }
+
+    /// Which contexts to record (default all).
+    pub fn sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = sampling;
+        self
+    }
+
+    /// Called once per kind of error (default: one line on stderr).
+    pub fn on_error(mut self, f: impl Fn(&Error) + Send + Sync + 'static) -> Self {
+        self.on_error = Some(Arc::new(f));
+        self
+    }
+
+    /// Category of frames started without one (default [`Category::FUNCTION`]).
+    pub fn default_category(mut self, category: Category) -> Self {
+        self.category = category;
+        self
+    }
+
+    /// Period of the writer's flush pass (default 25 ms; ended frames reach the log within
+    /// about twice this even when their thread idles).
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.flush_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Segment size limits: rotate the frame log past `frames` bytes, the data files past
+    /// `data` bytes.
+    pub fn segment_bytes(mut self, frames: u64, data: u64) -> Self {
+        self.options.frames_segment_bytes = frames;
+        self.options.data_segment_bytes = data;
+        self
+    }
+
+    /// Use this worker id instead of the lowest free one.
+    pub fn worker(mut self, worker: u8) -> Self {
+        self.options.worker = Some(worker);
+        self
+    }
+
+    /// Write to `sink` instead of a log directory (tests, custom storage).
+    #[doc(hidden)]
+    pub fn sink(mut self, sink: Arc<dyn Sink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Builds an independent recorder (its own log and writer thread).
+    pub fn build(self) -> Result<Recorder, Error> {
+        let (sink, dir): (Arc<dyn Sink>, Option<PathBuf>) = match (self.sink, self.dir) {
+            (Some(s), dir) => (s, dir),
+            (None, Some(dir)) => {
+                let w = framelog::LogWriter::open_with(&dir, self.options)
+                    .map_err(|e| Error::Open(Box::new(e)))?;
+                (Arc::new(w), Some(dir))
+            }
+            (None, None) => return Err(Error::NoDir),
+        };
+        let pool_bytes = self.buffer_kib.saturating_mul(1024);
+        // About eight buffers per pool, each between 4 and 64 KiB: small pools still
+        // rotate, big pools do not pay a syscall per few KiB.
+        let buf_size = (pool_bytes / 8).clamp(MIN_BUFFER, MAX_BUFFER);
+        let count = (pool_bytes / buf_size).max(2);
+        let (msgs, rx) = crossbeam_channel::unbounded();
+        let (data_tx, data_rx) = crossbeam_channel::bounded(DATA_QUEUE);
+        let clock = Clock::process();
+        let inner = Arc::new(Inner {
+            worker: sink.worker(),
+            clock,
+            pool: Pool::new(count, buf_size, self.mode),
+            sampler: Sampler::new(self.sampling),
+            default_category: self.category,
+            ids: IdSource::new(),
+            sink,
+            msgs,
+            data_tx,
+            slots: Mutex::new(Vec::new()),
+            retired_dropped: AtomicU64::new(0),
+            writer_dropped: AtomicU64::new(0),
+            dropped_data: AtomicU64::new(0),
+            written_bytes: AtomicU64::new(0),
+            last_flush_ns: AtomicU64::new(clock.now()),
+            flush_interval: self.flush_interval,
+            closed: AtomicBool::new(false),
+            reporter: Reporter::new(self.on_error),
+            writer_thread: Mutex::new(None),
+            dir,
+        });
+        let for_writer = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("stopwatch-writer-{}", inner.worker))
+            .spawn(move || writer::run(for_writer, rx, data_rx))
+            .map_err(Error::Spawn)?;
+        *inner
+            .writer_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        Ok(Recorder { inner })
+    }
+
+    /// Builds a recorder and installs it as the process-global one behind
+    /// [`crate::Stopwatch::start`]. Dropping the guard flushes everything and uninstalls it.
+    pub fn install(self) -> Result<InstallGuard, Error> {
+        let recorder = self.build()?;
+        let raw = Arc::into_raw(recorder.inner.clone()) as *mut Inner;
+        if GLOBAL
+            .compare_exchange(
+                std::ptr::null_mut(),
+                raw,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: `raw` came from `Arc::into_raw` just above and was not published.
+            drop(unsafe { Arc::from_raw(raw) });
+            return Err(Error::AlreadyInstalled);
+        }
+        Ok(InstallGuard {
+            recorder: ManuallyDrop::new(recorder),
+        })
+    }
+}
+
+/// The process-global recorder. It holds one strong count that is never released: a thread
+/// may have loaded the pointer just before `uninstall`, so the `Inner` must outlive it. That
+/// leaks one small struct per install (buffers are freed at shutdown).
+static GLOBAL: AtomicPtr<Inner> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Runs `f` with the global recorder, if one is installed.
+#[inline(always)]
+pub(crate) fn with_global<R>(f: impl FnOnce(&Arc<Inner>) -> R) -> Option<R> {
+    let p = GLOBAL.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` came from `Arc::into_raw` and its strong count is never released (see
+    // `GLOBAL`), so it is alive; `ManuallyDrop` keeps this borrow from releasing it.
+    let arc = ManuallyDrop::new(unsafe { Arc::from_raw(p) });
+    Some(f(&arc))
+}
+
+/// A recorder: frames started on it go to its own log through its own writer thread.
+///
+/// Dropping it flushes everything and stops the writer.
+pub struct Recorder {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Recorder {
+    /// Starts a frame with the default category.
+    #[inline]
+    pub fn start(&self, label: impl Into<Cow<'static, str>>) -> Frame {
+        Frame::start_on(&self.inner, &label.into(), self.inner.default_category)
+    }
+
+    /// Starts a frame with a category.
+    #[inline]
+    pub fn start_with(&self, label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
+        Frame::start_on(&self.inner, &label.into(), category)
+    }
+
+    /// The calling thread's current context in this recorder, if it is inside a frame.
+    pub fn current_context(&self) -> Option<Context> {
+        Context::current_on(&self.inner)
+    }
+
+    /// Writes everything ended so far to the log; false if the writer did not answer in
+    /// `timeout` (or is gone).
+    pub fn flush(&self, timeout: Duration) -> bool {
+        self.inner.flush(timeout)
+    }
+
+    /// Counters (dropped records, bytes written...).
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// This process's worker id in the log.
+    pub fn worker(&self) -> u8 {
+        self.inner.worker
+    }
+
+    /// The log directory (None for a custom sink).
+    pub fn dir(&self) -> Option<&Path> {
+        self.inner.dir.as_deref()
+    }
+
+    /// The buffering mode.
+    pub fn mode(&self) -> BufferingMode {
+        self.inner.pool.mode()
+    }
+
+    /// Flushes everything and stops the writer (what dropping does), returning the final
+    /// counters.
+    pub fn shutdown(self) -> Stats {
+        self.inner.shutdown();
+        self.inner.stats()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.inner.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("worker", &self.inner.worker)
+            .field("dir", &self.inner.dir)
+            .field("mode", &self.inner.pool.mode())
+            .finish()
+    }
+}
+
+/// Keeps the global recorder installed; dropping it flushes everything and uninstalls it.
+#[must_use = "dropping the guard uninstalls the stopwatch at once"]
+pub struct InstallGuard {
+    recorder: ManuallyDrop<Recorder>,
+}
+
+impl std::ops::Deref for InstallGuard {
+    type Target = Recorder;
+    fn deref(&self) -> &Recorder {
+        &self.recorder
+    }
+}
+
+impl Drop for InstallGuard {
+    fn drop(&mut self) {
+        // New frames become no-ops first, then everything recorded so far is written.
+        GLOBAL.store(std::ptr::null_mut(), Ordering::Release);
+        // SAFETY: dropped exactly once, here.
+        unsafe { ManuallyDrop::drop(&mut self.recorder) };
+    }
+}
+
+/// The process-global stopwatch API.
+///
+/// ```no_run
+/// use stopwatch::{Category, Stopwatch};
+/// let _sw = Stopwatch::builder().dir("target/framelog").install()?;
+/// let frame = Stopwatch::start("db/query");
+/// frame.data(&serde_json::json!({"sql": "select 1"}));
+/// drop(frame);
+/// let _f = Stopwatch::start_with("User: Select", Category::DATABASE);
+/// # Ok::<(), stopwatch::Error>(())
+/// ```
+pub struct Stopwatch;
+
+impl Stopwatch {
+    /// A builder for a recorder (`.install()` for the global one, `.build()` for an instance).
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Starts a frame on the global recorder; a no-op guard when none is installed.
+    #[inline]
+    pub fn start(label: impl Into<Cow<'static, str>>) -> Frame {
+        with_global(|inner| Frame::start_on(inner, &label.into(), inner.default_category))
+            .unwrap_or_else(Frame::inert)
+    }
+
+    /// Starts a frame with a category on the global recorder.
+    #[inline]
+    pub fn start_with(label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
+        with_global(|inner| Frame::start_on(inner, &label.into(), category))
+            .unwrap_or_else(Frame::inert)
+    }
+
+    /// Whether a global recorder is installed.
+    pub fn is_installed() -> bool {
+        !GLOBAL.load(Ordering::Acquire).is_null()
+    }
+
+    /// The calling thread's current context in the global recorder.
+    pub fn current_context() -> Option<Context> {
+        with_global(|inner| Context::current_on(inner)).flatten()
+    }
+
+    /// Flushes the global recorder (see [`Recorder::flush`]); false if none is installed.
+    pub fn flush(timeout: Duration) -> bool {
+        with_global(|inner| inner.flush(timeout))
+        .unwrap_or(false)
+    }
+}

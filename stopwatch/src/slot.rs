@@ -1,0 +1,76 @@
+//! A slot: the part of one thread's recording state that the writer thread shares.
+//!
+//! The owning thread appends records to its current buffer and publishes the length of the
+//! whole records with a Release store to `committed` (a plain store on x86: no lock, no
+//! read-modify-write). The writer can then *steal* the committed-but-unwritten prefix at any
+//! time, under the slot's mutex, which the owner takes only when it swaps buffers (rare). That
+//! is how ended frames reach the log within ~100 ms even when their thread goes idle, without
+//! the owner ever taking a lock per record.
+//!
+//! Ordering rule: when the owner hands a full buffer to the writer it bumps `pending`; the
+//! writer does not steal from the slot's next buffer until it has written that full one, so
+//! one thread's records stay in order in the file.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::buffer::Buf;
+
+/// Shared per-(thread, recorder) state.
+pub(crate) struct Slot {
+    /// Process-wide thread number (the ThreadInfo record's id).
+    pub(crate) thread: u32,
+    /// Thread name at registration (may be empty).
+    pub(crate) name: String,
+    /// Bytes of whole records in the current buffer (owner: Release store; writer: Acquire).
+    pub(crate) committed: AtomicUsize,
+    /// Records this thread discarded (only the owner thread changes it).
+    pub(crate) dropped: AtomicU64,
+    /// Part of `dropped` already written as dropped markers (writer only).
+    pub(crate) reported: AtomicU64,
+    state: Mutex<SlotState>,
+}
+
+/// What the writer needs to steal, changed only under the slot's mutex.
+pub(crate) struct SlotState {
+    /// The buffer the owner is filling, or null.
+    pub(crate) current: *const Buf,
+    /// Full buffers handed to the writer and not yet written.
+    pub(crate) pending: u32,
+    /// The owning thread has exited (its last buffer was handed over).
+    pub(crate) orphaned: bool,
+}
+
+// SAFETY: the raw pointer is only dereferenced by the writer under the mutex while the owner
+// cannot free or hand over the buffer (both also need the mutex); see the module docs.
+unsafe impl Send for SlotState {}
+
+impl Slot {
+    /// A slot for a thread.
+    pub(crate) fn new(thread: u32, name: String) -> Slot {
+        Slot {
+            thread,
+            name,
+            committed: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            reported: AtomicU64::new(0),
+            state: Mutex::new(SlotState {
+                current: std::ptr::null(),
+                pending: 0,
+                orphaned: false,
+            }),
+        }
+    }
+
+    /// Locks the shared state (poisoning ignored: the state is plain data).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds one discarded record. Owner thread only, so load + store suffices (no RMW).
+    #[inline]
+    pub(crate) fn count_dropped(&self, n: u64) {
+        let d = self.dropped.load(Ordering::Relaxed);
+        self.dropped.store(d + n, Ordering::Relaxed);
+    }
+}

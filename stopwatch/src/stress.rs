@@ -1,0 +1,152 @@
+//! A synthetic workload: threads recording nested frames as fast as they can. Used by the
+//! `stress` example, the integration tests and the sustained-throughput benchmark.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Barrier};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::{BufferingMode, Error, Recorder, Stopwatch};
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct StressOptions {
+    /// Log directory.
+    pub dir: PathBuf,
+    /// Recording threads.
+    pub threads: usize,
+    /// Frames per thread.
+    pub frames: u64,
+    /// Buffering mode.
+    pub mode: BufferingMode,
+    /// Buffer pool size in KiB.
+    pub buffer_kib: usize,
+    /// Attach data to every M-th frame (0: never).
+    pub data_every: u64,
+    /// Nesting depth (frames are opened D deep, then closed).
+    pub depth: u32,
+}
+
+impl Default for StressOptions {
+    fn default() -> Self {
+        StressOptions {
+            dir: PathBuf::from("target/framelog-stress"),
+            threads: 2,
+            frames: 100_000,
+            mode: BufferingMode::Drop,
+            buffer_kib: 4096,
+            data_every: 0,
+            depth: 1,
+        }
+    }
+}
+
+/// What happened.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct StressReport {
+    /// Frame-log records emitted (a frame is a start and an end record).
+    pub emitted: u64,
+    /// Frame-log records discarded (Drop mode, or after a writer failure).
+    pub dropped: u64,
+    /// Frame-data updates emitted.
+    pub data_emitted: u64,
+    /// Frame-data updates discarded.
+    pub dropped_data: u64,
+    /// Bytes of frame-log records written.
+    pub written_bytes: u64,
+    /// Time from the first frame to everything written (writer flushed and stopped).
+    pub elapsed_ns: u64,
+    /// Time the recording threads took (without the final flush).
+    pub record_ns: u64,
+    /// Frames recorded per second per the whole run (`frames * threads / elapsed`).
+    pub frames_per_sec: u64,
+}
+
+const LABELS: [&str; 8] = [
+    "stress/request",
+    "stress/level-1",
+    "stress/level-2",
+    "stress/level-3",
+    "stress/level-4",
+    "stress/level-5",
+    "stress/level-6",
+    "stress/level-7",
+];
+
+#[derive(Serialize)]
+struct Payload<'a> {
+    sql: &'a str,
+    params: [u64; 2],
+}
+
+/// Records `frames` frames on each of `threads` threads into the recorder, nested `depth`
+/// deep, with data on every `data_every`-th frame. Returns (frames emitted, data emitted).
+pub fn record(recorder: &Recorder, threads: usize, frames: u64, depth: u32, data_every: u64) -> (u64, u64) {
+    let depth = depth.max(1) as u64;
+    let barrier = Arc::new(Barrier::new(threads.max(1)));
+    let data_total = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..threads.max(1) {
+            let barrier = barrier.clone();
+            let data_total = &data_total;
+            std::thread::Builder::new()
+                .name(format!("stress-{t}"))
+                .spawn_scoped(s, move || {
+                    barrier.wait();
+                    let mut n = 0u64;
+                    let mut data = 0u64;
+                    let mut stack = Vec::with_capacity(depth as usize);
+                    while n < frames {
+                        let d = depth.min(frames - n);
+                        for level in 0..d {
+                            let f = recorder.start(LABELS[(level as usize).min(LABELS.len() - 1)]);
+                            if data_every > 0 && n % data_every == 0 {
+                                f.data(&Payload {
+                                    sql: "select * from user where id = ? and org = ?",
+                                    params: [n, t as u64],
+                                });
+                                data += 1;
+                            }
+                            n += 1;
+                            stack.push(f);
+                        }
+                        // Innermost first, as scopes close.
+                        while let Some(mut f) = stack.pop() {
+                            f.end();
+                        }
+                    }
+                    data_total.fetch_add(data, std::sync::atomic::Ordering::Relaxed);
+                })
+                .expect("spawning a stress thread");
+        }
+    });
+    (
+        frames * threads.max(1) as u64,
+        data_total.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// Runs the whole stress workload against a fresh recorder on `opts.dir`.
+pub fn run(opts: &StressOptions) -> Result<StressReport, Error> {
+    let recorder = Stopwatch::builder()
+        .dir(&opts.dir)
+        .mode(opts.mode)
+        .buffer_kib(opts.buffer_kib)
+        .build()?;
+    let t0 = Instant::now();
+    let (frames, data_emitted) = record(&recorder, opts.threads, opts.frames, opts.depth, opts.data_every);
+    let record_ns = t0.elapsed().as_nanos() as u64;
+    let stats = recorder.shutdown();
+    let elapsed_ns = t0.elapsed().as_nanos() as u64;
+    Ok(StressReport {
+        emitted: frames * 2,
+        dropped: stats.dropped,
+        data_emitted,
+        dropped_data: stats.dropped_data,
+        written_bytes: stats.written_bytes,
+        elapsed_ns,
+        record_ns,
+        frames_per_sec: (frames as u128 * 1_000_000_000 / elapsed_ns.max(1) as u128) as u64,
+    })
+}

@@ -1,0 +1,442 @@
+//! The writer thread: one per recorder. It writes full buffers, steals the committed part of
+//! partial ones (so ended frames reach the log within ~100 ms even when their thread idles),
+//! writes dropped markers and frame data, and returns buffers to the pool.
+//!
+//! Each chunk of a thread's records it writes is preceded by a `ThreadInfo` record, so a
+//! reader knows which thread the following records came from.
+//!
+//! Failure policy: the first write error is reported once, the pool is aborted (parked
+//! Block-mode producers are released and fall back to drops) and from then on every record
+//! that reaches the writer is counted as dropped. The writer keeps draining its queue and
+//! recycling buffers until shutdown, so producers never wait on a dead writer.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender, select};
+use formats::{Dropped, FrameKey, Record, RecordIter, ThreadInfo};
+
+use crate::buffer::Buf;
+use crate::error::{Error, SinkError};
+use crate::recorder::Inner;
+use crate::slot::Slot;
+
+/// Where a recorder's bytes go: the framelog `LogWriter` in production, memory in tests.
+pub trait Sink: Send + Sync + 'static {
+    /// The worker id of this process in the log.
+    fn worker(&self) -> u8;
+    /// The first of `count` ids this worker never used in the log.
+    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError>;
+    /// Appends whole encoded frame-log records.
+    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError>;
+    /// Appends frame-data entries (BSON documents).
+    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError>;
+}
+
+impl Sink for framelog::LogWriter {
+    fn worker(&self) -> u8 {
+        framelog::LogWriter::worker(self)
+    }
+
+    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError> {
+        Ok(framelog::LogWriter::reserve_ids(self, count)?)
+    }
+
+    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError> {
+        Ok(framelog::LogWriter::append_frames(self, records)?)
+    }
+
+    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
+        let mut batch = framelog::DataBatch::new();
+        for (key, doc) in entries {
+            batch.push(*key, doc);
+        }
+        Ok(framelog::LogWriter::append_data(self, &batch)?)
+    }
+}
+
+/// Messages to the writer thread.
+pub(crate) enum Msg {
+    /// A producer's full (or final) buffer: write `stolen..len`, then recycle it.
+    Full {
+        slot: Arc<Slot>,
+        buf: Box<Buf>,
+        len: usize,
+    },
+    /// Write everything committed so far; answer when done (if a channel is given).
+    Flush(Option<Sender<()>>),
+    /// Write everything and exit.
+    Shutdown,
+}
+
+/// One frame-data update.
+pub(crate) struct DataMsg {
+    pub(crate) key: FrameKey,
+    pub(crate) document: Vec<u8>,
+}
+
+/// Write the batch early once it grows past this.
+const MAX_BATCH: usize = 4 << 20;
+/// Messages handled per wake-up before writing (bounds latency under a flood).
+const MAX_MSGS_PER_ROUND: usize = 1024;
+
+struct Writer {
+    inner: Arc<Inner>,
+    rx: Receiver<Msg>,
+    data_rx: Receiver<DataMsg>,
+    out: Vec<u8>,
+    data: Vec<(FrameKey, Vec<u8>)>,
+    failed: bool,
+    data_failed: bool,
+    acks: Vec<Sender<()>>,
+    worker: u8,
+}
+
+/// Counts the frame records (starts and ends) in whole encoded records.
+pub(crate) fn count_frame_records(bytes: &[u8]) -> u64 {
+    RecordIter::new(bytes, 0)
+        .filter(|r| matches!(r, Ok((_, Record::Start(_) | Record::End(_)))))
+        .count() as u64
+}
+
+/// The writer thread's body.
+pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMsg>) {
+    let worker = inner.worker;
+    let mut w = Writer {
+        inner,
+        rx,
+        data_rx,
+        out: Vec::with_capacity(256 << 10),
+        data: Vec::new(),
+        failed: false,
+        data_failed: false,
+        acks: Vec::new(),
+        worker,
+    };
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| w.main_loop()));
+    if outcome.is_err() {
+        // A bug, not an I/O error: keep the application safe. Release producers and keep
+        // recycling buffers (counting their records as dropped) until shutdown.
+        w.inner.reporter.report(Error::WriterPanicked);
+        w.failed = true;
+        w.data_failed = true;
+        w.inner.pool.abort();
+        w.out.clear();
+        w.data.clear();
+        w.drain_after_panic();
+    }
+}
+
+impl Writer {
+    fn main_loop(&mut self) {
+        let tick = self.inner.flush_interval;
+        let mut next_tick = Instant::now() + tick;
+        loop {
+            let mut shutdown = false;
+            let mut steal = false;
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            select! {
+                recv(self.rx) -> m => match m {
+                    Ok(m) => { shutdown |= self.handle(m, &mut steal); }
+                    Err(_) => shutdown = true,
+                },
+                recv(self.data_rx) -> d => if let Ok(d) = d { self.push_data(d) },
+                default(wait) => {}
+            }
+            // Take whatever else is queued, up to a bound, before writing.
+            for _ in 0..MAX_MSGS_PER_ROUND {
+                match self.rx.try_recv() {
+                    Ok(m) => shutdown |= self.handle(m, &mut steal),
+                    Err(_) => break,
+                }
+            }
+            while let Ok(d) = self.data_rx.try_recv() {
+                self.push_data(d);
+                if self.data.len() >= MAX_MSGS_PER_ROUND {
+                    break;
+                }
+            }
+            if Instant::now() >= next_tick {
+                steal = true;
+                next_tick = Instant::now() + tick;
+            }
+            if shutdown {
+                self.finish();
+                return;
+            }
+            if steal {
+                self.steal_all();
+            }
+            self.write_out();
+            self.write_data();
+            if steal {
+                for ack in self.acks.drain(..) {
+                    let _ = ack.send(());
+                }
+            }
+        }
+    }
+
+    /// Handles one message; true on shutdown.
+    fn handle(&mut self, m: Msg, steal: &mut bool) -> bool {
+        match m {
+            Msg::Full { slot, buf, len } => {
+                let from = buf.stolen().min(len);
+                // SAFETY: the producer handed the buffer over; nobody writes it any more and
+                // `len` is within its capacity.
+                let bytes = unsafe { buf.bytes(from, len.min(buf.cap())) };
+                self.add_chunk(&slot, bytes);
+                self.inner.pool.give_back(buf);
+                let mut st = slot.lock();
+                st.pending = st.pending.saturating_sub(1);
+                false
+            }
+            Msg::Flush(ack) => {
+                *steal = true;
+                self.acks.extend(ack);
+                false
+            }
+            Msg::Shutdown => true,
+        }
+    }
+
+    fn push_data(&mut self, d: DataMsg) {
+        if self.data_failed {
+            self.inner.dropped_data.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.data.push((d.key, d.document));
+        }
+    }
+
+    /// Appends a ThreadInfo record and then `bytes` (whole records) to the batch.
+    fn add_chunk(&mut self, slot: &Slot, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if self.failed {
+            let n = count_frame_records(bytes);
+            self.inner.writer_dropped.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
+        let info = ThreadInfo {
+            worker: self.worker,
+            thread: slot.thread,
+            timestamp: self.inner.clock.now(),
+            name: &slot.name,
+        };
+        Record::ThreadInfo(info).encode_to_vec(&mut self.out);
+        self.out.extend_from_slice(bytes);
+        if self.out.len() >= MAX_BATCH {
+            self.write_out();
+        }
+    }
+
+    /// Copies the committed, unwritten records of every thread's current buffer into the
+    /// batch, writes dropped markers, and forgets slots of exited threads once drained.
+    fn steal_all(&mut self) {
+        let inner = self.inner.clone();
+        let mut slots = inner.lock_slots();
+        for slot in slots.iter() {
+            let st = slot.lock();
+            if st.pending > 0 || st.current.is_null() {
+                continue;
+            }
+            // SAFETY: the owner cannot hand over or replace `current` while we hold the
+            // slot's lock, and it never writes below the `committed` it published.
+            let buf = unsafe { &*st.current };
+            let committed = slot.committed.load(Ordering::Acquire).min(buf.cap());
+            let from = buf.stolen();
+            if committed > from {
+                // SAFETY: as above; `from..committed` is complete and immutable.
+                let bytes = unsafe { buf.bytes(from, committed) };
+                buf.set_stolen(committed);
+                drop(st);
+                self.add_chunk(slot, bytes);
+            }
+        }
+        for slot in slots.iter() {
+            self.add_dropped_marker(slot);
+        }
+        slots.retain(|slot| {
+            let st = slot.lock();
+            let gone = st.orphaned && st.pending == 0 && st.current.is_null();
+            if gone {
+                let d = slot.dropped.load(Ordering::Relaxed);
+                inner.retired_dropped.fetch_add(d, Ordering::Relaxed);
+            }
+            !gone
+        });
+        self.inner
+            .last_flush_ns
+            .store(self.inner.clock.now(), Ordering::Relaxed);
+    }
+
+    fn add_dropped_marker(&mut self, slot: &Slot) {
+        let dropped = slot.dropped.load(Ordering::Relaxed);
+        let reported = slot.reported.load(Ordering::Relaxed);
+        if dropped > reported {
+            slot.reported.store(dropped, Ordering::Relaxed);
+            if !self.failed {
+                let marker = Dropped {
+                    worker: self.worker,
+                    timestamp: self.inner.clock.now(),
+                    count: dropped - reported,
+                };
+                Record::Dropped(marker).encode_to_vec(&mut self.out);
+            }
+        }
+    }
+
+    fn write_out(&mut self) {
+        if self.out.is_empty() {
+            return;
+        }
+        if !self.failed {
+            match self.inner.sink.append_frames(&self.out) {
+                Ok(()) => {
+                    self.inner
+                        .written_bytes
+                        .fetch_add(self.out.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.fail(e);
+                    let n = count_frame_records(&self.out);
+                    self.inner.writer_dropped.fetch_add(n, Ordering::Relaxed);
+                }
+            }
+        }
+        self.out.clear();
+    }
+
+    fn write_data(&mut self) {
+        if self.data.is_empty() {
+            return;
+        }
+        if !self.data_failed
+            && let Err(e) = self.inner.sink.append_data(&self.data)
+        {
+            self.data_failed = true;
+            self.inner.reporter.report(Error::Write(e));
+            self.inner
+                .dropped_data
+                .fetch_add(self.data.len() as u64, Ordering::Relaxed);
+        }
+        self.data.clear();
+    }
+
+    fn fail(&mut self, e: SinkError) {
+        self.failed = true;
+        self.inner.reporter.report(Error::Write(e));
+        // Parked Block-mode producers must not wait for a writer that can no longer write.
+        self.inner.pool.abort();
+    }
+
+    /// Final round: everything queued and committed goes out, then producers are released.
+    fn finish(&mut self) {
+        loop {
+            let mut steal = false;
+            let mut any = false;
+            while let Ok(m) = self.rx.try_recv() {
+                any = true;
+                self.handle(m, &mut steal);
+            }
+            while let Ok(d) = self.data_rx.try_recv() {
+                any = true;
+                self.push_data(d);
+            }
+            if !any {
+                break;
+            }
+        }
+        self.steal_all();
+        self.write_out();
+        self.write_data();
+        self.inner.pool.abort();
+        for ack in self.acks.drain(..) {
+            let _ = ack.send(());
+        }
+    }
+
+    fn drain_after_panic(&mut self) {
+        // `failed` is set, so `handle` only counts and recycles.
+        let mut steal = false;
+        loop {
+            let m = match self.rx.recv() {
+                Ok(Msg::Shutdown) | Err(_) => return,
+                Ok(Msg::Flush(ack)) => {
+                    if let Some(ack) = ack {
+                        let _ = ack.send(());
+                    }
+                    continue;
+                }
+                Ok(m) => m,
+            };
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| self.handle(m, &mut steal)));
+            while self.data_rx.try_recv().is_ok() {
+                self.inner.dropped_data.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// An in-memory sink for unit tests: keeps every batch, can be told to fail.
+#[cfg(test)]
+pub(crate) struct MemSink {
+    worker: u8,
+    next_id: std::sync::Mutex<u32>,
+    reservations: std::sync::atomic::AtomicU32,
+    pub(crate) frames: std::sync::Mutex<Vec<u8>>,
+    pub(crate) data: std::sync::Mutex<Vec<(FrameKey, Vec<u8>)>>,
+    pub(crate) fail: std::sync::atomic::AtomicBool,
+    pub(crate) appends: std::sync::atomic::AtomicU32,
+}
+
+#[cfg(test)]
+impl MemSink {
+    pub(crate) fn new(worker: u8) -> MemSink {
+        MemSink {
+            worker,
+            next_id: std::sync::Mutex::new(1),
+            reservations: Default::default(),
+            frames: Default::default(),
+            data: Default::default(),
+            fail: Default::default(),
+            appends: Default::default(),
+        }
+    }
+
+    pub(crate) fn reservations(&self) -> u32 {
+        self.reservations.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+impl Sink for MemSink {
+    fn worker(&self) -> u8 {
+        self.worker
+    }
+    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError> {
+        self.reservations.fetch_add(1, Ordering::SeqCst);
+        let mut n = self.next_id.lock().unwrap();
+        let first = *n;
+        *n = n.wrapping_add(count);
+        Ok(first)
+    }
+    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err("disk full (test)".into());
+        }
+        self.appends.fetch_add(1, Ordering::SeqCst);
+        self.frames.lock().unwrap().extend_from_slice(records);
+        Ok(())
+    }
+    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err("disk full (test)".into());
+        }
+        self.data.lock().unwrap().extend(entries.iter().cloned());
+        Ok(())
+    }
+}
