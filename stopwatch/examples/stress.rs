@@ -1,0 +1,75 @@
+//! Records N frames per thread as fast as possible and prints one JSON line.
+//!
+//! `cargo run --release -p stopwatch --example stress -- --dir DIR --threads T --frames N
+//!  --mode drop|block --buffer-kib K --data-every M --depth D`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use stopwatch::BufferingMode;
+use stopwatch::stress::{StressOptions, run};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Mode {
+    Drop,
+    Block,
+}
+
+#[derive(Parser)]
+#[command(about = "Record frames as fast as possible; print counts as one JSON line")]
+struct Args {
+    /// Log directory.
+    #[arg(long)]
+    dir: PathBuf,
+    /// Recording threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Frames per thread.
+    #[arg(long, default_value_t = 100_000)]
+    frames: u64,
+    /// Buffering mode.
+    #[arg(long, value_enum, default_value = "drop")]
+    mode: Mode,
+    /// Buffer pool size in KiB.
+    #[arg(long, default_value_t = 4096)]
+    buffer_kib: usize,
+    /// Attach data to every M-th frame (0: never).
+    #[arg(long, default_value_t = 0)]
+    data_every: u64,
+    /// Nesting depth.
+    #[arg(long, default_value_t = 1)]
+    depth: u32,
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let opts = StressOptions {
+        dir: a.dir,
+        threads: a.threads,
+        frames: a.frames,
+        mode: match a.mode {
+            Mode::Drop => BufferingMode::Drop,
+            Mode::Block => BufferingMode::Block,
+        },
+        buffer_kib: a.buffer_kib,
+        data_every: a.data_every,
+        depth: a.depth,
+    };
+    match run(&opts) {
+        Ok(report) => match serde_json::to_string(&report) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("stress: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("stress: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
