@@ -1,3 +1,19 @@
-//! framelog's live flamegraph debugger: the model (plain Rust) and the egui app that draws it.
+//! framelog's live flamegraph debugger.
+//!
+//! - [`model`]: frames indexed into lanes and rows, level of detail, hit testing, search,
+//!   statistics and contexts — plain Rust, no drawing.
+//! - [`ingest`]: the background thread that tails a log into the model.
+//! - [`data_loader`]: frame data on demand, off the UI thread.
+//! - [`ui`]: the egui widgets; [`DebuggerApp`] puts them together.
+//! - [`synth`] and [`demo`]: synthetic workloads for tests, benchmarks and `--demo`.
 
+pub mod app;
+pub mod data_loader;
+pub mod demo;
+pub mod ingest;
 pub mod model;
+pub mod synth;
+pub mod timefmt;
+pub mod ui;
+
+pub use app::DebuggerApp;

@@ -1,0 +1,694 @@
+//! [`DebuggerApp`]: the whole window — menu and toolbar, flamegraph, frame-data panel,
+//! contexts and statistics, status bar — driven by one `ui` call so tests can run it headless.
+
+use std::path::{Path, PathBuf};
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+use egui::{Color32, Key, Modifiers, RichText, TextEdit, Ui};
+use formats::{Category, FrameKey};
+
+use crate::data_loader::{DataLoader, DataResult};
+use crate::demo::Demo;
+use crate::ingest::{Ingest, IngestStatus};
+use crate::model::search::{Matches, Pattern};
+use crate::model::{FrameInfo, FrameRef, Model};
+use crate::timefmt;
+use crate::ui::contexts::{self, ContextsPanel};
+use crate::ui::flamegraph::{self, FlameState};
+use crate::ui::stats::{self, StatsPanel};
+use crate::ui::{category_color, data_tree, status_bar};
+
+/// An open log: its directory, the ingest thread and the frame-data thread.
+struct OpenLog {
+    dir: PathBuf,
+    ingest: Ingest,
+    data: DataLoader,
+}
+
+/// What the frame-data panel knows about the selected frame's data.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataState {
+    /// Nothing selected.
+    Empty,
+    /// Requested, not answered yet.
+    Loading(FrameKey),
+    /// Answered.
+    Ready(FrameKey, DataResult),
+}
+
+/// Which tab the bottom panel shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BottomTab {
+    /// The contexts list.
+    Contexts,
+    /// The statistics table.
+    Statistics,
+}
+
+struct SearchState {
+    pattern: Pattern,
+    matches: Matches,
+    generation: u64,
+    at: Instant,
+}
+
+/// The debugger window's state.
+pub struct DebuggerApp {
+    log: Option<OpenLog>,
+    flame: FlameState,
+    selected: Option<FrameRef>,
+    selected_info: Option<FrameInfo>,
+    data: DataState,
+    search_text: String,
+    search: Option<SearchState>,
+    contexts: ContextsPanel,
+    stats: StatsPanel,
+    tab: BottomTab,
+    show_bottom: bool,
+    show_data: bool,
+    open_dialog: Option<String>,
+    messages: Vec<String>,
+    demo: Option<Demo>,
+    ui_cpu: Duration,
+}
+
+impl Default for DebuggerApp {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DebuggerApp {
+    /// A window with no log open (the user opens one from the menu or by dropping a folder).
+    pub fn new() -> Self {
+        Self {
+            log: None,
+            flame: FlameState::default(),
+            selected: None,
+            selected_info: None,
+            data: DataState::Empty,
+            search_text: String::new(),
+            search: None,
+            contexts: ContextsPanel::default(),
+            stats: StatsPanel::default(),
+            tab: BottomTab::Contexts,
+            show_bottom: true,
+            show_data: true,
+            open_dialog: None,
+            messages: Vec::new(),
+            demo: None,
+            ui_cpu: Duration::ZERO,
+        }
+    }
+
+    /// A window showing (and following) the log in `dir`. Problems are shown in the window.
+    pub fn open(dir: impl AsRef<Path>) -> Self {
+        let mut app = Self::new();
+        app.open_log(dir);
+        app
+    }
+
+    /// A window following a freshly started demo workload.
+    pub fn demo() -> Self {
+        let mut app = Self::new();
+        app.start_demo();
+        app
+    }
+
+    /// Starts the demo workload and opens its log.
+    pub fn start_demo(&mut self) {
+        match Demo::start() {
+            Ok(demo) => {
+                let dir = demo.path();
+                self.demo = Some(demo);
+                self.open_log(dir);
+            }
+            Err(e) => self.messages.push(format!("Could not start the demo: {e:#}")),
+        }
+    }
+
+    /// Opens (and follows) another log, replacing the current one.
+    pub fn open_log(&mut self, dir: impl AsRef<Path>) {
+        let dir = dir.as_ref().to_owned();
+        let old_demo = self
+            .demo
+            .as_ref()
+            .is_some_and(|d| d.dir() != dir.as_path());
+        if old_demo {
+            self.demo = None;
+        }
+        let ingest = Ingest::start(&dir, true);
+        let data = DataLoader::start(&dir);
+        self.log = Some(OpenLog { dir, ingest, data });
+        self.flame = FlameState::default();
+        self.selected = None;
+        self.selected_info = None;
+        self.data = DataState::Empty;
+        self.search = None;
+        self.contexts = ContextsPanel::default();
+        self.stats = StatsPanel::default();
+        self.messages.clear();
+    }
+
+    /// The open log's directory.
+    pub fn log_dir(&self) -> Option<&Path> {
+        self.log.as_ref().map(|l| l.dir.as_path())
+    }
+
+    /// Locks and returns the model (None if no log is open).
+    pub fn model(&self) -> Option<MutexGuard<'_, Model>> {
+        self.log.as_ref().map(|l| l.ingest.model())
+    }
+
+    /// The ingest thread's status (default if no log is open).
+    pub fn ingest_status(&self) -> IngestStatus {
+        self.log
+            .as_ref()
+            .map(|l| l.ingest.status())
+            .unwrap_or_default()
+    }
+
+    /// Blocks until the open log has been read to its current end (for tests and tools).
+    pub fn wait_loaded(&self, timeout: Duration) -> bool {
+        self.log
+            .as_ref()
+            .is_some_and(|l| l.ingest.wait_caught_up(timeout))
+    }
+
+    /// The flamegraph's view state.
+    pub fn flame(&self) -> &FlameState {
+        &self.flame
+    }
+
+    /// The flamegraph's view state, mutable (zoom, follow).
+    pub fn flame_mut(&mut self) -> &mut FlameState {
+        &mut self.flame
+    }
+
+    /// The selected frame.
+    pub fn selected(&self) -> Option<FrameRef> {
+        self.selected
+    }
+
+    /// Selects a frame (its data is requested from the data thread).
+    pub fn select(&mut self, at: Option<FrameRef>) {
+        self.selected = at;
+        self.selected_info = None;
+        if at.is_none() {
+            self.data = DataState::Empty;
+        }
+    }
+
+    /// The selected frame's data, as far as it has arrived.
+    pub fn data_state(&self) -> &DataState {
+        &self.data
+    }
+
+    /// The search text.
+    pub fn search_text(&self) -> &str {
+        &self.search_text
+    }
+
+    /// Sets the search text (as if typed).
+    pub fn set_search(&mut self, text: &str) {
+        self.search_text = text.to_owned();
+    }
+
+    /// The current search result, if a pattern is active.
+    pub fn search_matches(&self) -> Option<&Matches> {
+        self.search.as_ref().map(|s| &s.matches)
+    }
+
+    /// CPU time the last `ui` call took.
+    pub fn ui_cpu_time(&self) -> Duration {
+        self.ui_cpu
+    }
+
+    /// Problems to show: the app's own and the ingest thread's.
+    pub fn problems(&self) -> Vec<String> {
+        let mut v = self.messages.clone();
+        if let Some(l) = &self.log {
+            v.extend(l.ingest.status().errors);
+        }
+        v
+    }
+
+    /// Draws the whole window into `ui` and handles its input.
+    pub fn ui(&mut self, ui: &mut Ui) {
+        let t0 = Instant::now();
+        let ctx = ui.ctx().clone();
+        if let Some(l) = &self.log {
+            l.ingest.set_repaint(&ctx);
+            l.data.set_repaint(&ctx);
+            for (key, result) in l.data.poll() {
+                if matches!(self.data, DataState::Loading(k) if k == key) {
+                    self.data = DataState::Ready(key, result);
+                }
+            }
+        }
+        self.handle_dropped_files(ui);
+        let status = self.ingest_status();
+
+        let log = self.log.take();
+        {
+            let guard = log.as_ref().map(|l| l.ingest.model());
+            let empty = Model::new();
+            let model: &Model = guard.as_deref().unwrap_or(&empty);
+            self.update_search(model);
+            self.update_selection(model, log.as_ref());
+
+            egui::Panel::top("menu").show(ui, |ui| {
+                self.menu_bar(ui);
+                self.toolbar(ui, model);
+            });
+            egui::Panel::bottom("status").show(ui, |ui| {
+                let path = log.as_ref().map_or_else(
+                    || "no log open".to_owned(),
+                    |l| l.dir.display().to_string(),
+                );
+                let info = status_bar::StatusInfo {
+                    frames: model.frame_count(),
+                    open: model.open_count(),
+                    dropped: model.dropped(),
+                    following: self.flame.follow,
+                    ingest: &status,
+                    path: &path,
+                };
+                if status_bar::show(ui, &info) {
+                    self.toggle_follow();
+                }
+            });
+            if self.show_data {
+                egui::Panel::right("frame-data")
+                    .resizable(true)
+                    .default_size(360.0)
+                    .show(ui, |ui| self.data_panel(ui, model));
+            }
+            if self.show_bottom {
+                egui::Panel::bottom("bottom-tabs")
+                    .resizable(true)
+                    .default_size(220.0)
+                    .show(ui, |ui| self.bottom_panel(ui, model));
+            }
+            egui::CentralPanel::default().show(ui, |ui| {
+                self.problems_banner(ui, log.as_ref());
+                if log.is_none() {
+                    ui.vertical_centered(|ui| {
+                        ui.add_space(60.0);
+                        ui.heading("No log open");
+                        ui.label("Open a log directory from File → Open log…, or drop a folder here.");
+                    });
+                    return;
+                }
+                if !status.caught_up && !status.finished && status.total_bytes > 0 {
+                    ui.add(
+                        egui::ProgressBar::new(status.progress())
+                            .text(format!(
+                                "Loading… {} of {} MiB",
+                                status.bytes_read >> 20,
+                                status.total_bytes >> 20
+                            ))
+                            .animate(true),
+                    );
+                }
+                let matches = self.search.as_ref().map(|s| &s.matches);
+                let out = flamegraph::show(ui, &mut self.flame, model, matches, self.selected);
+                if let Some(sel) = out.clicked {
+                    self.select(sel);
+                }
+            });
+            self.open_dialog(&ctx);
+        }
+        self.log = log;
+        self.ui_cpu = t0.elapsed();
+    }
+
+    fn toggle_follow(&mut self) {
+        let on = !self.flame.follow;
+        self.flame.set_follow(on);
+    }
+
+    fn handle_dropped_files(&mut self, ui: &Ui) {
+        let dropped: Vec<PathBuf> = ui.input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_owned())
+                .collect()
+        });
+        if let Some(p) = dropped.first() {
+            let dir = if p.is_dir() {
+                p.clone()
+            } else {
+                p.parent().map_or_else(|| p.clone(), Path::to_owned)
+            };
+            self.open_log(dir);
+        }
+    }
+
+    fn update_search(&mut self, model: &Model) {
+        let Some(pattern) = Pattern::parse(&self.search_text) else {
+            self.search = None;
+            return;
+        };
+        let fresh = match &self.search {
+            Some(s) => {
+                s.pattern == pattern
+                    && (s.generation == model.generation()
+                        || s.at.elapsed() < Duration::from_millis(300))
+            }
+            None => false,
+        };
+        if !fresh {
+            self.search = Some(SearchState {
+                matches: model.search(&pattern),
+                pattern,
+                generation: model.generation(),
+                at: Instant::now(),
+            });
+        }
+    }
+
+    fn update_selection(&mut self, model: &Model, log: Option<&OpenLog>) {
+        let Some(at) = self.selected else {
+            self.selected_info = None;
+            return;
+        };
+        let info = model.info(at);
+        if let (Some(i), Some(l)) = (&info, log) {
+            let want = i.key;
+            let current = match &self.data {
+                DataState::Loading(k) | DataState::Ready(k, _) => Some(*k),
+                DataState::Empty => None,
+            };
+            if current != Some(want) {
+                l.data.request(want);
+                self.data = DataState::Loading(want);
+            }
+        }
+        self.selected_info = info;
+    }
+
+    fn menu_bar(&mut self, ui: &mut Ui) {
+        egui::MenuBar::new().ui(ui, |ui| {
+            ui.menu_button("File", |ui| {
+                if ui.button("Open log…").clicked() {
+                    self.open_dialog = Some(
+                        self.log
+                            .as_ref()
+                            .map(|l| l.dir.display().to_string())
+                            .unwrap_or_default(),
+                    );
+                    ui.close();
+                }
+                if ui.button("Open demo").clicked() {
+                    self.start_demo();
+                    ui.close();
+                }
+                ui.separator();
+                if ui.button("Quit").clicked() {
+                    ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+                }
+            });
+            ui.menu_button("View", |ui| {
+                ui.checkbox(&mut self.show_data, "Frame data panel");
+                ui.checkbox(&mut self.show_bottom, "Contexts and statistics");
+                if ui.button("Zoom to fit").clicked() {
+                    self.flame.zoom_to_fit();
+                    ui.close();
+                }
+            });
+            ui.menu_button("Help", |ui| {
+                ui.label("Zoom: ctrl/cmd + wheel, pinch, W/S or +/-");
+                ui.label("Pan: drag, wheel, A/D or ←/→, ↑/↓");
+                ui.label("Zoom to fit: F or Home");
+                ui.label("Double-click a frame: zoom to it");
+                ui.label("Search: Enter = next, Shift+Enter = previous");
+            });
+        });
+    }
+
+    fn toolbar(&mut self, ui: &mut Ui, model: &Model) {
+        ui.horizontal(|ui| {
+            let follow = self.flame.follow;
+            if ui
+                .selectable_label(follow, if follow { "● Follow" } else { "▶ Follow" })
+                .on_hover_text("Keep the newest time in view (scrolling back pauses it)")
+                .clicked()
+            {
+                self.toggle_follow();
+            }
+            if ui
+                .button("⛶ Zoom to fit")
+                .on_hover_text("Show the whole log (F)")
+                .clicked()
+            {
+                self.flame.zoom_to_fit();
+            }
+            ui.separator();
+            let resp = ui.add(
+                TextEdit::singleline(&mut self.search_text)
+                    .hint_text("Search labels (db, \"exact\", http/*)")
+                    .desired_width(240.0),
+            );
+            let resp = resp.accessible_name("Search");
+            let enter = resp.lost_focus() && ui.input(|i| i.key_pressed(Key::Enter));
+            let shift = ui.input(|i| i.modifiers.shift);
+            if ui.input_mut(|i| i.consume_key(Modifiers::COMMAND, Key::F)) {
+                resp.request_focus();
+            }
+            let prev = ui.button("⏶ Prev").on_hover_text("Previous match").clicked();
+            let next = ui.button("⏷ Next").on_hover_text("Next match").clicked();
+            if let Some(s) = &self.search {
+                let text = format!(
+                    "{} matching frames in {} labels",
+                    status_bar::thousands(s.matches.frames),
+                    s.matches.labels
+                );
+                ui.label(if s.matches.labels == 0 {
+                    RichText::new("no match").color(Color32::from_rgb(255, 120, 60))
+                } else {
+                    RichText::new(text)
+                });
+            }
+            if (next || prev || enter)
+                && let Some(s) = &self.search
+            {
+                let backward = prev || (enter && shift);
+                if let Some(at) = model.next_match(&s.matches, self.selected, backward) {
+                    self.select(Some(at));
+                    if let Some(info) = model.info(at) {
+                        self.reveal(model, info);
+                    }
+                }
+                if enter {
+                    resp.request_focus();
+                }
+            }
+            ui.separator();
+            legend(ui);
+        });
+    }
+
+    /// Brings a frame into view: centered, zoomed out if needed, its lane scrolled to.
+    fn reveal(&mut self, model: &Model, info: FrameInfo) {
+        let dur = info.duration.max(1) as f64;
+        let mut width = self.flame.width;
+        if width < dur * 1.2 {
+            width = dur * 4.0;
+        }
+        let center = info.start as f64 + dur / 2.0;
+        let start = (center - width / 2.0).max(0.0) as u64;
+        self.flame.zoom_to(start, start + width as u64);
+        // Scroll the lane into view.
+        let mut y = 0.0;
+        for lane in model.lane_order() {
+            if lane == info.at.lane {
+                let row_y = y + flamegraph::LANE_HEADER_H + info.at.row as f32 * flamegraph::ROW_H;
+                self.flame.scroll_y = (row_y - 60.0).max(0.0);
+                break;
+            }
+            let rows = model.lanes()[lane as usize].rows.len().max(1);
+            y += flamegraph::LANE_HEADER_H + rows as f32 * flamegraph::ROW_H + 4.0;
+        }
+    }
+
+    fn problems_banner(&mut self, ui: &mut Ui, log: Option<&OpenLog>) {
+        let mut problems = self.messages.clone();
+        if let Some(l) = log {
+            problems.extend(l.ingest.status().errors);
+        }
+        for p in problems.iter().rev().take(3) {
+            egui::Frame::new()
+                .fill(Color32::from_rgb(90, 30, 30))
+                .inner_margin(6.0)
+                .corner_radius(4.0)
+                .show(ui, |ui| {
+                    ui.label(RichText::new(format!("⚠ {p}")).color(Color32::WHITE));
+                });
+        }
+    }
+
+    fn data_panel(&mut self, ui: &mut Ui, model: &Model) {
+        ui.heading("Frame");
+        let Some(info) = self.selected_info.clone() else {
+            ui.label(RichText::new("Click a frame to see its details and data.").weak());
+            return;
+        };
+        let base = model.time_range().map_or(0, |r| r.0);
+        egui::Grid::new("frame-info").num_columns(2).striped(true).show(ui, |ui| {
+            ui.label("Label");
+            ui.label(RichText::new(&info.label).strong());
+            ui.end_row();
+            ui.label("Category");
+            ui.horizontal(|ui| {
+                let (r, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+                ui.painter().rect_filled(r, 2.0, category_color(info.category));
+                ui.label(info.category.to_string());
+            });
+            ui.end_row();
+            ui.label("Duration");
+            ui.label(match info.end {
+                Some(_) => timefmt::duration(info.duration as f64),
+                None => format!("{} (running)", timefmt::duration(info.duration as f64)),
+            });
+            ui.end_row();
+            ui.label("Self time");
+            ui.label(timefmt::duration(info.self_ns as f64));
+            ui.end_row();
+            ui.label("Start");
+            ui.label(format!(
+                "+{}  {}",
+                timefmt::duration(info.start.saturating_sub(base) as f64),
+                timefmt::clock(info.start)
+            ));
+            ui.end_row();
+            ui.label("Thread");
+            ui.label(model.lane_title(info.at.lane));
+            ui.end_row();
+            ui.label("Context");
+            ui.label(info.context.to_string());
+            ui.end_row();
+            ui.label("Frame key");
+            ui.label(info.key.to_string());
+            ui.end_row();
+        });
+        ui.horizontal(|ui| {
+            if ui.button("🔍 Zoom to frame").clicked() {
+                self.flame.zoom_to(info.start, info.start + info.duration);
+            }
+        });
+        ui.separator();
+        ui.heading("Data");
+        match &self.data {
+            DataState::Empty => {}
+            DataState::Loading(_) => {
+                ui.horizontal(|ui| {
+                    ui.spinner();
+                    ui.label("Loading…");
+                });
+            }
+            DataState::Ready(_, DataResult::None) => {
+                ui.label(RichText::new("This frame has no data.").weak());
+            }
+            DataState::Ready(_, DataResult::Error(e)) => {
+                ui.colored_label(Color32::from_rgb(255, 120, 60), format!("⚠ {e}"));
+            }
+            DataState::Ready(key, DataResult::Found(doc)) => {
+                let key = *key;
+                if ui
+                    .button("📋 Copy as JSON")
+                    .on_hover_text("Copy the data as extended JSON")
+                    .clicked()
+                {
+                    ui.ctx().copy_text(data_tree::to_json(doc));
+                }
+                egui::ScrollArea::vertical()
+                    .id_salt("data-scroll")
+                    .auto_shrink([false, true])
+                    .show(ui, |ui| {
+                        data_tree::show(ui, doc, (key.worker, key.id));
+                    });
+            }
+        }
+    }
+
+    fn bottom_panel(&mut self, ui: &mut Ui, model: &Model) {
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut self.tab, BottomTab::Contexts, "Contexts");
+            ui.selectable_value(&mut self.tab, BottomTab::Statistics, "Statistics");
+        });
+        ui.separator();
+        match self.tab {
+            BottomTab::Contexts => {
+                if let Some(row) = contexts::show(ui, &mut self.contexts, model) {
+                    self.select(Some(row.root));
+                    self.flame
+                        .zoom_to(row.start, row.start + row.duration.max(1));
+                    if let Some(info) = model.info(row.root) {
+                        self.reveal(model, info);
+                        self.flame.zoom_to(row.start, row.start + row.duration.max(1));
+                    }
+                }
+            }
+            BottomTab::Statistics => {
+                if let Some(label) = stats::show(ui, &mut self.stats, model) {
+                    self.search_text = Pattern::exact_text(&label);
+                }
+            }
+        }
+    }
+
+    fn open_dialog(&mut self, ctx: &egui::Context) {
+        let Some(mut path) = self.open_dialog.take() else {
+            return;
+        };
+        let mut open = true;
+        let mut chosen = None;
+        let mut cancel = false;
+        egui::Window::new("Open log")
+            .collapsible(false)
+            .resizable(false)
+            .open(&mut open)
+            .show(ctx, |ui| {
+                ui.label("Log directory (holds frames-NNNNNN.framelog files):");
+                let r = ui.add(TextEdit::singleline(&mut path).desired_width(420.0));
+                let r = r.accessible_name("Log directory");
+                let enter = r.lost_focus() && ui.input(|i| i.key_pressed(Key::Enter));
+                ui.horizontal(|ui| {
+                    if ui.button("Open").clicked() || enter {
+                        chosen = Some(PathBuf::from(path.trim()));
+                    }
+                    if ui.button("Cancel").clicked() {
+                        cancel = true;
+                    }
+                });
+                ui.label(RichText::new("Tip: you can also drop a log folder on the window.").weak());
+            });
+        if let Some(p) = chosen {
+            self.open_log(p);
+        } else if open && !cancel {
+            self.open_dialog = Some(path);
+        }
+    }
+}
+
+fn legend(ui: &mut Ui) {
+    for c in Category::ALL {
+        let (r, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+        ui.painter().rect_filled(r, 2.0, category_color(c));
+        ui.label(RichText::new(c.to_string()).small());
+    }
+}
+
+impl eframe::App for DebuggerApp {
+    fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        DebuggerApp::ui(self, ui);
+        let title = match self.log_dir() {
+            Some(d) => format!("framelog debugger — {}", d.display()),
+            None => "framelog debugger".to_owned(),
+        };
+        ui.ctx().send_viewport_cmd(egui::ViewportCommand::Title(title));
+    }
+}

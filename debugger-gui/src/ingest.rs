@@ -1,0 +1,326 @@
+//! The ingest thread: tails a log with [`framelog::LogReader`] and feeds the shared model.
+//!
+//! The reader runs on its own thread (`read_some` in slices of a few MiB, then
+//! `wait_for_growth` once caught up), copies each slice's records into a private buffer and
+//! only then takes the model lock to apply them, in chunks short enough that the UI thread
+//! never waits long and never waits on disk I/O. After each chunk it asks egui to repaint.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use formats::{EXT_HEADER_LEN, FRAME_END_LEN, Record, RecordIter};
+use framelog::{Error, LogReader};
+
+use crate::model::Model;
+
+/// Bytes the reader delivers per `read_some` call.
+const SLICE_BYTES: usize = 4 << 20;
+/// Records applied per model-lock acquisition.
+const RECORDS_PER_LOCK: usize = 32_768;
+
+/// How the ingest thread is doing (shown in the status bar).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IngestStatus {
+    /// Bytes of records read so far.
+    pub bytes_read: u64,
+    /// Bytes in the log's frame segments at the last look.
+    pub total_bytes: u64,
+    /// True once everything present at the last look was read.
+    pub caught_up: bool,
+    /// True if the thread stopped (not following, or fatal error).
+    pub finished: bool,
+    /// Problems met, newest last (corrupt bytes, not a log, I/O errors).
+    pub errors: Vec<String>,
+    /// Frames per second applied over the last second or so.
+    pub frames_per_sec: f64,
+    /// When the first batch of frames reached the model.
+    pub first_frames_at: Option<Instant>,
+    /// When the thread first caught up with the log.
+    pub caught_up_at: Option<Instant>,
+}
+
+impl IngestStatus {
+    /// Loading progress in 0..=1 (1 when caught up).
+    pub fn progress(&self) -> f32 {
+        if self.caught_up || self.total_bytes == 0 {
+            1.0
+        } else {
+            (self.bytes_read as f64 / self.total_bytes as f64).min(1.0) as f32
+        }
+    }
+}
+
+/// State shared between the ingest thread and the UI.
+#[derive(Default)]
+pub struct Shared {
+    model: Mutex<Model>,
+    status: Mutex<IngestStatus>,
+    repaint: Mutex<Option<egui::Context>>,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn repaint(&self) {
+        if let Some(ctx) = self.repaint.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            ctx.request_repaint();
+        }
+    }
+
+    fn status(&self) -> MutexGuard<'_, IngestStatus> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push_error(&self, msg: String) {
+        let mut s = self.status();
+        if s.errors.last() != Some(&msg) {
+            s.errors.push(msg);
+        }
+    }
+}
+
+/// A running ingest thread for one log directory.
+pub struct Ingest {
+    dir: PathBuf,
+    shared: Arc<Shared>,
+    started: Instant,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Ingest {
+    /// Starts reading `dir`; with `follow`, keeps tailing it after catching up.
+    pub fn start(dir: impl AsRef<Path>, follow: bool) -> Self {
+        let dir = dir.as_ref().to_owned();
+        let shared = Arc::new(Shared::default());
+        let handle = {
+            let shared = shared.clone();
+            let dir = dir.clone();
+            std::thread::Builder::new()
+                .name("framelog-ingest".into())
+                .spawn(move || run(&dir, follow, &shared))
+                .expect("spawn ingest thread")
+        };
+        Self {
+            dir,
+            shared,
+            started: Instant::now(),
+            handle: Some(handle),
+        }
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// When reading started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Locks the model (held briefly by the ingest thread between chunks).
+    pub fn model(&self) -> MutexGuard<'_, Model> {
+        self.shared.model.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of the current status.
+    pub fn status(&self) -> IngestStatus {
+        self.shared.status().clone()
+    }
+
+    /// Tells the thread which egui context to wake when new frames arrive.
+    pub fn set_repaint(&self, ctx: &egui::Context) {
+        let mut r = self.shared.repaint.lock().unwrap_or_else(|e| e.into_inner());
+        if r.is_none() {
+            *r = Some(ctx.clone());
+        }
+    }
+
+    /// Blocks until the thread has caught up with the log (or stopped), or `timeout` passes.
+    pub fn wait_caught_up(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let s = self.status();
+            if s.caught_up || s.finished {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+}
+
+impl Drop for Ingest {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        // The thread notices within one wait interval; joining would stall the UI.
+        drop(self.handle.take());
+    }
+}
+
+/// Exact encoded length of a record (so the copy buffer grows by just that much).
+fn encoded_len(rec: &Record<'_>) -> usize {
+    match rec {
+        Record::Start(s) => s.encoded_len(),
+        Record::End(_) => FRAME_END_LEN,
+        Record::Dropped(_) => EXT_HEADER_LEN + 8,
+        Record::WorkerInfo(w) => EXT_HEADER_LEN + 4 + formats::truncate_label(w.name).len(),
+        Record::ThreadInfo(t) => EXT_HEADER_LEN + formats::truncate_label(t.name).len(),
+        Record::Unknown(u) => EXT_HEADER_LEN + u.payload.len(),
+    }
+}
+
+fn run(dir: &Path, follow: bool, shared: &Shared) {
+    let stopped = || shared.stop.load(Ordering::Relaxed);
+    // Open, waiting for the log to appear if it is not there yet.
+    let mut reader = loop {
+        match LogReader::open(dir) {
+            Ok(r) => {
+                shared.status().errors.clear();
+                break r;
+            }
+            Err(e) => {
+                let msg = match &e {
+                    Error::NotALog(p) => format!(
+                        "{} is not a framelog log directory (no frames-NNNNNN.framelog files){}",
+                        p.display(),
+                        if follow { "; waiting for one to appear" } else { "" }
+                    ),
+                    other => other.to_string(),
+                };
+                shared.push_error(msg);
+                shared.repaint();
+                if !follow {
+                    shared.status().finished = true;
+                    return;
+                }
+                for _ in 0..10 {
+                    if stopped() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    };
+    let mut buf: Vec<u8> = Vec::with_capacity(SLICE_BYTES + (1 << 17));
+    let mut rate_mark = (Instant::now(), 0u64);
+    loop {
+        if stopped() {
+            return;
+        }
+        buf.clear();
+        let result = reader.read_some(SLICE_BYTES, |_, rec| {
+            let start = buf.len();
+            buf.resize(start + encoded_len(&rec), 0);
+            let n = rec.encode(&mut buf[start..]).unwrap_or(0);
+            buf.truncate(start + n);
+        });
+        let delivered = match result {
+            Ok(n) => n,
+            Err(e) => {
+                // What was read before the bad bytes still counts; skip the damaged segment.
+                shared.push_error(e.to_string());
+                if matches!(e, Error::Corrupt { .. }) {
+                    reader.skip_segment();
+                } else {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                u64::MAX
+            }
+        };
+        if !buf.is_empty() {
+            apply(shared, &buf, &stopped);
+        }
+        let total = reader.total_bytes().unwrap_or(0);
+        let frames = shared
+            .model
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .frame_count();
+        {
+            let mut s = shared.status();
+            s.bytes_read = reader.bytes_read();
+            s.total_bytes = total.max(s.bytes_read);
+            if s.first_frames_at.is_none() && frames > 0 {
+                s.first_frames_at = Some(Instant::now());
+            }
+            let now = Instant::now();
+            let dt = now.duration_since(rate_mark.0).as_secs_f64();
+            if dt >= 0.5 {
+                s.frames_per_sec = (frames - rate_mark.1) as f64 / dt;
+                rate_mark = (now, frames);
+            }
+            if delivered == 0 {
+                s.caught_up = true;
+                s.caught_up_at.get_or_insert(now);
+                s.frames_per_sec = if dt >= 0.5 { s.frames_per_sec } else { 0.0 };
+            } else if delivered != u64::MAX && !reader.has_new_bytes() {
+                s.caught_up = true;
+                s.caught_up_at.get_or_insert(now);
+            } else {
+                s.caught_up = false;
+            }
+        }
+        shared.repaint();
+        if delivered == 0 {
+            if !follow {
+                shared.status().finished = true;
+                shared.repaint();
+                return;
+            }
+            // Caught up: wait for the log to grow (notify, with a polling fallback).
+            if reader.wait_for_growth(Duration::from_millis(200)).is_err() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let now = Instant::now();
+            let dt = now.duration_since(rate_mark.0).as_secs_f64();
+            if dt >= 1.0 {
+                shared.status().frames_per_sec = 0.0;
+            }
+        }
+    }
+}
+
+fn apply(shared: &Shared, buf: &[u8], stopped: &dyn Fn() -> bool) {
+    let mut it = RecordIter::new(buf, 0);
+    loop {
+        if stopped() {
+            return;
+        }
+        let mut model = shared.model.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        for item in it.by_ref() {
+            match item {
+                Ok((_, rec)) => model.apply(&rec),
+                Err(_) => return, // cannot happen: we encoded these bytes ourselves
+            }
+            n += 1;
+            if n == RECORDS_PER_LOCK {
+                break;
+            }
+        }
+        drop(model);
+        if n < RECORDS_PER_LOCK {
+            return;
+        }
+        shared.repaint();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_a_log_is_reported_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let ing = Ingest::start(dir.path(), false);
+        assert!(ing.wait_caught_up(Duration::from_secs(5)));
+        let s = ing.status();
+        assert!(s.finished);
+        assert!(s.errors[0].contains("is not a framelog log directory"), "{:?}", s.errors);
+    }
+}

@@ -1,0 +1,141 @@
+//! The contexts list: one row per request/job (root frame) with label, start, duration and
+//! frame count; sortable by any column, filterable by label and minimum duration. Selecting a
+//! row zooms the flamegraph to it.
+
+use std::time::{Duration, Instant};
+
+use egui::{DragValue, Sense, TextEdit, Ui};
+use egui_extras::{Column, TableBuilder};
+
+use crate::model::Model;
+use crate::model::contexts::{ContextQuery, ContextRow, ContextSort};
+use crate::timefmt;
+
+/// Filter, sort and a cached result of the contexts list.
+#[derive(Default)]
+pub struct ContextsPanel {
+    /// The current filter and sort.
+    pub query: ContextQuery,
+    /// Minimum duration filter in milliseconds (mirrors `query.min_duration_ns`).
+    pub min_ms: f64,
+    /// The selected context (index into the model's context entries).
+    pub selected: Option<u32>,
+    rows: Vec<ContextRow>,
+    computed: Option<(u64, ContextQuery, Instant)>,
+}
+
+impl ContextsPanel {
+    /// The rows shown, recomputed when the query changes or (at most twice a second) when
+    /// the model grows.
+    pub fn rows(&mut self, model: &Model) -> &[ContextRow] {
+        let stale = match &self.computed {
+            None => true,
+            Some((generation, q, at)) => {
+                *q != self.query
+                    || (*generation != model.generation()
+                        && at.elapsed() > Duration::from_millis(500))
+            }
+        };
+        if stale {
+            self.rows = model.query_contexts(&self.query);
+            self.computed = Some((model.generation(), self.query.clone(), Instant::now()));
+        }
+        &self.rows
+    }
+}
+
+fn sort_header(ui: &mut Ui, q: &mut ContextQuery, col: ContextSort, name: &str) {
+    let arrow = if q.sort == col {
+        if q.descending { " ⏷" } else { " ⏶" }
+    } else {
+        ""
+    };
+    if ui
+        .button(format!("{name}{arrow}"))
+        .on_hover_text(format!("Sort by {}", name.to_lowercase()))
+        .clicked()
+    {
+        if q.sort == col {
+            q.descending = !q.descending;
+        } else {
+            q.sort = col;
+            q.descending = matches!(col, ContextSort::Duration | ContextSort::Frames);
+        }
+    }
+}
+
+/// Shows the panel; returns the row the user selected this frame.
+pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<ContextRow> {
+    let mut picked = None;
+    ui.horizontal(|ui| {
+        ui.label("Filter:");
+        ui.add(
+            TextEdit::singleline(&mut panel.query.label)
+                .hint_text("label contains…")
+                .desired_width(180.0),
+        )
+        .accessible_name("Filter contexts");
+        ui.label("slower than");
+        ui.add(
+            DragValue::new(&mut panel.min_ms)
+                .range(0.0..=1e9)
+                .speed(0.1)
+                .suffix(" ms"),
+        )
+        .accessible_name("Minimum duration")
+        .on_hover_text("Only contexts that took at least this long");
+        panel.query.min_duration_ns = (panel.min_ms * 1e6) as u64;
+    });
+    let base = model.time_range().map_or(0, |r| r.0);
+    let mut query = panel.query.clone();
+    let selected = panel.selected;
+    let rows = panel.rows(model).to_vec();
+    ui.label(format!("{} contexts", rows.len()));
+    let names = model.labels();
+    TableBuilder::new(ui)
+        .id_salt("contexts-table")
+        .striped(true)
+        .sense(Sense::click())
+        .column(Column::initial(260.0).at_least(80.0).clip(true).resizable(true))
+        .column(Column::initial(110.0).resizable(true))
+        .column(Column::initial(100.0).resizable(true))
+        .column(Column::remainder().at_least(60.0))
+        .header(20.0, |mut h| {
+            h.col(|ui| sort_header(ui, &mut query, ContextSort::Label, "Label"));
+            h.col(|ui| sort_header(ui, &mut query, ContextSort::Start, "Start"));
+            h.col(|ui| sort_header(ui, &mut query, ContextSort::Duration, "Duration"));
+            h.col(|ui| sort_header(ui, &mut query, ContextSort::Frames, "Frames"));
+        })
+        .body(|body| {
+            body.rows(18.0, rows.len(), |mut row| {
+                let r = rows[row.index()];
+                row.set_selected(selected == Some(r.entry));
+                row.col(|ui| {
+                    if ui
+                        .selectable_label(selected == Some(r.entry), names.name(r.label))
+                        .clicked()
+                    {
+                        picked = Some(r);
+                    }
+                });
+                row.col(|ui| {
+                    ui.label(format!("+{}", timefmt::duration((r.start - base) as f64)));
+                });
+                row.col(|ui| {
+                    let d = timefmt::duration(r.duration as f64);
+                    ui.label(if r.open { format!("{d} (running)") } else { d });
+                });
+                row.col(|ui| {
+                    ui.label(r.frames.to_string());
+                });
+                if row.response().clicked() {
+                    picked = Some(r);
+                }
+            });
+        });
+    panel.query = query;
+    if let Some(r) = picked {
+        panel.selected = Some(r.entry);
+    }
+    picked
+}

@@ -1,0 +1,537 @@
+//! The flamegraph: time on x with an adaptive ruler, one lane per worker + thread, rows by
+//! depth. Zoom (ctrl/cmd + wheel, pinch, W/S, +/-) around the pointer, pan (drag, wheel,
+//! A/D, arrow keys), zoom to fit (F, Home), double-click a frame to zoom to it. Boxes are
+//! colored by category, labeled when wide enough; sub-pixel frames are merged per row by the
+//! model's level-of-detail query, so drawing cost follows pixels, not frames.
+
+use egui::{
+    Align2, Color32, CornerRadius, FontId, Key, Pos2, Rect, Response, Role, Sense, Stroke,
+    StrokeKind, Ui, Vec2, WidgetInfo, pos2, vec2,
+};
+use formats::Category;
+
+use crate::model::lod::LodBox;
+use crate::model::search::Matches;
+use crate::model::{FrameRef, Model};
+use crate::timefmt;
+use crate::ui::{category_color, text_color_on};
+
+/// Height of the time ruler.
+pub const RULER_H: f32 = 22.0;
+/// Height of a lane's title bar.
+pub const LANE_HEADER_H: f32 = 18.0;
+/// Height of one row of frames.
+pub const ROW_H: f32 = 18.0;
+/// Boxes narrower than this get no label.
+const MIN_LABEL_W: f32 = 28.0;
+/// At most this many boxes get an accessibility node per frame.
+const MAX_A11Y_BOXES: usize = 400;
+
+/// Where the flamegraph looks and what it follows.
+#[derive(Clone, Debug)]
+pub struct FlameState {
+    /// Time origin for the f64 view math (the first timestamp seen), ns since the Unix epoch.
+    pub base: Option<u64>,
+    /// View start, ns after `base`.
+    pub start: f64,
+    /// Visible time span, ns.
+    pub width: f64,
+    /// Vertical scroll offset of the lanes, points.
+    pub scroll_y: f32,
+    /// Keep the newest time in view.
+    pub follow: bool,
+    /// Keep the whole log in view (until the user zooms).
+    pub fitted: bool,
+    /// The frame under the pointer.
+    pub hovered: Option<FrameRef>,
+    /// What the last paint drew (for tests and the status bar).
+    pub drawn: Drawn,
+    pending_zoom_to: Option<(u64, u64)>,
+}
+
+/// Counts and labeled boxes from the last paint.
+#[derive(Clone, Debug, Default)]
+pub struct Drawn {
+    /// Boxes drawn (merged runs count once).
+    pub boxes: usize,
+    /// Merged boxes among them.
+    pub merged: usize,
+    /// Frames the boxes stand for.
+    pub frames: u64,
+    /// Boxes wide enough to carry a label: (frame, label, highlighted by the search, dimmed).
+    pub labeled: Vec<(FrameRef, String, bool, bool)>,
+}
+
+impl Default for FlameState {
+    fn default() -> Self {
+        Self {
+            base: None,
+            start: 0.0,
+            width: 1e6,
+            scroll_y: 0.0,
+            follow: true,
+            fitted: true,
+            hovered: None,
+            drawn: Drawn::default(),
+            pending_zoom_to: None,
+        }
+    }
+}
+
+impl FlameState {
+    /// Zooms to `[start, end]` (absolute ns) with a small margin, and stops following.
+    pub fn zoom_to(&mut self, start: u64, end: u64) {
+        self.pending_zoom_to = Some((start, end.max(start + 1)));
+        self.follow = false;
+        self.fitted = false;
+    }
+
+    /// Shows the whole log (and keeps showing it as it grows, until the user zooms).
+    pub fn zoom_to_fit(&mut self) {
+        self.fitted = true;
+        self.scroll_y = 0.0;
+    }
+
+    /// Turns following on or off.
+    pub fn set_follow(&mut self, on: bool) {
+        self.follow = on;
+    }
+
+    fn apply_zoom(&mut self, factor: f64, anchor_frac: f64) {
+        let factor = factor.clamp(0.01, 100.0);
+        let new_w = (self.width / factor).clamp(10.0, 1e15);
+        let anchor_t = self.start + anchor_frac * self.width;
+        self.start = anchor_t - anchor_frac * new_w;
+        self.width = new_w;
+        self.fitted = false;
+    }
+}
+
+/// What happened in the flamegraph this frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FlameOutput {
+    /// A click selected this frame (or `Some(None)`: a click on empty space cleared it).
+    pub clicked: Option<Option<FrameRef>>,
+}
+
+/// Lane layout: (lane index, y offset of its header from the content top, rows).
+fn layout(model: &Model) -> (Vec<(u32, f32, usize)>, f32) {
+    let mut y = 0.0;
+    let mut out = Vec::new();
+    for lane in model.lane_order() {
+        let rows = model.lanes()[lane as usize].rows.len().max(1);
+        out.push((lane, y, rows));
+        y += LANE_HEADER_H + rows as f32 * ROW_H + 4.0;
+    }
+    (out, y)
+}
+
+/// Draws the flamegraph into all of `ui`'s available space and handles its input.
+pub fn show(
+    ui: &mut Ui,
+    state: &mut FlameState,
+    model: &Model,
+    matches: Option<&Matches>,
+    selected: Option<FrameRef>,
+) -> FlameOutput {
+    let mut out = FlameOutput::default();
+    let size = ui.available_size().max(vec2(50.0, 50.0));
+    let (rect, response) = ui.allocate_exact_size(size, Sense::click_and_drag());
+    response.widget_info(|| WidgetInfo::labeled(Role::Canvas, true, "Flamegraph"));
+    let painter = ui.painter_at(rect);
+    let visuals = ui.visuals().clone();
+    painter.rect_filled(rect, CornerRadius::ZERO, visuals.extreme_bg_color);
+
+    let Some((tmin, tmax)) = model.time_range() else {
+        painter.text(
+            rect.center(),
+            Align2::CENTER_CENTER,
+            "No frames yet",
+            FontId::proportional(16.0),
+            visuals.weak_text_color(),
+        );
+        state.drawn = Drawn::default();
+        return out;
+    };
+    let base = *state.base.get_or_insert(tmin);
+    let lo = tmin as f64 - base as f64;
+    let hi = tmax as f64 - base as f64;
+    let span = (hi - lo).max(1000.0);
+
+    // ---- input ----
+    let w = rect.width() as f64;
+    let (lanes, content_h) = layout(model);
+    let view_h = rect.height() - RULER_H;
+    if let Some((s, e)) = state.pending_zoom_to.take() {
+        let d = (e - s) as f64;
+        state.width = (d * 1.1).max(10.0);
+        state.start = s as f64 - base as f64 - d * 0.05;
+    }
+    let hover = response.hover_pos();
+    let (zoom, scroll, keys) = ui.input(|i| {
+        let typing = ui.ctx().text_edit_focused();
+        let key = |k: Key| !typing && i.key_down(k);
+        let pressed = |k: Key| !typing && i.key_pressed(k);
+        (
+            i.zoom_delta() as f64,
+            i.smooth_scroll_delta(),
+            (
+                key(Key::W) || key(Key::Plus) || key(Key::Equals),
+                key(Key::S) || key(Key::Minus),
+                key(Key::A) || key(Key::ArrowLeft),
+                key(Key::D) || key(Key::ArrowRight),
+                key(Key::ArrowUp),
+                key(Key::ArrowDown),
+                pressed(Key::F) || pressed(Key::Home),
+                i.stable_dt.clamp(0.001, 0.1) as f64,
+            ),
+        )
+    });
+    let anchor = hover.map_or(1.0, |p| ((p.x - rect.left()) as f64 / w).clamp(0.0, 1.0));
+    let follow_anchor = if state.follow { 1.0 } else { anchor };
+    if response.contains_pointer() {
+        if zoom != 1.0 {
+            state.apply_zoom(zoom, follow_anchor);
+        }
+        if scroll.x != 0.0 {
+            state.start -= scroll.x as f64 / w * state.width;
+            state.fitted = false;
+            if scroll.x > 0.0 {
+                state.follow = false;
+            }
+        }
+        if scroll.y != 0.0 {
+            if content_h > view_h {
+                state.scroll_y -= scroll.y;
+            } else {
+                state.start -= scroll.y as f64 / w * state.width;
+                state.fitted = false;
+                if scroll.y > 0.0 {
+                    state.follow = false;
+                }
+            }
+        }
+    }
+    let (k_in, k_out, k_left, k_right, k_up, k_down, k_fit, dt) = keys;
+    if response.contains_pointer() || response.has_focus() {
+        if k_in {
+            state.apply_zoom(1.0 + 3.0 * dt, follow_anchor);
+        }
+        if k_out {
+            state.apply_zoom(1.0 / (1.0 + 3.0 * dt), follow_anchor);
+        }
+        if k_left {
+            state.start -= state.width * 1.0 * dt;
+            state.follow = false;
+            state.fitted = false;
+        }
+        if k_right {
+            state.start += state.width * 1.0 * dt;
+            state.fitted = false;
+        }
+        if k_up {
+            state.scroll_y -= 600.0 * dt as f32;
+        }
+        if k_down {
+            state.scroll_y += 600.0 * dt as f32;
+        }
+        if k_fit {
+            state.zoom_to_fit();
+        }
+        if k_in || k_out || k_left || k_right || k_up || k_down {
+            ui.ctx().request_repaint();
+        }
+    }
+    if response.dragged() {
+        let d = response.drag_delta();
+        if d.x != 0.0 {
+            state.start -= d.x as f64 / w * state.width;
+            state.fitted = false;
+            if d.x > 0.0 {
+                state.follow = false;
+            }
+        }
+        state.scroll_y -= d.y;
+    }
+    if state.fitted {
+        state.width = span * 1.02;
+        state.start = lo - span * 0.01;
+    } else if state.follow {
+        state.start = hi + state.width * 0.01 - state.width;
+    }
+    state.width = state.width.clamp(10.0, 1e15);
+    state.scroll_y = state.scroll_y.clamp(0.0, (content_h - view_h + 20.0).max(0.0));
+
+    let px_ns = state.width / w;
+    let (view_start, view_w) = (state.start, state.width);
+    let x_of = |t: u64| -> f32 {
+        rect.left() + ((t as f64 - base as f64 - view_start) / view_w * w) as f32
+    };
+    let t_of = |x: f32| -> f64 { base as f64 + view_start + (x - rect.left()) as f64 / w * view_w };
+
+    // ---- ruler ----
+    let ruler = Rect::from_min_size(rect.min, vec2(rect.width(), RULER_H));
+    painter.rect_filled(ruler, CornerRadius::ZERO, visuals.faint_bg_color);
+    let step = timefmt::tick_step(px_ns * 90.0);
+    let first_tick = ((state.start - lo) / step).floor() * step;
+    let mut tick = first_tick;
+    let grid = visuals.widgets.noninteractive.bg_stroke.color.gamma_multiply(0.5);
+    while tick <= state.start - lo + state.width + step {
+        let x = rect.left() + ((tick + lo - state.start) / state.width * w) as f32;
+        if x >= rect.left() - 1.0 && x <= rect.right() + 1.0 {
+            painter.line_segment(
+                [pos2(x, rect.top() + RULER_H), pos2(x, rect.bottom())],
+                Stroke::new(1.0, grid),
+            );
+            painter.line_segment(
+                [pos2(x, rect.top() + RULER_H - 6.0), pos2(x, rect.top() + RULER_H)],
+                Stroke::new(1.0, visuals.text_color()),
+            );
+            painter.text(
+                pos2(x + 3.0, rect.top() + 3.0),
+                Align2::LEFT_TOP,
+                timefmt::tick_label(tick, step),
+                FontId::proportional(11.0),
+                visuals.text_color(),
+            );
+        }
+        tick += step;
+    }
+
+    // ---- lanes ----
+    let body = Rect::from_min_max(pos2(rect.left(), rect.top() + RULER_H), rect.max);
+    let lane_painter = painter.with_clip_rect(body);
+    let top = body.top() - state.scroll_y;
+    let t0 = t_of(rect.left()).max(0.0) as u64;
+    let t1 = t_of(rect.right()).max(0.0).ceil() as u64 + 1;
+    let mut drawn = Drawn::default();
+    let mut boxes: Vec<LodBox> = Vec::with_capacity(1024);
+    let label_font = FontId::proportional(12.0);
+    let searching = matches.is_some();
+    let header_bg = visuals.widgets.noninteractive.weak_bg_fill;
+    let mut a11y = 0usize;
+    let a11y_on = ui.ctx().accesskit_node_builder(response.id, |_| ()).is_some();
+    for &(lane, y0, nrows) in &lanes {
+        let ly = top + y0;
+        let lane_bottom = ly + LANE_HEADER_H + nrows as f32 * ROW_H;
+        if lane_bottom < body.top() || ly > body.bottom() {
+            continue;
+        }
+        let header = Rect::from_min_size(pos2(rect.left(), ly), vec2(rect.width(), LANE_HEADER_H));
+        lane_painter.rect_filled(header, CornerRadius::ZERO, header_bg);
+        lane_painter.text(
+            pos2(rect.left() + 6.0, ly + LANE_HEADER_H / 2.0),
+            Align2::LEFT_CENTER,
+            model.lane_title(lane),
+            FontId::proportional(12.0),
+            visuals.strong_text_color(),
+        );
+        let lane_rows = &model.lanes()[lane as usize].rows;
+        for (r, row) in lane_rows.iter().enumerate() {
+            let ry = ly + LANE_HEADER_H + r as f32 * ROW_H;
+            if ry + ROW_H < body.top() || ry > body.bottom() {
+                continue;
+            }
+            boxes.clear();
+            model.lod_row(lane, r as u32, t0, t1, px_ns, &mut boxes);
+            for b in &boxes {
+                let i = b.first as usize;
+                let x0 = x_of(b.start).max(rect.left() - 2.0);
+                let x1 = x_of(b.end).min(rect.right() + 2.0).max(x0 + 1.0);
+                let brect = Rect::from_min_max(pos2(x0, ry + 1.0), pos2(x1, ry + ROW_H - 1.0));
+                let cat = Category(row.category[i]);
+                let mut fill = category_color(cat);
+                let at = FrameRef {
+                    lane,
+                    row: r as u32,
+                    index: b.first,
+                };
+                let mut hit = false;
+                let mut dim = false;
+                if b.is_merged() {
+                    fill = fill.gamma_multiply(0.75);
+                    if let Some(m) = matches {
+                        let end = (i + b.count as usize).min(i + 512);
+                        hit = row.label[i..end].iter().any(|&l| m.contains(l));
+                        dim = !hit;
+                    }
+                } else if let Some(m) = matches {
+                    hit = m.contains(row.label[i]);
+                    dim = !hit;
+                }
+                if dim {
+                    fill = fill.gamma_multiply(0.22);
+                }
+                lane_painter.rect_filled(brect, CornerRadius::same(2), fill);
+                drawn.boxes += 1;
+                drawn.frames += b.count as u64;
+                if b.is_merged() {
+                    drawn.merged += 1;
+                    continue;
+                }
+                if hit && searching {
+                    lane_painter.rect_stroke(
+                        brect,
+                        CornerRadius::same(2),
+                        Stroke::new(1.5, Color32::from_rgb(255, 255, 255)),
+                        StrokeKind::Inside,
+                    );
+                }
+                if selected == Some(at) {
+                    lane_painter.rect_stroke(
+                        brect.expand(1.0),
+                        CornerRadius::same(3),
+                        Stroke::new(2.0, visuals.selection.stroke.color),
+                        StrokeKind::Outside,
+                    );
+                }
+                let vis_w = brect.intersect(body).width();
+                if vis_w >= MIN_LABEL_W {
+                    let label = model.labels().name(row.label[i]);
+                    let text_x = brect.left().max(rect.left()) + 4.0;
+                    let max_w = (brect.right().min(rect.right()) - text_x - 3.0).max(0.0);
+                    // Quantize the width so the text layout cache is hit while zooming.
+                    let max_w = (max_w / 6.0).floor() * 6.0;
+                    if max_w >= 12.0 {
+                        let mut job = egui::text::LayoutJob::simple_singleline(
+                            label.to_owned(),
+                            label_font.clone(),
+                            text_color_on(fill),
+                        );
+                        job.wrap = egui::text::TextWrapping::truncate_at_width(max_w);
+                        let galley = ui.fonts_mut(|f| f.layout_job(job));
+                        let gy = ry + (ROW_H - galley.size().y) / 2.0;
+                        lane_painter.galley(pos2(text_x, gy), galley, Color32::WHITE);
+                    }
+                    if a11y_on && a11y < MAX_A11Y_BOXES && body.intersects(brect) {
+                        a11y += 1;
+                        let vis = brect.intersect(body);
+                        let id = response.id.with(("flame-box", lane, r, b.first));
+                        ui.ctx().accesskit_node_builder(id, |node| {
+                            node.set_role(Role::Button);
+                            node.set_label(label.to_owned());
+                            node.set_bounds(egui::accesskit::Rect {
+                                x0: vis.min.x as f64,
+                                y0: vis.min.y as f64,
+                                x1: vis.max.x as f64,
+                                y1: vis.max.y as f64,
+                            });
+                            if hit {
+                                node.set_description("search match".to_owned());
+                            } else if dim {
+                                node.set_description("dimmed".to_owned());
+                            }
+                            if selected == Some(at) {
+                                node.set_selected(true);
+                            }
+                            node.add_action(egui::accesskit::Action::Click);
+                        });
+                    }
+                    drawn.labeled.push((at, label.to_owned(), hit, dim));
+                }
+            }
+        }
+    }
+    let _ = a11y;
+    state.drawn = drawn;
+
+    // ---- hover, click, double-click ----
+    let pick = |p: Pos2| -> Option<FrameRef> {
+        if !body.contains(p) {
+            return None;
+        }
+        let y = p.y - top;
+        let t = t_of(p.x).max(0.0) as u64;
+        let tol = (px_ns * 3.0) as u64;
+        for &(lane, y0, nrows) in &lanes {
+            let ry = y - y0 - LANE_HEADER_H;
+            if ry >= 0.0 && ry < nrows as f32 * ROW_H {
+                return model.hit(lane, (ry / ROW_H) as u32, t, tol);
+            }
+        }
+        None
+    };
+    state.hovered = hover.and_then(pick);
+    if response.clicked() {
+        let p = response.interact_pointer_pos().or(hover);
+        out.clicked = Some(p.and_then(pick));
+    }
+    if response.double_clicked()
+        && let Some(at) = response.interact_pointer_pos().and_then(pick)
+        && let Some(info) = model.info(at)
+    {
+        state.zoom_to(info.start, info.start + info.duration);
+        ui.ctx().request_repaint();
+    }
+    if let Some(at) = state.hovered
+        && !response.dragged()
+    {
+        tooltip(&response, model, at);
+        if let Some(info) = model.info(at) {
+            let x0 = x_of(info.start).max(rect.left());
+            let x1 = x_of(info.start + info.duration).min(rect.right()).max(x0 + 1.0);
+            if let Some(&(_, y0, _)) = lanes.iter().find(|l| l.0 == at.lane) {
+                let ry = top + y0 + LANE_HEADER_H + at.row as f32 * ROW_H;
+                lane_painter.rect_stroke(
+                    Rect::from_min_max(pos2(x0, ry + 1.0), pos2(x1, ry + ROW_H - 1.0)),
+                    CornerRadius::same(2),
+                    Stroke::new(1.0, visuals.strong_text_color()),
+                    StrokeKind::Inside,
+                );
+            }
+        }
+    }
+    // Scrollbar hint when lanes overflow.
+    if content_h > view_h {
+        let frac = view_h / content_h;
+        let h = (body.height() * frac).max(20.0);
+        let y = body.top() + (state.scroll_y / content_h) * body.height();
+        painter.rect_filled(
+            Rect::from_min_size(pos2(rect.right() - 6.0, y), vec2(4.0, h)),
+            CornerRadius::same(2),
+            visuals.widgets.inactive.bg_fill,
+        );
+    }
+    let _ = Vec2::ZERO;
+    out
+}
+
+fn tooltip(response: &Response, model: &Model, at: FrameRef) {
+    let Some(info) = model.info(at) else { return };
+    let lane_title = model.lane_title(at.lane);
+    let base = model.time_range().map_or(0, |r| r.0);
+    response.clone().on_hover_ui_at_pointer(|ui| {
+        ui.strong(&info.label);
+        egui::Grid::new("flame-tooltip").num_columns(2).show(ui, |ui| {
+            ui.label("Category");
+            ui.label(info.category.to_string());
+            ui.end_row();
+            ui.label("Duration");
+            ui.label(if info.end.is_some() {
+                timefmt::duration(info.duration as f64)
+            } else {
+                format!("{} (running)", timefmt::duration(info.duration as f64))
+            });
+            ui.end_row();
+            ui.label("Self time");
+            ui.label(timefmt::duration(info.self_ns as f64));
+            ui.end_row();
+            ui.label("Start");
+            ui.label(format!(
+                "+{}  ({})",
+                timefmt::duration(info.start.saturating_sub(base) as f64),
+                timefmt::clock(info.start)
+            ));
+            ui.end_row();
+            ui.label("Thread");
+            ui.label(&lane_title);
+            ui.end_row();
+            ui.label("Context");
+            ui.label(format!("{}", info.context));
+            ui.end_row();
+            ui.label("Frame");
+            ui.label(info.key.to_string());
+            ui.end_row();
+        });
+    });
+}

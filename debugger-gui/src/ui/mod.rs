@@ -1,0 +1,43 @@
+//! The egui widgets: flamegraph, frame-data tree, contexts list, statistics table, status bar.
+
+pub mod contexts;
+pub mod data_tree;
+pub mod flamegraph;
+pub mod stats;
+pub mod status_bar;
+
+use egui::Color32;
+use formats::Category;
+
+/// The fill color of a category's boxes (unknown categories are gray).
+pub fn category_color(c: Category) -> Color32 {
+    match c.0 {
+        0 => Color32::from_rgb(78, 121, 167),   // http
+        1 => Color32::from_rgb(118, 183, 178),  // rpc
+        2 => Color32::from_rgb(156, 117, 95),   // cli
+        3 => Color32::from_rgb(242, 142, 43),   // job
+        4 => Color32::from_rgb(89, 161, 79),    // function
+        5 => Color32::from_rgb(225, 87, 89),    // lock
+        6 => Color32::from_rgb(176, 122, 161),  // workflow
+        7 => Color32::from_rgb(255, 157, 167),  // event
+        8 => Color32::from_rgb(237, 201, 72),   // database
+        9 => Color32::from_rgb(160, 203, 232),  // email
+        10 => Color32::from_rgb(134, 112, 214), // template
+        _ => Color32::from_rgb(150, 150, 150),
+    }
+}
+
+/// Black or white, whichever reads better on `bg`.
+pub fn text_color_on(bg: Color32) -> Color32 {
+    let l = 0.299 * bg.r() as f32 + 0.587 * bg.g() as f32 + 0.114 * bg.b() as f32;
+    if l > 140.0 {
+        Color32::from_rgb(20, 20, 20)
+    } else {
+        Color32::WHITE
+    }
+}
+
+/// A category's display name ("database", or "category-42").
+pub fn category_name(c: Category) -> String {
+    c.to_string()
+}

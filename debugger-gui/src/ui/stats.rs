@@ -1,0 +1,179 @@
+//! The statistics table: per label count, total, self time, mean, p99 and max; sortable;
+//! clicking a label searches for it.
+
+use std::time::{Duration, Instant};
+
+use egui::{Sense, Ui};
+use egui_extras::{Column, TableBuilder};
+
+use crate::model::Model;
+use crate::timefmt;
+
+/// Column the statistics are sorted by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StatSort {
+    /// Label text.
+    Label,
+    /// Frame count.
+    Count,
+    /// Total time (default).
+    #[default]
+    Total,
+    /// Self time.
+    SelfTime,
+    /// Mean duration.
+    Mean,
+    /// 99th percentile.
+    P99,
+    /// Longest.
+    Max,
+}
+
+/// One row of the table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatRow {
+    /// Label text.
+    pub label: String,
+    /// Closed frames.
+    pub count: u64,
+    /// Total ns.
+    pub total: u64,
+    /// Self ns.
+    pub self_ns: u64,
+    /// Mean ns.
+    pub mean: f64,
+    /// p99 ns.
+    pub p99: u64,
+    /// Max ns.
+    pub max: u64,
+}
+
+/// Sort state and cached rows of the statistics panel.
+#[derive(Default)]
+pub struct StatsPanel {
+    /// Sort column.
+    pub sort: StatSort,
+    /// Ascending instead of descending.
+    pub ascending: bool,
+    rows: Vec<StatRow>,
+    computed: Option<(u64, StatSort, bool, Instant)>,
+}
+
+impl StatsPanel {
+    /// The rows, recomputed when sorting changes or (twice a second) when the model grows.
+    pub fn rows(&mut self, model: &Model) -> &[StatRow] {
+        let stale = match self.computed {
+            None => true,
+            Some((g, s, a, at)) => {
+                s != self.sort
+                    || a != self.ascending
+                    || (g != model.generation() && at.elapsed() > Duration::from_millis(500))
+            }
+        };
+        if stale {
+            let mut rows: Vec<StatRow> = model
+                .stats()
+                .iter()
+                .map(|(id, s)| StatRow {
+                    label: model.labels().name(id).to_owned(),
+                    count: s.count,
+                    total: s.total_ns,
+                    self_ns: s.self_time_ns(),
+                    mean: s.mean_ns(),
+                    p99: s.p99_ns(),
+                    max: s.max_ns,
+                })
+                .collect();
+            match self.sort {
+                StatSort::Label => rows.sort_by(|a, b| a.label.cmp(&b.label)),
+                StatSort::Count => rows.sort_by_key(|r| std::cmp::Reverse(r.count)),
+                StatSort::Total => rows.sort_by_key(|r| std::cmp::Reverse(r.total)),
+                StatSort::SelfTime => rows.sort_by_key(|r| std::cmp::Reverse(r.self_ns)),
+                StatSort::Mean => rows.sort_by(|a, b| b.mean.total_cmp(&a.mean)),
+                StatSort::P99 => rows.sort_by_key(|r| std::cmp::Reverse(r.p99)),
+                StatSort::Max => rows.sort_by_key(|r| std::cmp::Reverse(r.max)),
+            }
+            if self.ascending {
+                rows.reverse();
+            }
+            self.rows = rows;
+            self.computed = Some((
+                model.generation(),
+                self.sort,
+                self.ascending,
+                Instant::now(),
+            ));
+        }
+        &self.rows
+    }
+}
+
+/// Shows the table; returns the label the user clicked (to search for it).
+pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String> {
+    let mut picked = None;
+    let rows = panel.rows(model).to_vec();
+    let (mut sort, mut asc) = (panel.sort, panel.ascending);
+    let mut header = |ui: &mut Ui, col: StatSort, name: &str| {
+        let arrow = if sort == col {
+            if asc { " ⏶" } else { " ⏷" }
+        } else {
+            ""
+        };
+        if ui
+            .button(format!("{name}{arrow}"))
+            .on_hover_text(format!("Sort by {}", name.to_lowercase()))
+            .clicked()
+        {
+            if sort == col {
+                asc = !asc;
+            } else {
+                sort = col;
+                asc = col == StatSort::Label;
+            }
+        }
+    };
+    TableBuilder::new(ui)
+        .id_salt("stats-table")
+        .striped(true)
+        .sense(Sense::click())
+        .column(Column::initial(240.0).at_least(80.0).clip(true).resizable(true))
+        .columns(Column::initial(84.0).resizable(true), 5)
+        .column(Column::remainder().at_least(60.0))
+        .header(20.0, |mut h| {
+            h.col(|ui| header(ui, StatSort::Label, "Label"));
+            h.col(|ui| header(ui, StatSort::Count, "Count"));
+            h.col(|ui| header(ui, StatSort::Total, "Total"));
+            h.col(|ui| header(ui, StatSort::SelfTime, "Self"));
+            h.col(|ui| header(ui, StatSort::Mean, "Mean"));
+            h.col(|ui| header(ui, StatSort::P99, "p99"));
+            h.col(|ui| header(ui, StatSort::Max, "Max"));
+        })
+        .body(|body| {
+            body.rows(18.0, rows.len(), |mut row| {
+                let r = &rows[row.index()];
+                row.col(|ui| {
+                    if ui
+                        .selectable_label(false, &r.label)
+                        .on_hover_text("Search for this label")
+                        .clicked()
+                    {
+                        picked = Some(r.label.clone());
+                    }
+                });
+                row.col(|ui| {
+                    ui.label(r.count.to_string());
+                });
+                for v in [r.total as f64, r.self_ns as f64, r.mean, r.p99 as f64, r.max as f64] {
+                    row.col(|ui| {
+                        ui.label(timefmt::duration(v));
+                    });
+                }
+                if row.response().clicked() {
+                    picked = Some(r.label.clone());
+                }
+            });
+        });
+    panel.sort = sort;
+    panel.ascending = asc;
+    picked
+}

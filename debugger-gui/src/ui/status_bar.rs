@@ -1,0 +1,94 @@
+//! The status bar: frames loaded, ingest rate, dropped records (a warning when above zero),
+//! follow state, loading progress and the log path.
+
+use egui::{Color32, ProgressBar, RichText, Ui};
+
+use crate::ingest::IngestStatus;
+
+/// What the status bar shows.
+pub struct StatusInfo<'a> {
+    /// Frames in the model.
+    pub frames: u64,
+    /// Frames still open.
+    pub open: u64,
+    /// Records reported dropped.
+    pub dropped: u64,
+    /// Whether the view follows the newest time.
+    pub following: bool,
+    /// Ingest thread status.
+    pub ingest: &'a IngestStatus,
+    /// Log path.
+    pub path: &'a str,
+}
+
+/// Formats a count with thousands separators.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Shows the bar; returns true if the follow toggle was clicked.
+pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
+    let mut toggled = false;
+    ui.horizontal(|ui| {
+        ui.label(format!("{} frames", thousands(s.frames)));
+        if s.open > 0 {
+            ui.label(RichText::new(format!("({} running)", thousands(s.open))).weak());
+        }
+        ui.separator();
+        ui.label(format!(
+            "{} frames/s",
+            thousands(s.ingest.frames_per_sec.round() as u64)
+        ));
+        ui.separator();
+        if s.dropped > 0 {
+            ui.label(
+                RichText::new(format!("⚠ {} records dropped", thousands(s.dropped)))
+                    .color(Color32::from_rgb(255, 120, 60))
+                    .strong(),
+            )
+            .on_hover_text("The program lost records in Drop mode (its buffers were full).");
+        } else {
+            ui.label("0 dropped");
+        }
+        ui.separator();
+        let (text, tip) = if s.following {
+            ("● Following", "Newest time kept in view; click to pause")
+        } else {
+            ("⏸ Paused", "Click to follow the newest time again")
+        };
+        if ui.selectable_label(s.following, text).on_hover_text(tip).clicked() {
+            toggled = true;
+        }
+        ui.separator();
+        if !s.ingest.caught_up && !s.ingest.finished {
+            ui.add(
+                ProgressBar::new(s.ingest.progress())
+                    .desired_width(160.0)
+                    .show_percentage(),
+            )
+            .on_hover_text("Loading the log");
+            ui.separator();
+        }
+        ui.label(RichText::new(s.path).weak().monospace());
+    });
+    toggled
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(super::thousands(0), "0");
+        assert_eq!(super::thousands(999), "999");
+        assert_eq!(super::thousands(1000), "1,000");
+        assert_eq!(super::thousands(10_000_000), "10,000,000");
+    }
+}
