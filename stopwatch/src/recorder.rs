@@ -55,6 +55,8 @@ pub(crate) struct Inner {
     pub(crate) last_flush_ns: AtomicU64,
     pub(crate) flush_interval: Duration,
     pub(crate) closed: AtomicBool,
+    /// Set by the writer when it stops writing (I/O error or panic).
+    pub(crate) writer_failed: AtomicBool,
     pub(crate) reporter: Reporter,
     writer_thread: Mutex<Option<JoinHandle<()>>>,
     dir: Option<PathBuf>,
@@ -83,7 +85,7 @@ impl Inner {
                 + self.writer_dropped.load(Ordering::Relaxed),
             dropped_data: self.dropped_data.load(Ordering::Relaxed),
             written_bytes: self.written_bytes.load(Ordering::Relaxed),
-            writer_failed: self.pool.is_aborted() && !self.closed.load(Ordering::Relaxed),
+            writer_failed: self.writer_failed.load(Ordering::Relaxed),
         }
     }
 
@@ -261,6 +263,7 @@ impl Builder {
             last_flush_ns: AtomicU64::new(clock.now()),
             flush_interval: self.flush_interval,
             closed: AtomicBool::new(false),
+            writer_failed: AtomicBool::new(false),
             reporter: Reporter::new(self.on_error),
             writer_thread: Mutex::new(None),
             dir,

@@ -122,6 +122,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         w.inner.reporter.report(Error::WriterPanicked);
         w.failed = true;
         w.data_failed = true;
+        w.inner.writer_failed.store(true, Ordering::Relaxed);
         w.inner.pool.abort();
         w.out.clear();
         w.data.clear();
@@ -328,6 +329,7 @@ impl Writer {
 
     fn fail(&mut self, e: SinkError) {
         self.failed = true;
+        self.inner.writer_failed.store(true, Ordering::Relaxed);
         self.inner.reporter.report(Error::Write(e));
         // Parked Block-mode producers must not wait for a writer that can no longer write.
         self.inner.pool.abort();
