@@ -1,1 +1,234 @@
-fn main() {}
+//! Storage-engine benchmarks, each read as a ratio to a floor measured in the same run:
+//! - read: records decoded per second by `LogReader` vs. reading the same bytes;
+//! - write: `LogWriter` batch appends vs. plain 1 MiB `write`s to the same disk (what `dd` does);
+//! - lookup: one random frame's data from a 1 GiB data file vs. parsing the same BSON in memory.
+
+use std::hint::black_box;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use formats::{Category, FrameEnd, FrameKey, FrameStart, Record};
+use framelog::{DataBatch, DataStore, LogReader, LogWriter, WriterOptions};
+use rand::{Rng, SeedableRng};
+
+fn encode_frames(worker: u8, first: u32, n: u32) -> Vec<u8> {
+    let labels = [
+        "db/query",
+        "http/request",
+        "User: Select",
+        "template/render",
+    ];
+    let mut buf = vec![0u8; n as usize * 64];
+    let mut len = 0;
+    for id in first..first + n {
+        let t = u64::from(id) * 100;
+        len += FrameStart {
+            id,
+            worker,
+            timestamp: t,
+            context: id / 16,
+            category: Category::DATABASE,
+            label: labels[id as usize % 4],
+        }
+        .encode(&mut buf[len..])
+        .unwrap();
+        len += FrameEnd {
+            id,
+            worker,
+            timestamp: t + 50,
+        }
+        .encode(&mut buf[len..])
+        .unwrap();
+    }
+    buf.truncate(len);
+    buf
+}
+
+fn read(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let frames = 2_000_000u32;
+    for chunk in 0..frames / 100_000 {
+        w.append_frames(&encode_frames(w.worker(), chunk * 100_000 + 1, 100_000))
+            .unwrap();
+    }
+    let records = u64::from(frames) * 2 + 1;
+    let mut g = c.benchmark_group("read");
+    g.throughput(Throughput::Elements(records));
+    g.sample_size(20);
+    let path = framelog::segments::segment_path(dir.path(), formats::FileKind::FrameLog, 1);
+    // The reader's I/O alone: the same file read in 4 MiB chunks into a reused buffer.
+    g.bench_function("floor_read_bytes", |b| {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; 4 << 20];
+        b.iter(|| {
+            let f = std::fs::File::open(&path).unwrap();
+            let (mut off, mut sum) = (0u64, 0u64);
+            loop {
+                let n = f.read_at(&mut buf, off).unwrap();
+                if n == 0 {
+                    break;
+                }
+                sum = sum.wrapping_add(u64::from(buf[n - 1]));
+                off += n as u64;
+            }
+            black_box(sum)
+        })
+    });
+    g.bench_function("log_reader_records", |b| {
+        b.iter(|| {
+            let mut n = 0u64;
+            let mut acc = 0u64;
+            LogReader::open(dir.path())
+                .unwrap()
+                .read_available(|_, r| {
+                    n += 1;
+                    if let Record::End(e) = r {
+                        acc = acc.wrapping_add(e.timestamp);
+                    }
+                })
+                .unwrap();
+            assert_eq!(n, records);
+            black_box(acc)
+        })
+    });
+    g.finish();
+}
+
+/// Bytes each write sample puts on disk: enough to reach the disk's sustained rate.
+const WRITE_VOLUME: usize = 256 << 20;
+
+fn write(c: &mut Criterion) {
+    let root = tempfile::tempdir().unwrap();
+    let batch = encode_frames(0, 1, 30_000); // ≈ 1 MiB of records
+    let block = vec![0xA5u8; batch.len()];
+    let batches = WRITE_VOLUME / batch.len();
+    let mut g = c.benchmark_group("write");
+    g.throughput(Throughput::Bytes((batches * batch.len()) as u64));
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(20));
+    // Each sample writes the same volume into a fresh file/log and deletes it afterwards, so
+    // both sides see the same page-cache and writeback conditions.
+    let mut round = 0;
+    g.bench_function("floor_dd_like_write", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                round += 1;
+                let path = root.path().join(format!("raw-{round}"));
+                let t = Instant::now();
+                let mut f = std::fs::File::create(&path).unwrap();
+                for _ in 0..batches {
+                    f.write_all(&block).unwrap();
+                }
+                drop(f);
+                total += t.elapsed();
+                std::fs::remove_file(&path).unwrap();
+            }
+            total
+        })
+    });
+    g.bench_function("log_writer_append_frames", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                round += 1;
+                let dir = root.path().join(format!("log-{round}"));
+                let t = Instant::now();
+                let w = LogWriter::open(&dir).unwrap();
+                for _ in 0..batches {
+                    w.append_frames(&batch).unwrap();
+                }
+                drop(w);
+                total += t.elapsed();
+                std::fs::remove_dir_all(&dir).unwrap();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+/// Builds a ≈1 GiB data file of ≈1 KiB documents; returns the keys written.
+fn big_data_log(dir: &std::path::Path) -> Vec<FrameKey> {
+    let w = LogWriter::open_with(
+        dir,
+        WriterOptions {
+            data_segment_bytes: 2 << 30,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let pad = "x".repeat(960);
+    let mut keys = Vec::new();
+    let mut batch = DataBatch::new();
+    let mut id = 1u32;
+    let mut bytes = 0usize;
+    while bytes < 1 << 30 {
+        batch.clear();
+        for _ in 0..4096 {
+            let key = FrameKey::new(w.worker(), id);
+            let doc = formats::to_document(&serde_json::json!({"sql": "SELECT * FROM user WHERE id = ?", "id": id, "pad": pad})).unwrap();
+            batch.push(key, &doc);
+            keys.push(key);
+            id += 1;
+        }
+        bytes += batch.byte_len();
+        w.append_data(&batch).unwrap();
+    }
+    keys
+}
+
+fn lookup(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = big_data_log(dir.path());
+    let mut store = DataStore::open(dir.path()).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let sample_doc = formats::to_document(&serde_json::json!({"sql": "SELECT * FROM user WHERE id = ?", "id": 1, "pad": "x".repeat(960)})).unwrap();
+
+    // Percentiles, which criterion does not report: 20,000 random lookups, timed one by one.
+    let mut lat: Vec<u64> = (0..20_000)
+        .map(|_| {
+            let key = keys[rng.gen_range(0..keys.len())];
+            let t = Instant::now();
+            black_box(store.get(key).unwrap().unwrap());
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    lat.sort_unstable();
+    let mut floor: Vec<u64> = (0..20_000)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(bson::Document::from_reader(&sample_doc[..]).unwrap());
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    floor.sort_unstable();
+    let pct = |v: &[u64], p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)];
+    eprintln!(
+        "lookup on {} entries (1 GiB data file): p50 {} ns, p99 {} ns, max {} ns; floor (parse same BSON in memory) p50 {} ns, p99 {} ns",
+        keys.len(),
+        pct(&lat, 0.5),
+        pct(&lat, 0.99),
+        lat[lat.len() - 1],
+        pct(&floor, 0.5),
+        pct(&floor, 0.99)
+    );
+
+    let mut g = c.benchmark_group("lookup");
+    g.sample_size(50);
+    g.bench_function("floor_parse_bson_in_memory", |b| {
+        b.iter(|| black_box(bson::Document::from_reader(&sample_doc[..]).unwrap()))
+    });
+    g.bench_function("data_store_get_random_1GiB", |b| {
+        b.iter(|| {
+            let key = keys[rng.gen_range(0..keys.len())];
+            black_box(store.get(key).unwrap().unwrap())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, read, write, lookup);
+criterion_main!(benches);

@@ -62,12 +62,23 @@ fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<u64>
         Err(Error::Corrupt { .. }) => return Ok(None),
         Err(e) => return Err(e),
     }
-    // A partial header can only come from a creator that died mid-write.
-    file.set_len(0).at(path)?;
+    // A partial header can only come from a creator that died mid-write. Truncate only
+    // then: ext4 flushes files truncated to zero when they are closed (auto_da_alloc).
+    if file.metadata().at(path)?.len() > 0 {
+        file.set_len(0).at(path)?;
+    }
     (&*file)
         .write_all(&FileHeader::new(kind).encode())
         .at(path)?;
     Ok(Some(HEADER_LEN as u64))
+}
+
+/// Cuts a torn tail: shortens `file` to `len` if it is longer.
+fn cut_to(file: &File, path: &Path, len: u64) -> Result<()> {
+    if file.metadata().at(path)?.len() > len {
+        file.set_len(len).at(path)?;
+    }
+    Ok(())
 }
 
 fn latest_or_first(dir: &Path, kind: FileKind) -> Result<u32> {
@@ -134,7 +145,7 @@ impl FramesAppender {
             let header_len = header.unwrap_or(HEADER_LEN as u64);
             if !cur.checked && !start_next {
                 match repair::frames_tail(&cur.file, &cur.path, header_len)? {
-                    Tail::WholeUpTo(end) => cur.file.set_len(end).at(&cur.path)?,
+                    Tail::WholeUpTo(end) => cut_to(&cur.file, &cur.path, end)?,
                     Tail::Corrupt => start_next = true,
                 }
                 cur.checked = true;
@@ -218,8 +229,8 @@ impl DataAppender {
                 )?;
                 match tail {
                     Tail::WholeUpTo(end) => {
-                        cur.file.set_len(end).at(&cur.path)?;
-                        idx.set_len(idx_end).at(idx_path)?;
+                        cut_to(&cur.file, &cur.path, end)?;
+                        cut_to(idx, idx_path, idx_end)?;
                     }
                     Tail::Corrupt => start_next = true,
                 }
