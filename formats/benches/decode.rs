@@ -6,7 +6,12 @@ use std::hint::black_box;
 fn sample_log(frames: usize) -> Vec<u8> {
     let mut buf = vec![0u8; frames * 64];
     let mut n = 0;
-    let labels = ["db/query", "http/request", "User: Select", "template/render"];
+    let labels = [
+        "db/query",
+        "http/request",
+        "User: Select",
+        "template/render",
+    ];
     for i in 0..frames as u32 {
         let start = FrameStart {
             id: i,

@@ -161,7 +161,10 @@ mod tests {
         assert_eq!(entry.key, FrameKey::new(3, 99));
         assert_eq!(entry.encoded_len(), buf.len());
         let parsed = entry.parse().unwrap();
-        assert_eq!(parsed.get_str("sql").unwrap(), "SELECT * FROM user WHERE id = ?");
+        assert_eq!(
+            parsed.get_str("sql").unwrap(),
+            "SELECT * FROM user WHERE id = ?"
+        );
         assert_eq!(parsed.get_array("params").unwrap().len(), 2);
 
         let scalar = to_document("just a string").unwrap();

@@ -151,7 +151,11 @@ mod tests {
 
     #[test]
     fn header_round_trips_for_every_kind() {
-        for kind in [FileKind::FrameLog, FileKind::FrameData, FileKind::FrameIndex] {
+        for kind in [
+            FileKind::FrameLog,
+            FileKind::FrameData,
+            FileKind::FrameIndex,
+        ] {
             let h = FileHeader::new(kind);
             let bytes = h.encode();
             assert_eq!(&bytes[..8], kind.magic());
@@ -168,7 +172,10 @@ mod tests {
         newer.version = 2;
         let err = FileHeader::decode(FileKind::FrameLog, &newer.encode()).unwrap_err();
         assert_eq!(err.kind, ErrorKind::UnsupportedVersion(2));
-        assert_eq!(FileHeader::decode(FileKind::FrameLog, &bytes[..10]), Ok(None));
+        assert_eq!(
+            FileHeader::decode(FileKind::FrameLog, &bytes[..10]),
+            Ok(None)
+        );
     }
 
     #[test]
@@ -187,8 +194,14 @@ mod tests {
             FileKind::FrameData.parse_file_name("data-000012.framedata"),
             Some(12)
         );
-        assert_eq!(FileKind::FrameData.parse_file_name("data-000012.frameidx"), None);
-        assert_eq!(FileKind::FrameLog.parse_file_name("frames-1.framelog"), None);
+        assert_eq!(
+            FileKind::FrameData.parse_file_name("data-000012.frameidx"),
+            None
+        );
+        assert_eq!(
+            FileKind::FrameLog.parse_file_name("frames-1.framelog"),
+            None
+        );
         assert_eq!(
             FileKind::FrameLog.parse_file_name("frames-1234567.framelog"),
             Some(1234567)

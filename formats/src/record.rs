@@ -516,7 +516,11 @@ mod tests {
         }
         // Every strict prefix is "need more", never an error or a record.
         for cut in 0..n {
-            assert_eq!(decode_record(&buf[..cut]), Ok(Decoded::NeedMore), "cut at {cut}");
+            assert_eq!(
+                decode_record(&buf[..cut]),
+                Ok(Decoded::NeedMore),
+                "cut at {cut}"
+            );
         }
     }
 
