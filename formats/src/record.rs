@@ -609,7 +609,7 @@ mod tests {
 
     #[test]
     fn iterator_stops_cleanly_at_a_partial_tail() {
-        let mut bytes = vec![0u8; 14 * 3];
+        let mut bytes = [0u8; 14 * 3];
         for i in 0..3 {
             FrameEnd {
                 id: i,

@@ -92,7 +92,7 @@ fn kill_9_mid_write_keeps_every_reported_batch_and_the_log_stays_readable() {
                 starts.contains_key(&key) && ends.contains(&key),
                 "reported frame {key} missing"
             );
-            if key.id % 7 == 0 {
+            if key.id.is_multiple_of(7) {
                 let doc = store.get(key).unwrap().expect("reported data present");
                 assert_eq!(
                     bson::Bson::Document(doc).into_relaxed_extjson(),

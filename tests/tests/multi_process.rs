@@ -64,7 +64,7 @@ fn four_processes_two_threads_each_append_without_interleaving() {
     let with_data: Vec<FrameKey> = seen
         .keys()
         .copied()
-        .filter(|k| k.id % DATA_EVERY == 0)
+        .filter(|k| k.id.is_multiple_of(DATA_EVERY))
         .collect();
     assert_eq!(store.len(), with_data.len());
     for key in with_data {

@@ -66,8 +66,8 @@ fn main() -> Result<()> {
                     encode_frames(&mut buf, writer.worker(), first, count, &label);
                     data.clear();
                     if args.data_every > 0 {
-                        for i in
-                            (0..count).filter(|i| first.wrapping_add(*i) % args.data_every == 0)
+                        for i in (0..count)
+                            .filter(|i| first.wrapping_add(*i).is_multiple_of(args.data_every))
                         {
                             let key = FrameKey::new(writer.worker(), first.wrapping_add(i));
                             data.push(key, &formats::to_document(&expected_data(key))?);
