@@ -297,7 +297,7 @@ impl DebuggerApp {
                     ui.vertical_centered(|ui| {
                         ui.add_space(60.0);
                         ui.heading("No log open");
-                        ui.label("Open a log directory from File → Open log…, or drop a folder here.");
+                        ui.label("Open a log directory from File > Open log…, or drop a folder here.");
                     });
                     return;
                 }
@@ -421,7 +421,7 @@ impl DebuggerApp {
             });
             ui.menu_button("Help", |ui| {
                 ui.label("Zoom: ctrl/cmd + wheel, pinch, W/S or +/-");
-                ui.label("Pan: drag, wheel, A/D or ←/→, ↑/↓");
+                ui.label("Pan: drag, wheel, A/D or the arrow keys");
                 ui.label("Zoom to fit: F or Home");
                 ui.label("Double-click a frame: zoom to it");
                 ui.label("Search: Enter = next, Shift+Enter = previous");
@@ -433,7 +433,7 @@ impl DebuggerApp {
         ui.horizontal(|ui| {
             let follow = self.flame.follow;
             if ui
-                .selectable_label(follow, if follow { "● Follow" } else { "▶ Follow" })
+                .selectable_label(follow, "⟲ Follow")
                 .on_hover_text("Keep the newest time in view (scrolling back pauses it)")
                 .clicked()
             {

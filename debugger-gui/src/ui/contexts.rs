@@ -25,15 +25,16 @@ pub struct ContextsPanel {
 }
 
 impl ContextsPanel {
-    /// The rows shown, recomputed when the query changes or (at most twice a second) when
-    /// the model grows.
+    /// The rows shown, recomputed when the query changes or when the model grows (at most
+    /// twice a second for large logs).
     pub fn rows(&mut self, model: &Model) -> &[ContextRow] {
         let stale = match &self.computed {
             None => true,
             Some((generation, q, at)) => {
                 *q != self.query
                     || (*generation != model.generation()
-                        && at.elapsed() > Duration::from_millis(500))
+                        && (model.contexts().len() < 20_000
+                            || at.elapsed() > Duration::from_millis(500)))
             }
         };
         if stale {

@@ -168,8 +168,8 @@ pub fn show(
         state.start = s as f64 - base as f64 - d * 0.05;
     }
     let hover = response.hover_pos();
+    let typing = ui.ctx().text_edit_focused();
     let (zoom, scroll, keys) = ui.input(|i| {
-        let typing = ui.ctx().text_edit_focused();
         let key = |k: Key| !typing && i.key_down(k);
         let pressed = |k: Key| !typing && i.key_pressed(k);
         (

@@ -67,7 +67,9 @@ impl StatsPanel {
             Some((g, s, a, at)) => {
                 s != self.sort
                     || a != self.ascending
-                    || (g != model.generation() && at.elapsed() > Duration::from_millis(500))
+                    || (g != model.generation()
+                        && (model.labels().len() < 2_000
+                            || at.elapsed() > Duration::from_millis(500)))
             }
         };
         if stale {

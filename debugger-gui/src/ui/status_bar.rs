@@ -60,7 +60,7 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
         }
         ui.separator();
         let (text, tip) = if s.following {
-            ("● Following", "Newest time kept in view; click to pause")
+            ("⟲ Following", "Newest time kept in view; click to pause")
         } else {
             ("⏸ Paused", "Click to follow the newest time again")
         };

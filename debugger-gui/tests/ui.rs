@@ -1,0 +1,354 @@
+//! Headless UI tests (egui_kittest, no display, no GPU): open a log written in the test,
+//! check the flamegraph shows its frames, select a frame and see its data, search, follow a
+//! growing log, and show bad logs without crashing.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bson::{Binary, DateTime, doc, oid::ObjectId, spec::BinarySubtype};
+use debugger_gui::DebuggerApp;
+use debugger_gui::app::DataState;
+use egui::{Rect, Role};
+use egui_kittest::Harness;
+use egui_kittest::kittest::{NodeT, Queryable};
+use formats::{Category, FrameEnd, FrameKey, FrameStart, Record, ThreadInfo};
+use framelog::{DataBatch, LogWriter, WriterOptions};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+/// Writes one request on `thread`: an HTTP root with a database query (with data) and a
+/// template, starting at `t` (ns), 1 ms long. Returns the query's key.
+fn write_request(w: &LogWriter, thread: u32, t: u64, route: &str) -> FrameKey {
+    let id = w.reserve_ids(3).unwrap();
+    let worker = w.worker();
+    let mut bytes = Vec::new();
+    let name = format!("worker-{thread}");
+    let recs = [
+        Record::ThreadInfo(ThreadInfo {
+            worker,
+            thread,
+            timestamp: t,
+            name: &name,
+        }),
+        Record::Start(FrameStart {
+            id,
+            worker,
+            timestamp: t,
+            context: id,
+            category: Category::HTTP,
+            label: route,
+        }),
+        Record::Start(FrameStart {
+            id: id + 1,
+            worker,
+            timestamp: t + 50_000,
+            context: id,
+            category: Category::DATABASE,
+            label: "User: Select",
+        }),
+        Record::End(FrameEnd {
+            id: id + 1,
+            worker,
+            timestamp: t + 550_000,
+        }),
+        Record::Start(FrameStart {
+            id: id + 2,
+            worker,
+            timestamp: t + 600_000,
+            context: id,
+            category: Category::TEMPLATE,
+            label: "template: user.html",
+        }),
+        Record::End(FrameEnd {
+            id: id + 2,
+            worker,
+            timestamp: t + 950_000,
+        }),
+        Record::End(FrameEnd {
+            id,
+            worker,
+            timestamp: t + 1_000_000,
+        }),
+    ];
+    for r in recs {
+        r.encode_to_vec(&mut bytes);
+    }
+    w.append_frames(&bytes).unwrap();
+    let key = FrameKey::new(worker, id + 1);
+    let d = doc! {
+        "sql": "SELECT id, name FROM users WHERE id = $1",
+        "params": [42_i64],
+        "issuedAt": DateTime::from_millis(1_700_000_000_000),
+        "requestId": ObjectId::from_bytes([0xab; 12]),
+        "hash": Binary { subtype: BinarySubtype::Generic, bytes: vec![0xca, 0xfe] },
+        "db": { "name": "app", "replica": false },
+    };
+    let mut buf = Vec::new();
+    d.to_writer(&mut buf).unwrap();
+    let mut batch = DataBatch::new();
+    batch.push(key, &buf);
+    w.append_data(&batch).unwrap();
+    key
+}
+
+fn writer(dir: &Path) -> LogWriter {
+    LogWriter::open_with(
+        dir,
+        WriterOptions {
+            process_name: Some("test-app".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn harness(app: DebuggerApp) -> Harness<'static, DebuggerApp> {
+    Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .build_ui_state(|ui, app: &mut DebuggerApp| app.ui(ui), app)
+}
+
+/// Steps the UI (letting background threads work) until `cond` holds or 10 s pass.
+fn step_until(h: &mut Harness<'_, DebuggerApp>, what: &str, cond: impl Fn(&Harness<'_, DebuggerApp>) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        h.step();
+        if cond(h) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The flamegraph's bounds.
+fn canvas(h: &Harness<'_, DebuggerApp>) -> Rect {
+    h.get_by_role_and_label(Role::Canvas, "Flamegraph").rect()
+}
+
+/// Frame boxes in the flamegraph with this label.
+fn boxes<'a>(h: &'a Harness<'_, DebuggerApp>, label: &'a str) -> Vec<egui_kittest::Node<'a>> {
+    let c = canvas(h);
+    h.query_all_by_label(label)
+        .filter(|n| n.accesskit_node().role() == Role::Button && c.contains_rect(n.rect()))
+        .collect()
+}
+
+#[test]
+fn opens_a_log_and_draws_its_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /users/:id");
+    write_request(&w, 2, T0 + 200_000, "POST /orders");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| !boxes(h, "User: Select").is_empty());
+    // Both requests, each on its own thread lane, with their nested frames.
+    assert_eq!(boxes(&h, "GET /users/:id").len(), 1);
+    assert_eq!(boxes(&h, "POST /orders").len(), 1);
+    assert_eq!(boxes(&h, "User: Select").len(), 2);
+    assert_eq!(boxes(&h, "template: user.html").len(), 2);
+    // Nested frames are drawn below (at a greater depth than) their request.
+    let root = boxes(&h, "GET /users/:id")[0].rect();
+    let query = boxes(&h, "User: Select")
+        .into_iter()
+        .map(|n| n.rect())
+        .find(|r| r.center().y > root.center().y && r.center().y - root.center().y < 40.0)
+        .expect("query below its request");
+    assert!(query.left() > root.left() && query.right() < root.right());
+    // The model agrees with what is drawn.
+    let app = h.state();
+    let model = app.model().unwrap();
+    assert_eq!(model.frame_count(), 6);
+    assert_eq!(model.lanes().len(), 2);
+    drop(model);
+    let drawn = &app.flame().drawn;
+    assert_eq!(drawn.frames, 6);
+    // Status bar and lane titles.
+    assert!(h.query_by_label_contains("6 frames").is_some());
+    assert!(h.query_by_label_contains("0 dropped").is_some());
+    assert!(h.query_by_label_contains("Following").is_some());
+}
+
+#[test]
+fn selecting_a_frame_shows_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    let key = write_request(&w, 1, T0, "GET /users/:id");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| !boxes(h, "User: Select").is_empty());
+    assert!(h.query_by_label_contains("SELECT id, name").is_none(), "data is never preloaded");
+    boxes(&h, "User: Select")[0].click();
+    step_until(&mut h, "data", |h| {
+        matches!(h.state().data_state(), DataState::Ready(k, _) if *k == key)
+    });
+    h.step();
+    h.step();
+    let sel = h.state().selected().expect("a frame is selected");
+    let info = h.state().model().unwrap().info(sel).unwrap();
+    assert_eq!(info.label, "User: Select");
+    assert_eq!(info.duration, 500_000);
+    // The data tree shows every field with its BSON type.
+    assert!(h.query_by_label_contains("SELECT id, name FROM users").is_some());
+    assert!(h.query_by_label("2023-11-14T22:13:20Z").is_some(), "date shown as RFC 3339");
+    assert!(h.query_by_label("ObjectId(\"abababababababababababab\")").is_some());
+    assert!(h.query_by_label("2 bytes, generic: cafe").is_some());
+    assert!(h.query_by_label("int64").is_some());
+    assert!(h.query_by_label_contains("db").is_some());
+    assert!(h.query_by_label("📋 Copy as JSON").is_some());
+    // The details grid: duration and self time.
+    assert_eq!(h.query_all_by_label("500 µs").count(), 2, "duration and self time");
+    // The selected box is marked selected for assistive technology too.
+    let selected = boxes(&h, "User: Select");
+    assert_eq!(selected[0].accesskit_node().is_selected(), Some(true));
+}
+
+#[test]
+fn search_highlights_matches_and_dims_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /users/:id");
+    write_request(&w, 2, T0 + 300_000, "GET /orders");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| !boxes(h, "User: Select").is_empty());
+    h.get_by_label("Search").focus();
+    h.step();
+    h.get_by_label("Search").type_text("select");
+    step_until(&mut h, "search", |h| h.state().search_matches().is_some());
+    h.step();
+    let m = h.state().search_matches().unwrap();
+    assert_eq!((m.labels, m.frames), (1, 2));
+    assert!(h.query_by_label_contains("2 matching frames").is_some());
+    for n in boxes(&h, "User: Select") {
+        assert_eq!(n.accesskit_node().description().as_deref(), Some("search match"));
+    }
+    for label in ["GET /users/:id", "GET /orders", "template: user.html"] {
+        for n in boxes(&h, label) {
+            assert_eq!(n.accesskit_node().description().as_deref(), Some("dimmed"), "{label}");
+        }
+    }
+    let drawn = &h.state().flame().drawn;
+    let hits = drawn.labeled.iter().filter(|b| b.2).count();
+    let dims = drawn.labeled.iter().filter(|b| b.3).count();
+    assert_eq!((hits, dims), (2, 4));
+    // Next selects the first match by start time, then the second.
+    h.get_by_label("⏷ Next").click();
+    h.step();
+    h.step();
+    let first = h.state().selected().unwrap();
+    let model_first = h.state().model().unwrap().info(first).unwrap();
+    assert_eq!(model_first.label, "User: Select");
+    assert_eq!(model_first.start, T0 + 50_000);
+    h.get_by_label("⏷ Next").click();
+    h.step();
+    let second = h.state().model().unwrap().info(h.state().selected().unwrap()).unwrap();
+    assert_eq!(second.start, T0 + 350_000);
+    h.get_by_label("⏶ Prev").click();
+    h.step();
+    assert_eq!(h.state().selected(), Some(first));
+}
+
+#[test]
+fn follows_a_growing_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /first");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "first request", |h| !boxes(h, "GET /first").is_empty());
+    assert!(boxes(&h, "GET /late").is_empty());
+    // The program keeps running: a later request arrives while the window is open.
+    write_request(&w, 1, T0 + 2_000_000, "GET /late");
+    step_until(&mut h, "the new request", |h| !boxes(h, "GET /late").is_empty());
+    assert_eq!(h.state().model().unwrap().frame_count(), 6);
+    // Following keeps the newest frame in view; after pausing and zooming into the first
+    // request, a third request is not brought into view until following resumes.
+    let late = boxes(&h, "GET /late")[0].rect();
+    assert!(canvas(&h).contains_rect(late));
+    h.get_by_label("⟲ Follow").click();
+    h.step();
+    assert!(!h.state().flame().follow);
+    h.state_mut().flame_mut().zoom_to(T0, T0 + 1_000_000);
+    h.step();
+    h.step();
+    write_request(&w, 1, T0 + 4_000_000, "GET /third");
+    step_until(&mut h, "ingest of the third request", |h| {
+        h.state().model().unwrap().frame_count() == 9
+    });
+    h.step();
+    assert!(boxes(&h, "GET /third").is_empty(), "paused view stays put");
+    h.get_by_label("⟲ Follow").click();
+    step_until(&mut h, "follow resumes", |h| !boxes(h, "GET /third").is_empty());
+}
+
+#[test]
+fn contexts_and_statistics_panels() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /users/:id");
+    write_request(&w, 1, T0 + 2_000_000, "GET /orders");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| !boxes(h, "GET /orders").is_empty());
+    // The contexts list has both requests; selecting one zooms to it and selects its root.
+    let c = canvas(&h);
+    let row = h
+        .query_all_by_label("GET /orders")
+        .find(|n| !c.contains_rect(n.rect()))
+        .expect("contexts row");
+    row.click();
+    h.step();
+    h.step();
+    let sel = h.state().selected().unwrap();
+    let info = h.state().model().unwrap().info(sel).unwrap();
+    assert_eq!(info.label, "GET /orders");
+    assert!(!h.state().flame().follow);
+    assert!(boxes(&h, "GET /users/:id").is_empty(), "zoomed to the selected context");
+    // Statistics: one row per label; clicking it searches for exactly that label.
+    h.get_by_label("Statistics").click();
+    h.step();
+    h.step();
+    assert!(h.query_by_label("Count").is_some());
+    let c = canvas(&h);
+    let stat = h
+        .query_all_by_label("User: Select")
+        .find(|n| !c.contains_rect(n.rect()))
+        .expect("statistics row");
+    stat.click();
+    h.step();
+    h.step();
+    assert_eq!(h.state().search_text(), "\"User: Select\"");
+    assert_eq!(h.state().search_matches().unwrap().frames, 2);
+}
+
+#[test]
+fn a_directory_that_is_not_a_log_shows_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "message", |h| {
+        h.query_by_label_contains("is not a framelog log directory").is_some()
+    });
+    assert!(h.query_by_label("No frames yet").is_none() || h.state().model().is_some());
+}
+
+#[test]
+fn a_corrupt_log_keeps_its_valid_part_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /users/:id");
+    drop(w);
+    // Garbage after the valid records: a "dropped" record with a 3-byte payload.
+    let seg = dir.path().join("frames-000001.framelog");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    let mut bad = vec![0u8; 16];
+    bad[5] = 2; // type: dropped
+    bad[14] = 3; // payload size
+    bad.extend_from_slice(&[1, 2, 3]);
+    f.write_all(&bad).unwrap();
+    drop(f);
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "error message", |h| {
+        h.query_by_label_contains("frames-000001.framelog").is_some()
+            && !boxes(h, "GET /users/:id").is_empty()
+    });
+    assert_eq!(h.state().model().unwrap().frame_count(), 3);
+    assert!(h.query_by_label_contains("⚠").is_some());
+}
