@@ -310,3 +310,62 @@ fn opening_something_that_is_not_a_log_is_a_clear_error() {
     assert!(err.to_string().contains("bad magic"), "{err}");
     assert!(err.to_string().contains("frames-000001.framelog"), "{err}");
 }
+
+/// A tiny tmpfs mounted for one test, unmounted on drop.
+struct TinyFs(tempfile::TempDir);
+
+impl TinyFs {
+    fn mount(bytes: usize) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Self(dir))
+    }
+}
+
+impl Drop for TinyFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_an_error_naming_the_file_and_keeps_what_was_written() {
+    let Some(fs) = TinyFs::mount(256 << 10) else {
+        eprintln!("SKIPPED: mounting a tmpfs needs root (CI runs as root)");
+        return;
+    };
+    let dir = fs.0.path().join("log");
+    let w = LogWriter::open(&dir).unwrap();
+    let mut written = 0u32;
+    let err = loop {
+        let batch = frames_batch(w.worker(), 1 + written, 100, "fill");
+        match w.append_frames(&batch) {
+            Ok(()) => written += 100,
+            Err(e) => break e,
+        }
+        assert!(written < 1_000_000, "the disk never filled up");
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("frames-000001.framelog"), "{msg}");
+    assert!(
+        matches!(&err, Error::Io { source, .. } if source.raw_os_error() == Some(28)),
+        "{msg}"
+    );
+    // Every batch that was reported written reads back; the failed one is at most a torn tail.
+    let frames = read_frames(&dir);
+    assert!(
+        frames.len() >= 2 * written as usize,
+        "{} < {}",
+        frames.len(),
+        2 * written
+    );
+    assert!(frames.len() < 2 * (written as usize + 100));
+    let mut r = LogReader::open(&dir).unwrap();
+    r.read_available(|_, _| {}).unwrap();
+}
