@@ -80,7 +80,10 @@ fn bench_case(
     // Criterion's warm-up calls land here too; keep the measured samples only (the last
     // `sample_size` calls).
     let keep = samples.len().min(20);
-    record(&format!("{group}/{name}"), samples.split_off(samples.len() - keep));
+    record(
+        &format!("{group}/{name}"),
+        samples.split_off(samples.len() - keep),
+    );
 }
 
 /// Frames per timed batch: 20,000 empty frames are ~1 MB of log, far below the pool, so a
@@ -122,7 +125,11 @@ fn frames(c: &mut Criterion) {
     let std_clock = Arc::new(Clock::new(stopwatch::clock::ClockSource::Instant));
 
     for threads in [1usize, 2] {
-        let group = if threads == 1 { "one_thread" } else { "two_threads" };
+        let group = if threads == 1 {
+            "one_thread"
+        } else {
+            "two_threads"
+        };
         bench_case(c, group, "floor: two TSC timestamps", threads, move |n| {
             let clock = Clock::process();
             timed(|| {
@@ -157,14 +164,20 @@ fn frames(c: &mut Criterion) {
             }
         })
     });
-    bench_case(c, "one_thread", "clock: two anchored Instant reads", 1, move |n| {
-        timed(|| {
-            for _ in 0..n {
-                black_box(std_clock.now());
-                black_box(std_clock.now());
-            }
-        })
-    });
+    bench_case(
+        c,
+        "one_thread",
+        "clock: two anchored Instant reads",
+        1,
+        move |n| {
+            timed(|| {
+                for _ in 0..n {
+                    black_box(std_clock.now());
+                    black_box(std_clock.now());
+                }
+            })
+        },
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let guard = Stopwatch::builder()
@@ -181,7 +194,11 @@ fn frames(c: &mut Criterion) {
             .unwrap(),
     );
     for threads in [1usize, 2] {
-        let group = if threads == 1 { "one_thread" } else { "two_threads" };
+        let group = if threads == 1 {
+            "one_thread"
+        } else {
+            "two_threads"
+        };
         bench_case(c, group, "empty frame, root, static label", threads, |n| {
             paced(n, flush, |k| {
                 for _ in 0..k {
@@ -189,23 +206,35 @@ fn frames(c: &mut Criterion) {
                 }
             })
         });
-        bench_case(c, group, "empty frame, nested, static label", threads, |n| {
-            let _root = Stopwatch::start("bench/root");
-            paced(n, flush, |k| {
-                for _ in 0..k {
-                    drop(Stopwatch::start("bench/empty"));
-                }
-            })
-        });
+        bench_case(
+            c,
+            group,
+            "empty frame, nested, static label",
+            threads,
+            |n| {
+                let _root = Stopwatch::start("bench/root");
+                paced(n, flush, |k| {
+                    for _ in 0..k {
+                        drop(Stopwatch::start("bench/empty"));
+                    }
+                })
+            },
+        );
         let u = unsampled.clone();
-        bench_case(c, group, "frame in an unsampled context", threads, move |n| {
-            let _root = u.start("bench/root");
-            timed(|| {
-                for _ in 0..n {
-                    drop(u.start("bench/empty"));
-                }
-            })
-        });
+        bench_case(
+            c,
+            group,
+            "frame in an unsampled context",
+            threads,
+            move |n| {
+                let _root = u.start("bench/root");
+                timed(|| {
+                    for _ in 0..n {
+                        drop(u.start("bench/empty"));
+                    }
+                })
+            },
+        );
         bench_case(c, group, "puffin profile_scope! (nested)", threads, |n| {
             puffin::set_scopes_on(true);
             // puffin keeps scopes until a frame ends: end one per batch (untimed, like our
@@ -222,14 +251,20 @@ fn frames(c: &mut Criterion) {
             )
         });
     }
-    bench_case(c, "one_thread", "owned label (String alloc included)", 1, |n| {
-        let _root = Stopwatch::start("bench/root");
-        paced(n, flush, |k| {
-            for i in 0..k {
-                drop(Stopwatch::start(format!("bench/owned/{}", i & 7)));
-            }
-        })
-    });
+    bench_case(
+        c,
+        "one_thread",
+        "owned label (String alloc included)",
+        1,
+        |n| {
+            let _root = Stopwatch::start("bench/root");
+            paced(n, flush, |k| {
+                for i in 0..k {
+                    drop(Stopwatch::start(format!("bench/owned/{}", i & 7)));
+                }
+            })
+        },
+    );
     bench_case(c, "one_thread", "static label + category", 1, |n| {
         let _root = Stopwatch::start("bench/root");
         paced(n, flush, |k| {

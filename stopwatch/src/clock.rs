@@ -25,7 +25,10 @@ pub struct Clock {
 #[derive(Debug)]
 enum Source {
     /// Raw counter reads scaled to ns by `quanta`'s calibration.
-    Tsc { clock: quanta::Clock, anchor_raw: u64 },
+    Tsc {
+        clock: quanta::Clock,
+        anchor_raw: u64,
+    },
     /// `Instant` (vDSO `clock_gettime(CLOCK_MONOTONIC)` on Linux).
     Std { anchor: Instant },
 }
@@ -134,10 +137,7 @@ mod tests {
             let later = clock.now();
             let elapsed = later - first;
             // At least the 20 ms slept, and not absurdly more.
-            assert!(
-                (20_000_000..2_000_000_000).contains(&elapsed),
-                "{elapsed}"
-            );
+            assert!((20_000_000..2_000_000_000).contains(&elapsed), "{elapsed}");
         }
     }
 }

@@ -64,7 +64,8 @@ impl Frame {
     /// The frame's key in the log, if it is recorded.
     pub fn key(&self) -> Option<FrameKey> {
         let e = self.entry.as_ref()?;
-        self.is_recording().then(|| FrameKey::new(e.worker, self.id))
+        self.is_recording()
+            .then(|| FrameKey::new(e.worker, self.id))
     }
 
     /// Attaches data (any `Serialize` value, stored as a BSON document). May be called

@@ -22,8 +22,8 @@
 //! - `frame`, `recorder`: the public guard and recorder types.
 //! - [`demo`], [`stress`]: workloads used by the examples, tests, benchmarks and the viewer.
 
-pub mod clock;
 mod buffer;
+pub mod clock;
 mod context;
 #[cfg(feature = "demo")]
 pub mod demo;

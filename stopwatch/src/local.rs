@@ -145,9 +145,7 @@ impl Entry {
     #[inline(never)]
     fn refill_ids(&self) {
         let inner = &self.inner;
-        let first = inner
-            .ids
-            .chunk(&*inner.sink, |e| inner.reporter.report(e));
+        let first = inner.ids.chunk(&*inner.sink, |e| inner.reporter.report(e));
         self.next_id.set(first);
         self.ids_left.set(CHUNK);
     }
@@ -303,7 +301,8 @@ impl Entry {
             self.slot.committed.store(0, Ordering::Release);
         }
         self.buf.set(raw);
-        self.base.set(NonNull::new(base).unwrap_or(NonNull::dangling()));
+        self.base
+            .set(NonNull::new(base).unwrap_or(NonNull::dangling()));
         self.cap.set(cap);
         self.len.set(0);
     }

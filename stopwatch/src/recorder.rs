@@ -459,12 +459,11 @@ impl Stopwatch {
 
     /// The calling thread's current context in the global recorder.
     pub fn current_context() -> Option<Context> {
-        with_global(|inner| Context::current_on(inner)).flatten()
+        with_global(Context::current_on).flatten()
     }
 
     /// Flushes the global recorder (see [`Recorder::flush`]); false if none is installed.
     pub fn flush(timeout: Duration) -> bool {
-        with_global(|inner| inner.flush(timeout))
-        .unwrap_or(false)
+        with_global(|inner| inner.flush(timeout)).unwrap_or(false)
     }
 }

@@ -32,7 +32,10 @@ pub(crate) struct Sampler {
 enum Kind {
     All,
     /// Record when a uniform u64 is below the threshold.
-    Fixed { threshold: u64, always: bool },
+    Fixed {
+        threshold: u64,
+        always: bool,
+    },
     Adaptive(Adaptive),
 }
 
@@ -78,10 +81,7 @@ impl Sampler {
 
     /// Whether every context is recorded (lets the hot path skip the decision).
     pub(crate) fn records_all(&self) -> bool {
-        matches!(
-            self.kind,
-            Kind::All | Kind::Fixed { always: true, .. }
-        )
+        matches!(self.kind, Kind::All | Kind::Fixed { always: true, .. })
     }
 
     /// Decides for a new context. `rng` is the calling thread's generator state, `now_ns`
@@ -173,7 +173,9 @@ mod tests {
 
     #[test]
     fn adaptive_caps_each_second_and_spreads_under_load() {
-        let s = Sampler::new(Sampling::Adaptive { max_per_second: 100 });
+        let s = Sampler::new(Sampling::Adaptive {
+            max_per_second: 100,
+        });
         let rng = Cell::new(777);
         let sec = 1_700_000_000u64 * 1_000_000_000;
         // Second 0: 10,000 contexts, evenly spread; only the cap is recorded.

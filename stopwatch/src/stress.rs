@@ -82,7 +82,13 @@ struct Payload<'a> {
 
 /// Records `frames` frames on each of `threads` threads into the recorder, nested `depth`
 /// deep, with data on every `data_every`-th frame. Returns (frames emitted, data emitted).
-pub fn record(recorder: &Recorder, threads: usize, frames: u64, depth: u32, data_every: u64) -> (u64, u64) {
+pub fn record(
+    recorder: &Recorder,
+    threads: usize,
+    frames: u64,
+    depth: u32,
+    data_every: u64,
+) -> (u64, u64) {
     let depth = depth.max(1) as u64;
     let barrier = Arc::new(Barrier::new(threads.max(1)));
     let data_total = std::sync::atomic::AtomicU64::new(0);
@@ -101,7 +107,7 @@ pub fn record(recorder: &Recorder, threads: usize, frames: u64, depth: u32, data
                         let d = depth.min(frames - n);
                         for level in 0..d {
                             let f = recorder.start(LABELS[(level as usize).min(LABELS.len() - 1)]);
-                            if data_every > 0 && n % data_every == 0 {
+                            if data_every > 0 && n.is_multiple_of(data_every) {
                                 f.data(&Payload {
                                     sql: "select * from user where id = ? and org = ?",
                                     params: [n, t as u64],
@@ -135,7 +141,13 @@ pub fn run(opts: &StressOptions) -> Result<StressReport, Error> {
         .buffer_kib(opts.buffer_kib)
         .build()?;
     let t0 = Instant::now();
-    let (frames, data_emitted) = record(&recorder, opts.threads, opts.frames, opts.depth, opts.data_every);
+    let (frames, data_emitted) = record(
+        &recorder,
+        opts.threads,
+        opts.frames,
+        opts.depth,
+        opts.data_every,
+    );
     let record_ns = t0.elapsed().as_nanos() as u64;
     let stats = recorder.shutdown();
     let elapsed_ns = t0.elapsed().as_nanos() as u64;

@@ -84,7 +84,11 @@ fn drop_mode_counts_exactly_what_it_discards() {
             .arg(&opts.dir)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["dropped"].as_u64(), Some(report.dropped), "{v}");
         assert_eq!(v["frames"].as_u64(), Some(log.starts.len() as u64));

@@ -32,7 +32,10 @@ fn nested_frames_carry_the_root_context_and_roots_open_new_ones() {
     assert_eq!(log.starts.len(), 9);
     let mut contexts = HashSet::new();
     for (root, children) in &expected {
-        assert_eq!(starts[root].context, root.id, "a root's context is its own id");
+        assert_eq!(
+            starts[root].context, root.id,
+            "a root's context is its own id"
+        );
         contexts.insert(root.id);
         for c in children {
             assert_eq!(starts[c].context, root.id);
@@ -43,7 +46,10 @@ fn nested_frames_carry_the_root_context_and_roots_open_new_ones() {
     assert_eq!(db.len(), 3);
     assert!(db.iter().all(|s| s.label == "User: Select"));
     assert_eq!(
-        log.starts.iter().filter(|s| s.label == "owned label").count(),
+        log.starts
+            .iter()
+            .filter(|s| s.label == "owned label")
+            .count(),
         3
     );
 }
@@ -103,7 +109,10 @@ fn contexts_cross_threads() {
     let threads: HashSet<u32> = in_request.iter().map(|s| s.thread).collect();
     assert_eq!(threads.len(), 5, "root thread + 4 workers");
     assert_eq!(
-        log.starts.iter().filter(|s| s.label == "unrelated" && s.context == s.key.id).count(),
+        log.starts
+            .iter()
+            .filter(|s| s.label == "unrelated" && s.context == s.key.id)
+            .count(),
         4
     );
 }
@@ -184,7 +193,13 @@ fn async_frames_cover_the_awaited_duration_and_propagate_on_a_multi_thread_runti
         labels.sort_unstable();
         assert_eq!(
             labels,
-            ["User: Select", "blocking", "in sub-task", "render", "sub-task"],
+            [
+                "User: Select",
+                "blocking",
+                "in sub-task",
+                "render",
+                "sub-task"
+            ],
             "context {id}"
         );
         assert_eq!(frames.len(), 6, "the request frame itself");
@@ -206,7 +221,8 @@ fn async_frames_cover_the_awaited_duration_and_propagate_on_a_multi_thread_runti
 }
 
 fn stopwatch_ctx(rec: &stopwatch::Recorder) -> stopwatch::Context {
-    rec.current_context().expect("inside the instrumented frame")
+    rec.current_context()
+        .expect("inside the instrumented frame")
 }
 
 fn rec_worker(log: &common::Log) -> u8 {

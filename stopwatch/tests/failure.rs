@@ -75,7 +75,11 @@ fn block_mode_survives_a_failing_writer_and_counts_every_record() {
     assert!(stats.dropped > 0);
     let written = sink.written_records.load(Ordering::SeqCst);
     assert!(written > 0, "the first appends succeeded");
-    assert_eq!(written + stats.dropped, emitted, "emitted = written + dropped");
+    assert_eq!(
+        written + stats.dropped,
+        emitted,
+        "emitted = written + dropped"
+    );
     let errors = errors.lock().unwrap();
     assert_eq!(errors.len(), 1, "reported once: {errors:?}");
     assert!(errors[0].contains("No space left"), "{errors:?}");
@@ -132,5 +136,8 @@ fn removing_the_log_directory_does_not_hang_block_mode() {
     let rec = Arc::into_inner(rec).unwrap();
     let stats = within(Duration::from_secs(20), move || rec.shutdown());
     assert!(stats.writer_failed);
-    assert!(stats.dropped > 0 && stats.dropped < emitted, "{stats:?} of {emitted}");
+    assert!(
+        stats.dropped > 0 && stats.dropped < emitted,
+        "{stats:?} of {emitted}"
+    );
 }

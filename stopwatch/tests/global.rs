@@ -3,8 +3,8 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use stopwatch::{BufferingMode, Category, Sink, SinkError, Stopwatch};
@@ -49,11 +49,21 @@ fn global_install_records_and_uninstall_flushes_and_releases_parked_producers() 
     let log = common::read_log(dir.path());
     assert_eq!(log.starts.len(), 2);
     assert_eq!(log.end_records, 2);
-    let key = log.starts.iter().find(|s| s.label == "db/query").unwrap().key;
+    let key = log
+        .starts
+        .iter()
+        .find(|s| s.label == "db/query")
+        .unwrap()
+        .key;
     let mut store = framelog::DataStore::open(dir.path()).unwrap();
     let doc = store.get(key).unwrap().unwrap();
     assert_eq!(doc.get_str("sql").unwrap(), "select 1");
-    assert_eq!(doc.get_i64("rows").or(doc.get_i32("rows").map(i64::from)).unwrap(), 1);
+    assert_eq!(
+        doc.get_i64("rows")
+            .or(doc.get_i32("rows").map(i64::from))
+            .unwrap(),
+        1
+    );
 
     // 2. Slow writer, Block mode, tiny pool: producers park; uninstalling releases them.
     let guard = Stopwatch::builder()

@@ -51,5 +51,8 @@ fn ended_frames_are_readable_within_100ms_while_the_thread_idles() {
         // Idle a while between rounds, like a quiet server.
         std::thread::sleep(Duration::from_millis(30));
     }
-    assert!(worst < Duration::from_millis(100), "worst latency {worst:?}");
+    assert!(
+        worst < Duration::from_millis(100),
+        "worst latency {worst:?}"
+    );
 }

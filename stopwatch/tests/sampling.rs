@@ -73,7 +73,10 @@ fn adaptive_sampling_caps_contexts_per_second() {
     assert!(per_sec.values().all(|n| *n <= CAP), "{per_sec:?}");
     // A 1.5 s run touches at least two windows; the first one fills its cap.
     assert!(roots.len() as u32 >= CAP, "{}", roots.len());
-    assert!(total > 10 * roots.len() as u64, "load was far above the cap");
+    assert!(
+        total > 10 * roots.len() as u64,
+        "load was far above the cap"
+    );
     // Children follow their roots.
     assert_eq!(log.starts.len(), roots.len() * 2);
 }

@@ -79,7 +79,8 @@ pub fn read_log(dir: &Path) -> Log {
                     }
                 };
                 log.end_records += 1;
-                log.ends.insert(FrameKey::new(e.worker, e.id), (e.timestamp, t));
+                log.ends
+                    .insert(FrameKey::new(e.worker, e.id), (e.timestamp, t));
             }
             Record::Dropped(d) => log.dropped_markers += d.count,
             Record::ThreadInfo(t) => {
