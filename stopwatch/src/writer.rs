@@ -213,6 +213,14 @@ impl Writer {
 
     /// Appends a ThreadInfo record and then `bytes` (whole records) to the batch.
     fn add_chunk(&mut self, slot: &Slot, bytes: &[u8]) {
+        self.copy_chunk(slot, bytes);
+        if self.out.len() >= MAX_BATCH {
+            self.write_out();
+        }
+    }
+
+    /// Appends a thread's records (after its ThreadInfo) to the batch, without writing.
+    fn copy_chunk(&mut self, slot: &Slot, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
         }
@@ -229,9 +237,6 @@ impl Writer {
         };
         Record::ThreadInfo(info).encode_to_vec(&mut self.out);
         self.out.extend_from_slice(bytes);
-        if self.out.len() >= MAX_BATCH {
-            self.write_out();
-        }
     }
 
     /// Copies the committed, unwritten records of every thread's current buffer into the
@@ -253,8 +258,14 @@ impl Writer {
                 // SAFETY: as above; `from..committed` is complete and immutable.
                 let bytes = unsafe { buf.bytes(from, committed) };
                 buf.set_stolen(committed);
+                // Copy while still holding the lock: once it is released the owner may hand
+                // the buffer off, and one whose bytes were all stolen goes straight back to
+                // the pool, where another thread can overwrite it.
+                self.copy_chunk(slot, bytes);
                 drop(st);
-                self.add_chunk(slot, bytes);
+                if self.out.len() >= MAX_BATCH {
+                    self.write_out();
+                }
             }
         }
         for slot in slots.iter() {
