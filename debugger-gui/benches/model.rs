@@ -1,1 +1,265 @@
-fn main() {}
+//! Benchmarks for the debugger: model ingest rate, level-of-detail query time, the UI's CPU
+//! time per frame (build + tessellate, no GPU) and load-to-first-paint on a large log.
+//!
+//! `FRAMES` (default 10,000,000) sets the size of the big log. Besides criterion's groups,
+//! a summary is printed with the headline numbers, each next to a floor measured in the same
+//! run (two `Instant::now()` calls), so they read as ratios on any machine.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use debugger_gui::DebuggerApp;
+use debugger_gui::model::Model;
+use debugger_gui::synth::{self, SynthOptions};
+
+fn frames_env() -> u64 {
+    std::env::var("FRAMES")
+        .ok()
+        .and_then(|s| s.replace('_', "").parse().ok())
+        .unwrap_or(10_000_000)
+}
+
+fn synth_bytes(frames: u64) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    synth::generate(
+        &SynthOptions {
+            frames,
+            threads: 8,
+            with_data: false,
+            ..Default::default()
+        },
+        0,
+        1,
+        |b| bytes.extend_from_slice(b),
+        |_, _| {},
+    );
+    bytes
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn floor_ns() -> f64 {
+    let n = 1_000_000;
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(Instant::now());
+        black_box(Instant::now());
+    }
+    t.elapsed().as_nanos() as f64 / n as f64
+}
+
+/// Runs one headless egui frame of the app and tessellates it; returns the CPU time.
+fn ui_frame(ctx: &egui::Context, app: &mut DebuggerApp, events: Vec<egui::Event>) -> Duration {
+    let input = egui::RawInput {
+        screen_rect: Some(egui::Rect::from_min_size(
+            egui::Pos2::ZERO,
+            egui::vec2(1600.0, 1000.0),
+        )),
+        events,
+        ..Default::default()
+    };
+    let t = Instant::now();
+    let mut out = ctx.run_ui(input, |ui| app.ui(ui));
+    let prims = ctx.tessellate(std::mem::take(&mut out.shapes), out.pixels_per_point);
+    let dt = t.elapsed();
+    black_box(prims.len());
+    out.textures_delta.clear();
+    dt
+}
+
+fn bench_ingest(c: &mut Criterion) {
+    let bytes = synth_bytes(1_000_000);
+    let mut probe = Model::new();
+    probe.apply_bytes(&bytes);
+    let frames = probe.frame_count();
+    drop(probe);
+    let mut g = c.benchmark_group("model");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(frames));
+    g.bench_function("ingest_1M_frames", |b| {
+        b.iter_batched(
+            Model::new,
+            |mut m| {
+                m.apply_bytes(&bytes);
+                m
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+    c.bench_function("floor/two_instant_now", |b| {
+        b.iter(|| {
+            black_box(Instant::now());
+            black_box(Instant::now());
+        })
+    });
+}
+
+fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
+    let n = frames_env();
+    let floor = floor_ns();
+    summary.push(format!("floor (two Instant::now): {floor:.1} ns"));
+
+    // ---- the model alone: ingest rate and memory ----
+    let bytes = synth_bytes(n);
+    let rss0 = rss_bytes();
+    let t = Instant::now();
+    let mut model = Model::new();
+    model.apply_bytes(&bytes);
+    let dt = t.elapsed();
+    let frames = model.frame_count();
+    let rss = rss_bytes().saturating_sub(rss0);
+    drop(bytes);
+    summary.push(format!(
+        "model ingest: {frames} frames in {:.2} s = {:.2} M frames/s ({:.0}x floor per frame)",
+        dt.as_secs_f64(),
+        frames as f64 / dt.as_secs_f64() / 1e6,
+        dt.as_nanos() as f64 / frames as f64 / floor
+    ));
+    summary.push(format!(
+        "model memory: {:.1} heap bytes/frame, {:.1} RSS bytes/frame, {} labels",
+        model.heap_bytes() as f64 / frames as f64,
+        rss as f64 / frames as f64,
+        model.labels().len()
+    ));
+
+    // ---- level-of-detail queries over every row ----
+    let (t_min, t_max) = model.time_range().unwrap();
+    let rows: Vec<(u32, u32)> = model
+        .lanes()
+        .iter()
+        .enumerate()
+        .flat_map(|(l, lane)| (0..lane.rows.len() as u32).map(move |r| (l as u32, r)))
+        .collect();
+    let mut g = c.benchmark_group("lod_all_rows");
+    g.sample_size(20);
+    let span = t_max - t_min;
+    for (name, width) in [
+        ("fit", span),
+        ("1pct", span / 100),
+        ("1ms", 1_000_000),
+        ("10us", 10_000),
+    ] {
+        let t0 = t_min + span / 2 - width / 2;
+        let px_ns = width as f64 / 1500.0;
+        let mut out = Vec::with_capacity(1 << 16);
+        g.bench_with_input(BenchmarkId::from_parameter(name), &width, |b, _| {
+            b.iter(|| {
+                let mut boxes = 0;
+                for &(l, r) in &rows {
+                    out.clear();
+                    model.lod_row(l, r, t0, t0 + width, px_ns, &mut out);
+                    boxes += out.len();
+                }
+                black_box(boxes)
+            })
+        });
+    }
+    g.finish();
+    drop(model);
+
+    // ---- the app end to end: write a log, open it, paint until loaded ----
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let written = synth::write_log(
+        dir.path(),
+        &SynthOptions {
+            frames: n,
+            threads: 8,
+            with_data: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    summary.push(format!(
+        "wrote a {written}-frame log in {:.1} s",
+        t.elapsed().as_secs_f64()
+    ));
+    let ctx = egui::Context::default();
+    let t = Instant::now();
+    let mut app = DebuggerApp::open(dir.path());
+    let mut first_paint_with_frames = None;
+    let mut paints = 0;
+    loop {
+        ui_frame(&ctx, &mut app, vec![]);
+        paints += 1;
+        let frames = app.model().map_or(0, |m| m.frame_count());
+        if first_paint_with_frames.is_none() && frames > 0 {
+            first_paint_with_frames = Some(t.elapsed());
+        }
+        let s = app.ingest_status();
+        if s.caught_up && frames >= written {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(16));
+    }
+    // One more paint so the final state is on screen.
+    ui_frame(&ctx, &mut app, vec![]);
+    let loaded = t.elapsed();
+    summary.push(format!(
+        "open -> first paint with frames: {:.0} ms; open -> all {written} frames loaded and painted: {:.2} s ({:.2} M frames/s through LogReader + model, {paints} paints meanwhile)",
+        first_paint_with_frames.unwrap_or_default().as_secs_f64() * 1e3,
+        loaded.as_secs_f64(),
+        written as f64 / loaded.as_secs_f64() / 1e6,
+    ));
+
+    // ---- UI CPU per frame at several zoom levels ----
+    let (t_min, t_max) = app.model().unwrap().time_range().unwrap();
+    let span = t_max - t_min;
+    let mut g = c.benchmark_group("ui_frame");
+    g.sample_size(20);
+    for (name, width) in [
+        ("fit", 0),
+        ("1pct", span / 100),
+        ("1ms", 1_000_000),
+        ("10us", 10_000),
+    ] {
+        if width == 0 {
+            app.flame_mut().zoom_to_fit();
+        } else {
+            let s = t_min + span / 2 - width / 2;
+            app.flame_mut().zoom_to(s, s + width);
+        }
+        // Hover in the middle so the tooltip and hit test are part of the frame.
+        let hover = vec![egui::Event::PointerMoved(egui::pos2(600.0, 200.0))];
+        for _ in 0..3 {
+            ui_frame(&ctx, &mut app, hover.clone());
+        }
+        let mut worst = Duration::ZERO;
+        let mut total = Duration::ZERO;
+        for _ in 0..20 {
+            let d = ui_frame(&ctx, &mut app, hover.clone());
+            worst = worst.max(d);
+            total += d;
+        }
+        summary.push(format!(
+            "ui frame (build + tessellate, 1600x1000, no GPU) at zoom {name}: mean {:.2} ms, worst {:.2} ms, {} boxes for {} frames",
+            total.as_secs_f64() * 1e3 / 20.0,
+            worst.as_secs_f64() * 1e3,
+            app.flame().drawn.boxes,
+            app.flame().drawn.frames
+        ));
+        g.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| ui_frame(&ctx, &mut app, hover.clone()))
+        });
+    }
+    g.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    let mut summary = Vec::new();
+    bench_ingest(&mut c);
+    bench_big(&mut c, &mut summary);
+    c.final_summary();
+    println!("\n==== debugger-gui summary ({} frames) ====", frames_env());
+    for line in summary {
+        println!("{line}");
+    }
+}

@@ -71,6 +71,7 @@ pub struct DebuggerApp {
     messages: Vec<String>,
     demo: Option<Demo>,
     ui_cpu: Duration,
+    title: String,
 }
 
 impl Default for DebuggerApp {
@@ -99,6 +100,7 @@ impl DebuggerApp {
             messages: Vec::new(),
             demo: None,
             ui_cpu: Duration::ZERO,
+            title: String::new(),
         }
     }
 
@@ -689,6 +691,9 @@ impl eframe::App for DebuggerApp {
             Some(d) => format!("framelog debugger — {}", d.display()),
             None => "framelog debugger".to_owned(),
         };
-        ui.ctx().send_viewport_cmd(egui::ViewportCommand::Title(title));
+        if title != self.title {
+            self.title = title.clone();
+            ui.ctx().send_viewport_cmd(egui::ViewportCommand::Title(title));
+        }
     }
 }

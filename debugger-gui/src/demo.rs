@@ -1,8 +1,8 @@
 //! `--demo`: records a realistic workload into a temporary log while the window follows it.
 //!
 //! Until the stopwatch crate's demo workload is wired in, the demo writes the synthetic
-//! web-server workload of [`crate::synth`] in real time: every 100 ms a burst of requests
-//! and jobs on four threads, stamped with the current time, with query data attached.
+//! web-server workload of [`crate::synth`] in real time: requests and jobs on four threads,
+//! stamped with the current time, with query data attached, appended every 30 ms.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use framelog::{DataBatch, LogWriter, WriterOptions};
 
-use crate::synth::{SynthOptions, generate};
+use crate::synth::{Generator, SynthOptions};
 
 /// A running demo: its temporary log directory and the threads writing it.
 pub struct Demo {
@@ -70,31 +70,41 @@ fn now_ns() -> u64 {
 }
 
 fn live_synth(w: &LogWriter, stop: &AtomicBool) {
-    let mut seed = 1u64;
+    const IDS: u32 = 1 << 20;
+    let Ok(mut first) = w.reserve_ids(IDS) else {
+        return;
+    };
+    let opts = SynthOptions {
+        threads: 4,
+        start_ns: now_ns(),
+        with_data: true,
+        process_name: "demo-server".into(),
+        gap_ns: (50_000, 1_500_000),
+        ..Default::default()
+    };
+    let mut g = Generator::new(&opts, w.worker(), first);
     let mut data = DataBatch::new();
+    let mut out = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        seed += 1;
-        let opts = SynthOptions {
-            frames: 400,
-            threads: 4,
-            seed,
-            start_ns: now_ns(),
-            with_data: true,
-            process_name: "demo-server".into(),
-        };
-        let Ok(first) = w.reserve_ids(512) else { return };
+        let now = now_ns();
+        // Never idle in the past, never run far into the future.
+        g.catch_up(now.saturating_sub(50_000_000));
         data.clear();
-        let mut failed = false;
-        generate(
-            &opts,
-            w.worker(),
-            first,
-            |bytes| failed |= w.append_frames(bytes).is_err(),
-            |key, doc| data.push(key, doc),
-        );
-        if failed || (!data.is_empty() && w.append_data(&data).is_err()) {
+        out.clear();
+        while g.min_clock() < now {
+            if g.next_id().wrapping_sub(first) > IDS - 1_000 {
+                let Ok(f) = w.reserve_ids(IDS) else { return };
+                first = f;
+                g.set_next_id(f);
+            }
+            g.unit(&mut |key, doc| data.push(key, doc), &mut out);
+        }
+        g.flush_all(&mut out);
+        if (!out.is_empty() && w.append_frames(&out).is_err())
+            || (!data.is_empty() && w.append_data(&data).is_err())
+        {
             return;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(30));
     }
 }

@@ -249,15 +249,11 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             }
             let now = Instant::now();
             let dt = now.duration_since(rate_mark.0).as_secs_f64();
-            if dt >= 0.5 {
+            if dt >= 1.0 {
                 s.frames_per_sec = (frames - rate_mark.1) as f64 / dt;
                 rate_mark = (now, frames);
             }
-            if delivered == 0 {
-                s.caught_up = true;
-                s.caught_up_at.get_or_insert(now);
-                s.frames_per_sec = if dt >= 0.5 { s.frames_per_sec } else { 0.0 };
-            } else if delivered != u64::MAX && !reader.has_new_bytes() {
+            if delivered == 0 || (delivered != u64::MAX && !reader.has_new_bytes()) {
                 s.caught_up = true;
                 s.caught_up_at.get_or_insert(now);
             } else {
@@ -274,11 +270,6 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             // Caught up: wait for the log to grow (notify, with a polling fallback).
             if reader.wait_for_growth(Duration::from_millis(200)).is_err() {
                 std::thread::sleep(Duration::from_millis(200));
-            }
-            let now = Instant::now();
-            let dt = now.duration_since(rate_mark.0).as_secs_f64();
-            if dt >= 1.0 {
-                shared.status().frames_per_sec = 0.0;
             }
         }
     }

@@ -7,6 +7,8 @@
 //! - [`ui`]: the egui widgets; [`DebuggerApp`] puts them together.
 //! - [`synth`] and [`demo`]: synthetic workloads for tests, benchmarks and `--demo`.
 
+#![warn(missing_docs)]
+
 pub mod app;
 pub mod data_loader;
 pub mod demo;

@@ -28,6 +28,8 @@ pub struct SynthOptions {
     pub with_data: bool,
     /// Process name written in the worker info.
     pub process_name: String,
+    /// Idle time between two units of work on one thread (ns, lower and upper bound).
+    pub gap_ns: (u64, u64),
 }
 
 impl Default for SynthOptions {
@@ -39,6 +41,7 @@ impl Default for SynthOptions {
             start_ns: 1_700_000_000_000_000_000,
             with_data: true,
             process_name: "synth-server".into(),
+            gap_ns: (5_000, 200_000),
         }
     }
 }
@@ -77,45 +80,20 @@ pub fn generate(
     mut frames_out: impl FnMut(&[u8]),
     mut data_out: impl FnMut(FrameKey, &[u8]),
 ) -> u64 {
-    let mut g = Gen {
-        rng: Rng(opts.seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
-        worker,
-        next_id: first_id,
-        frames: 0,
-        threads: (0..opts.threads.max(1))
-            .map(|t| ThreadBuf {
-                clock: opts.start_ns + t as u64 * 1_000,
-                bytes: Vec::with_capacity(1 << 16),
-            })
-            .collect(),
-        with_data: opts.with_data,
-        doc: Vec::new(),
-    };
+    let mut g = Generator::new(opts, worker, first_id);
     let mut batch = Vec::new();
-    let mut unit = 0u64;
-    while g.frames < opts.frames {
-        let th = (g.rng.next() % g.threads.len() as u64) as usize;
-        if unit % 10 == 9 {
-            g.job(th, &mut data_out);
-        } else {
-            g.request(th, &mut data_out);
-        }
-        unit += 1;
-        if g.threads[th].bytes.len() > 48 << 10 {
-            g.flush(th, &mut batch);
-            if batch.len() > 1 << 20 {
-                frames_out(&batch);
-                batch.clear();
-            }
+    while g.frames() < opts.frames {
+        g.unit(&mut data_out, &mut batch);
+        if batch.len() > 1 << 20 {
+            frames_out(&batch);
+            batch.clear();
         }
     }
-    for th in 0..g.threads.len() {
-        g.flush(th, &mut batch);
-    }
+    g.flush_all(&mut batch);
     if !batch.is_empty() {
         frames_out(&batch);
     }
-    g.frames
+    g.frames()
 }
 
 /// Writes a synthetic log into `dir` (created if needed); returns the frames written.
@@ -149,7 +127,8 @@ pub fn write_log(dir: impl AsRef<Path>, opts: &SynthOptions) -> framelog::Result
     Ok(frames)
 }
 
-struct Gen {
+/// A resumable workload generator (see the module docs).
+pub struct Generator {
     rng: Rng,
     worker: u8,
     next_id: u32,
@@ -157,9 +136,84 @@ struct Gen {
     threads: Vec<ThreadBuf>,
     with_data: bool,
     doc: Vec<u8>,
+    gap: (u64, u64),
+    units: u64,
 }
 
-impl Gen {
+impl Generator {
+    /// A generator for `worker` whose first frame id is `first_id`.
+    pub fn new(opts: &SynthOptions, worker: u8, first_id: u32) -> Self {
+        Self {
+            rng: Rng(opts.seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+            worker,
+            next_id: first_id,
+            frames: 0,
+            threads: (0..opts.threads.max(1))
+                .map(|t| ThreadBuf {
+                    clock: opts.start_ns + t as u64 * 1_000,
+                    bytes: Vec::with_capacity(1 << 16),
+                })
+                .collect(),
+            with_data: opts.with_data,
+            doc: Vec::new(),
+            gap: opts.gap_ns,
+            units: 0,
+        }
+    }
+
+    /// Frames generated so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// The next frame id to use.
+    pub fn next_id(&self) -> u32 {
+        self.next_id
+    }
+
+    /// Continues with ids from `id` (after reserving a new range).
+    pub fn set_next_id(&mut self, id: u32) {
+        self.next_id = id;
+    }
+
+    /// The earliest clock among the threads (ns).
+    pub fn min_clock(&self) -> u64 {
+        self.threads.iter().map(|t| t.clock).min().unwrap_or(0)
+    }
+
+    /// Moves every thread's clock forward to at least `t` (idle until then).
+    pub fn catch_up(&mut self, t: u64) {
+        for th in &mut self.threads {
+            th.clock = th.clock.max(t);
+        }
+    }
+
+    /// Runs one unit of work (a request, or every tenth a job) on the thread that is
+    /// furthest behind; full thread buffers are flushed into `out`.
+    pub fn unit(&mut self, data_out: &mut impl FnMut(FrameKey, &[u8]), out: &mut Vec<u8>) {
+        let th = (0..self.threads.len())
+            .min_by_key(|&t| self.threads[t].clock)
+            .unwrap_or(0);
+        if self.units % 10 == 9 {
+            self.job(th, data_out);
+        } else {
+            self.request(th, data_out);
+        }
+        self.units += 1;
+        let (lo, hi) = self.gap;
+        self.advance(th, lo, hi);
+        if self.threads[th].bytes.len() > 48 << 10 {
+            self.flush(th, out);
+        }
+    }
+
+    /// Flushes every thread's buffer into `out`.
+    pub fn flush_all(&mut self, out: &mut Vec<u8>) {
+        for th in 0..self.threads.len() {
+            self.flush(th, out);
+        }
+    }
+
     fn flush(&mut self, th: usize, out: &mut Vec<u8>) {
         let t = &mut self.threads[th];
         if t.bytes.is_empty() {
@@ -287,7 +341,6 @@ impl Gen {
         self.advance(th, 500, 3_000);
         self.end(th, ev);
         self.end(th, root);
-        self.advance(th, 5_000, 200_000);
     }
 
     fn job(&mut self, th: usize, data_out: &mut impl FnMut(FrameKey, &[u8])) {
@@ -307,7 +360,6 @@ impl Gen {
             self.end(th, e);
         }
         self.end(th, root);
-        self.advance(th, 10_000, 300_000);
     }
 }
 

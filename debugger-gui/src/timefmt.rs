@@ -40,19 +40,22 @@ pub fn tick_step(min_ns: f64) -> f64 {
 }
 
 /// Formats a ruler tick at `t` ns (relative to the log start), precise enough for `step`.
+///
+/// The unit follows the tick's magnitude (so labels read "35.60 s", not "35600 ms"); the
+/// decimals follow the step, so neighbouring ticks always differ.
 pub fn tick_label(t: f64, step: f64) -> String {
-    let (div, unit) = if step < 500.0 {
+    let a = t.abs().max(step);
+    let (div, unit) = if a < 1e3 {
         (1.0, "ns")
-    } else if step < 5e5 {
+    } else if a < 1e6 {
         (1e3, "µs")
-    } else if step < 5e8 {
+    } else if a < 1e9 {
         (1e6, "ms")
     } else {
         (1e9, "s")
     };
     let v = t / div;
     let s = step / div;
-    // Decimals needed so consecutive ticks differ.
     let decimals = if s >= 1.0 {
         0
     } else {
@@ -103,6 +106,9 @@ mod tests {
         assert_eq!(tick_label(1_500_000.0, 500_000.0), "1.5 ms");
         assert_eq!(tick_label(2e9, 1e9), "2 s");
         assert_eq!(tick_label(20_000.0, 10_000.0), "20 µs");
+        assert_eq!(tick_label(35_600_000_000.0, 50_000_000.0), "35.60 s");
+        assert_eq!(tick_label(0.0, 50_000_000.0), "0 ms");
+        assert_eq!(tick_label(1_000_000_200.0, 100.0), "1.0000002 s");
     }
 
     #[test]

@@ -22,23 +22,25 @@ pub struct ContextsPanel {
     pub selected: Option<u32>,
     rows: Vec<ContextRow>,
     computed: Option<(u64, ContextQuery, Instant)>,
+    cost: Duration,
 }
 
 impl ContextsPanel {
-    /// The rows shown, recomputed when the query changes or when the model grows (at most
-    /// twice a second for large logs).
+    /// The rows shown, recomputed when the query changes, and when the model grows at most
+    /// every 100 ms or ten times the last computation's cost (so big live logs stay smooth).
     pub fn rows(&mut self, model: &Model) -> &[ContextRow] {
         let stale = match &self.computed {
             None => true,
             Some((generation, q, at)) => {
                 *q != self.query
                     || (*generation != model.generation()
-                        && (model.contexts().len() < 20_000
-                            || at.elapsed() > Duration::from_millis(500)))
+                        && at.elapsed() > (self.cost * 10).max(Duration::from_millis(100)))
             }
         };
         if stale {
+            let t = Instant::now();
             self.rows = model.query_contexts(&self.query);
+            self.cost = t.elapsed();
             self.computed = Some((model.generation(), self.query.clone(), Instant::now()));
         }
         &self.rows
@@ -90,7 +92,8 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
     let base = model.time_range().map_or(0, |r| r.0);
     let mut query = panel.query.clone();
     let selected = panel.selected;
-    let rows = panel.rows(model).to_vec();
+    panel.rows(model);
+    let rows = std::mem::take(&mut panel.rows);
     ui.label(format!("{} contexts", rows.len()));
     let names = model.labels();
     TableBuilder::new(ui)
@@ -134,6 +137,7 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
                 }
             });
         });
+    panel.rows = rows;
     panel.query = query;
     if let Some(r) = picked {
         panel.selected = Some(r.entry);
