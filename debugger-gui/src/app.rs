@@ -230,6 +230,7 @@ impl DebuggerApp {
     /// Problems to show: the app's own and the ingest thread's.
     pub fn problems(&self) -> Vec<String> {
         let mut v = self.messages.clone();
+        v.extend(self.demo.as_ref().and_then(Demo::error));
         if let Some(l) = &self.log {
             v.extend(l.ingest.status().errors);
         }
@@ -518,6 +519,7 @@ impl DebuggerApp {
 
     fn problems_banner(&mut self, ui: &mut Ui, log: Option<&OpenLog>) {
         let mut problems = self.messages.clone();
+        problems.extend(self.demo.as_ref().and_then(Demo::error));
         if let Some(l) = log {
             problems.extend(l.ingest.status().errors);
         }

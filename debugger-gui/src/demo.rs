@@ -1,11 +1,13 @@
 //! `--demo`: records a realistic workload into a temporary log while the window follows it.
 //!
-//! Until the stopwatch crate's demo workload is wired in, the demo writes the synthetic
-//! web-server workload of [`crate::synth`] in real time: requests and jobs on four threads,
-//! stamped with the current time, with query data attached, appended every 30 ms.
+//! [`Demo::start`] runs the stopwatch crate's demo workload ([`stopwatch::demo::run`]: an
+//! HTTP-like server on a thread pool and async tasks, database queries with their SQL as frame
+//! data, templates, e-mails and jobs) on a background thread, in this process.
+//! [`Demo::start_synthetic`] writes the synthetic workload of [`crate::synth`] in real time
+//! instead (no stopwatch involved).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,11 +20,46 @@ pub struct Demo {
     dir: tempfile::TempDir,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    error: Arc<Mutex<Option<String>>>,
 }
 
 impl Demo {
-    /// Creates a temporary log directory and starts recording into it.
+    /// Creates a temporary log directory and runs the stopwatch demo workload into it.
     pub fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("framelog-demo-").tempdir()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let error: Arc<Mutex<Option<String>>> = Arc::default();
+        let opts = stopwatch::demo::DemoOptions {
+            dir: dir.path().to_owned(),
+            duration: None,
+            threads: 4,
+            requests_per_sec: 200,
+            stop: stop.clone(),
+        };
+        let err = error.clone();
+        let handle = std::thread::Builder::new()
+            .name("demo-workload".into())
+            .spawn(move || {
+                if let Err(e) = stopwatch::demo::run(opts) {
+                    *err.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(format!("the demo workload stopped: {e}"));
+                }
+            })?;
+        Ok(Self {
+            dir,
+            stop,
+            threads: vec![handle],
+            error,
+        })
+    }
+
+    /// Why the workload stopped, if it failed.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Like [`Demo::start`], with the synthetic workload of [`crate::synth`] in real time.
+    pub fn start_synthetic() -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("framelog-demo-").tempdir()?;
         let writer = LogWriter::open_with(
             dir.path(),
@@ -40,6 +77,7 @@ impl Demo {
             dir,
             stop,
             threads: vec![handle],
+            error: Arc::default(),
         })
     }
 

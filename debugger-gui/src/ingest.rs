@@ -1,12 +1,14 @@
 //! The ingest thread: tails a log with [`framelog::LogReader`] and feeds the shared model.
 //!
 //! The reader runs on its own thread (`read_some` in slices of a few MiB, then
-//! `wait_for_growth` once caught up), copies each slice's records into a private buffer and
-//! only then takes the model lock to apply them, in chunks short enough that the UI thread
-//! never waits long and never waits on disk I/O. After each chunk it asks egui to repaint.
+//! `wait_for_growth` once caught up) and copies each slice's records into a buffer; a second
+//! thread applies the buffers to the model, taking the model lock in chunks short enough that
+//! the UI thread never waits long and never waits on disk I/O. After each chunk it asks egui
+//! to repaint. Reading and indexing overlap, so loading uses both cores.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -205,36 +207,91 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             }
         }
     };
-    let mut buf: Vec<u8> = Vec::with_capacity(SLICE_BYTES + (1 << 17));
-    let mut rate_mark = (Instant::now(), 0u64);
-    loop {
-        if stopped() {
-            return;
-        }
-        buf.clear();
-        let result = reader.read_some(SLICE_BYTES, |_, rec| {
-            let start = buf.len();
-            buf.resize(start + encoded_len(&rec), 0);
-            let n = rec.encode(&mut buf[start..]).unwrap_or(0);
-            buf.truncate(start + n);
-        });
-        let delivered = match result {
-            Ok(n) => n,
-            Err(e) => {
-                // What was read before the bad bytes still counts; skip the damaged segment.
-                shared.push_error(e.to_string());
-                if matches!(e, Error::Corrupt { .. }) {
-                    reader.skip_segment();
-                } else {
+    // Two stages on two threads: this one reads and copies records, the applier indexes them
+    // into the model, so disk reads and decoding overlap with model updates.
+    let (tx, rx) = sync_channel::<(Vec<u8>, ReadState)>(3);
+    let (recycle_tx, recycle_rx) = channel::<Vec<u8>>();
+    std::thread::scope(|scope| {
+        scope.spawn(|| applier(shared, rx, recycle_tx, &stopped));
+        let mut last_sent: Option<(ReadState, Instant)> = None;
+        loop {
+            if stopped() {
+                return;
+            }
+            let mut buf = recycle_rx
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(SLICE_BYTES + (1 << 17)));
+            buf.clear();
+            let result = reader.read_some(SLICE_BYTES, |_, rec| {
+                let start = buf.len();
+                buf.resize(start + encoded_len(&rec), 0);
+                let n = rec.encode(&mut buf[start..]).unwrap_or(0);
+                buf.truncate(start + n);
+            });
+            let delivered = match result {
+                Ok(n) => n,
+                Err(e) => {
+                    // What was read before the bad bytes still counts; skip the damaged segment.
+                    shared.push_error(e.to_string());
+                    shared.repaint();
+                    if matches!(e, Error::Corrupt { .. }) {
+                        reader.skip_segment();
+                    } else {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    u64::MAX
+                }
+            };
+            let state = ReadState {
+                bytes_read: reader.bytes_read(),
+                total_bytes: reader.total_bytes().unwrap_or(0),
+                at_end: delivered == 0 || (delivered != u64::MAX && !reader.has_new_bytes()),
+            };
+            // Send data, state changes, and a heartbeat once a second (for the rate display).
+            let due = last_sent.is_none_or(|(st, at)| st != state || at.elapsed().as_secs() >= 1);
+            if !buf.is_empty() || due {
+                if tx.send((buf, state)).is_err() {
+                    return;
+                }
+                last_sent = Some((state, Instant::now()));
+            }
+            if delivered == 0 {
+                if !follow {
+                    drop(tx);
+                    return;
+                }
+                // Caught up: wait for the log to grow (notify, with a polling fallback).
+                if reader.wait_for_growth(Duration::from_millis(200)).is_err() {
                     std::thread::sleep(Duration::from_millis(200));
                 }
-                u64::MAX
             }
-        };
-        if !buf.is_empty() {
-            apply(shared, &buf, &stopped);
         }
-        let total = reader.total_bytes().unwrap_or(0);
+    });
+    if !follow {
+        shared.status().finished = true;
+        shared.repaint();
+    }
+}
+
+/// What the reader stage knew when it sent a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ReadState {
+    bytes_read: u64,
+    total_bytes: u64,
+    at_end: bool,
+}
+
+fn applier(
+    shared: &Shared,
+    rx: Receiver<(Vec<u8>, ReadState)>,
+    recycle: Sender<Vec<u8>>,
+    stopped: &dyn Fn() -> bool,
+) {
+    let mut rate_mark = (Instant::now(), 0u64);
+    for (buf, state) in rx {
+        if !buf.is_empty() {
+            apply(shared, &buf, stopped);
+        }
         let frames = shared
             .model
             .lock()
@@ -242,36 +299,24 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             .frame_count();
         {
             let mut s = shared.status();
-            s.bytes_read = reader.bytes_read();
-            s.total_bytes = total.max(s.bytes_read);
-            if s.first_frames_at.is_none() && frames > 0 {
-                s.first_frames_at = Some(Instant::now());
-            }
+            s.bytes_read = state.bytes_read;
+            s.total_bytes = state.total_bytes.max(state.bytes_read);
             let now = Instant::now();
+            if s.first_frames_at.is_none() && frames > 0 {
+                s.first_frames_at = Some(now);
+            }
             let dt = now.duration_since(rate_mark.0).as_secs_f64();
             if dt >= 1.0 {
                 s.frames_per_sec = (frames - rate_mark.1) as f64 / dt;
                 rate_mark = (now, frames);
             }
-            if delivered == 0 || (delivered != u64::MAX && !reader.has_new_bytes()) {
-                s.caught_up = true;
+            s.caught_up = state.at_end;
+            if state.at_end {
                 s.caught_up_at.get_or_insert(now);
-            } else {
-                s.caught_up = false;
             }
         }
         shared.repaint();
-        if delivered == 0 {
-            if !follow {
-                shared.status().finished = true;
-                shared.repaint();
-                return;
-            }
-            // Caught up: wait for the log to grow (notify, with a polling fallback).
-            if reader.wait_for_growth(Duration::from_millis(200)).is_err() {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
+        let _ = recycle.send(buf);
     }
 }
 

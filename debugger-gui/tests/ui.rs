@@ -352,3 +352,18 @@ fn a_corrupt_log_keeps_its_valid_part_visible() {
     assert_eq!(h.state().model().unwrap().frame_count(), 3);
     assert!(h.query_by_label_contains("⚠").is_some());
 }
+
+#[test]
+fn the_demo_records_and_shows_a_live_workload() {
+    let mut h = harness(DebuggerApp::demo());
+    step_until(&mut h, "demo frames", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() > 200 && m.closed_count() > 100)
+            && h.state().flame().drawn.boxes > 0
+    });
+    assert!(h.state().problems().is_empty(), "{:?}", h.state().problems());
+    let m = h.state().model().unwrap();
+    // The stopwatch demo's database queries are there, with their SQL as frame data.
+    let db = m.labels().names().find(|(_, n)| n.contains("Select")).map(|(id, _)| id);
+    assert!(db.is_some(), "labels: {:?}", m.labels().names().collect::<Vec<_>>());
+    assert!(m.lanes().len() >= 2, "thread-pool and async lanes");
+}

@@ -31,20 +31,37 @@ pub struct Contexts {
 }
 
 impl Contexts {
+    /// Counts a frame of `context`; `cache` (one per lane) remembers the last context looked
+    /// up there, so the frames of one request rarely touch the hash map.
     #[inline]
-    pub(crate) fn on_start(&mut self, worker: u8, context: u32, id: u32, at: FrameRef, t: u64) {
+    pub(crate) fn on_start(
+        &mut self,
+        worker: u8,
+        context: u32,
+        id: u32,
+        at: FrameRef,
+        t: u64,
+        cache: &mut Option<(u64, u32)>,
+    ) {
         let k = ((worker as u64) << 32) | context as u64;
-        let list = &mut self.list;
-        let idx = *self.map.entry(k).or_insert_with(|| {
-            list.push(ContextEntry {
-                worker,
-                context,
-                root: None,
-                frames: 0,
-                first_start: t,
-            });
-            (list.len() - 1) as u32
-        });
+        let idx = match *cache {
+            Some((ck, ci)) if ck == k => ci,
+            _ => {
+                let list = &mut self.list;
+                let idx = *self.map.entry(k).or_insert_with(|| {
+                    list.push(ContextEntry {
+                        worker,
+                        context,
+                        root: None,
+                        frames: 0,
+                        first_start: t,
+                    });
+                    (list.len() - 1) as u32
+                });
+                *cache = Some((k, idx));
+                idx
+            }
+        };
         let e = &mut self.list[idx as usize];
         e.frames += 1;
         e.first_start = e.first_start.min(t);

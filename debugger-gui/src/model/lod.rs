@@ -3,13 +3,15 @@
 //! Frames at least one pixel wide are returned one by one. Runs of consecutive frames that are
 //! narrower than a pixel, with gaps under a pixel between them, are merged into one box.
 //! Because a row is sorted by start and by end (its frames never overlap), the query binary
-//! searches for the first visible frame and then *gallops* (exponential search) over each
-//! merged run: every step covers at least half a pixel of time, so the cost is
-//! O(pixels · log(frames per pixel)) per row however many frames the window holds. The sorted
-//! row arrays are the multi-resolution summary: no extra memory is spent on precomputed levels,
-//! and nothing has to be rebuilt while a live log grows.
+//! searches for the first visible frame. A merged run then grows through the row's
+//! multi-resolution summary ([`Row::summary`]): aligned blocks of 16, 256, 4096 and 65,536
+//! frames record their largest gap and largest duration, so a block whose frames are all
+//! narrow and close together joins the run in one step. Ending a run costs at most a few dozen
+//! steps, so the work follows the number of boxes drawn (bounded by pixels), not the number of
+//! frames in view. The summary is appended to as frames arrive (half a byte per frame) and
+//! never rebuilt.
 
-use super::{Model, OPEN, Row};
+use super::{Model, OPEN, Row, SUMMARY_LEVELS, SUMMARY_SHIFT};
 
 /// One box to draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,39 +31,6 @@ impl LodBox {
     pub fn is_merged(&self) -> bool {
         self.count > 1
     }
-}
-
-/// First index `j >= from` with `start[j] >= limit` (exponential then binary search).
-#[inline]
-fn gallop(start: &[u64], from: usize, limit: u64) -> usize {
-    let n = start.len();
-    if from >= n || start[from] >= limit {
-        return from;
-    }
-    // start[lo] < limit holds throughout.
-    let mut lo = from;
-    let mut step = 1usize;
-    let mut hi = loop {
-        let probe = lo + step;
-        if probe >= n {
-            break n;
-        }
-        if start[probe] >= limit {
-            break probe;
-        }
-        lo = probe;
-        step *= 2;
-    };
-    // Binary search in (lo, hi].
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if start[mid] >= limit {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    hi
 }
 
 /// Appends to `out` the boxes of `row` visible in `[t0, t1)` when one pixel spans `px_ns`
@@ -96,33 +65,45 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
             i += 1;
             continue;
         }
-        // A run of narrow frames: extend while the next frames start within a pixel.
+        // A run of narrow frames: extend while the next frame is narrow and starts within a
+        // pixel of the run's end, skipping whole summarized blocks that satisfy both.
         let first = i;
         let mut last = i; // last frame merged so far
         let mut run_end = e;
-        loop {
-            let limit = run_end.saturating_add(px).min(t1);
-            let j = gallop(&row.start, last + 1, limit);
-            if j == last + 1 {
-                break; // nothing starts within a pixel of the run
-            }
-            let cand = j - 1;
-            let ce = end_of(cand);
-            if ce - row.start[cand] < px {
-                last = cand;
-                run_end = ce;
-                if run_end >= t1 {
-                    break;
-                }
-            } else {
-                // A wide frame starts within the pixel: the frames before it are narrow and
-                // lie between the run's end and its start, so they join the run.
-                if cand > last + 1 {
-                    last = cand - 1;
-                    run_end = end_of(last);
-                }
+        'extend: loop {
+            let j = last + 1;
+            if j >= n || row.start[j] >= t1 {
                 break;
             }
+            if j % 16 == 0 {
+                for lvl in (0..SUMMARY_LEVELS).rev() {
+                    let b = 1usize << (SUMMARY_SHIFT * (lvl as u32 + 1));
+                    if j % b != 0 {
+                        continue;
+                    }
+                    if let Some(&(g, d)) = row.summary[lvl].get(j / b)
+                        && g != u32::MAX
+                        && d != u32::MAX
+                        && (g as u64) < px
+                        && (d as u64) < px
+                        && row.start[j + b - 1] < t1
+                    {
+                        last = j + b - 1;
+                        run_end = row.end[last];
+                        continue 'extend;
+                    }
+                }
+            }
+            let s = row.start[j];
+            if s >= run_end.saturating_add(px) {
+                break;
+            }
+            let ej = end_of(j);
+            if ej - s >= px {
+                break; // a wide frame: drawn on its own
+            }
+            last = j;
+            run_end = ej;
         }
         out.push(LodBox {
             start: row.start[first],
@@ -271,6 +252,36 @@ mod tests {
                 }
                 assert_eq!(b.start, row.start[b.first as usize]);
                 assert_eq!(b.end, row.end[last]);
+            }
+        }
+    }
+
+    #[test]
+    fn block_skips_match_the_naive_merge_on_large_rows() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        for round in 0..6 {
+            let mut t = 0u64;
+            let mut frames = Vec::new();
+            for _ in 0..70_000 {
+                // Mostly short frames close together, with rare long frames and long gaps.
+                t += if rng.gen_bool(0.001) { rng.gen_range(0..5_000) } else { rng.gen_range(0..8) };
+                let d = if rng.gen_bool(0.0005) { rng.gen_range(500..5_000) } else { rng.gen_range(0..10) };
+                frames.push((t, t + d));
+                t += d;
+            }
+            let row = row_of(&frames);
+            assert_eq!(row.summary[3].len(), 1, "a 65,536-frame block is summarized");
+            for px in [1u64, 5, 20, 100, 1_000, 10_000, 1_000_000] {
+                let (t0, t1) = if round % 2 == 0 {
+                    (0, t + 1)
+                } else {
+                    (t / 3, t / 3 + t / 4)
+                };
+                let mut got = Vec::new();
+                row_boxes(&row, t0, t1, px as f64, t, &mut got);
+                let want = naive(&row, t0, t1, px, t);
+                assert_eq!(got, want, "px {px} window {t0}..{t1}");
             }
         }
     }

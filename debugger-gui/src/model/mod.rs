@@ -61,6 +61,20 @@ pub struct Row {
     pub id: Vec<u32>,
     /// Category bytes.
     pub category: Vec<u8>,
+    /// Level-of-detail summary: for aligned blocks of 16, 256, 4096 and 65,536 frames, the
+    /// largest gap before a frame and the largest duration in the block (ns, saturating at
+    /// `u32::MAX`), so a merged run can skip whole blocks (see [`lod`]).
+    pub summary: [Vec<(u32, u32)>; SUMMARY_LEVELS],
+}
+
+/// Levels of the per-row summary (block sizes 16, 256, 4096, 65,536).
+pub const SUMMARY_LEVELS: usize = 4;
+/// log2 of the block size ratio between summary levels.
+pub const SUMMARY_SHIFT: u32 = 4;
+
+#[inline]
+fn sat32(v: u64) -> u32 {
+    v.min(u32::MAX as u64) as u32
 }
 
 impl Row {
@@ -84,10 +98,37 @@ impl Row {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Summarizes the block of 16 frames ending just before index `len` (all of them are
+    /// closed: a frame is only appended after the row's last frame ended), and cascades.
+    fn summarize(&mut self, len: usize) {
+        let a = len - 16;
+        let (mut g, mut d) = (0u64, 0u64);
+        for f in a..len {
+            if f > 0 {
+                g = g.max(self.start[f].saturating_sub(self.end[f - 1]));
+            }
+            d = d.max(self.end[f].saturating_sub(self.start[f]));
+        }
+        self.summary[0].push((sat32(g), sat32(d)));
+        for lvl in 0..SUMMARY_LEVELS - 1 {
+            let n = self.summary[lvl].len();
+            if n % (1 << SUMMARY_SHIFT) != 0 {
+                break;
+            }
+            let (g, d) = self.summary[lvl][n - (1 << SUMMARY_SHIFT)..]
+                .iter()
+                .fold((0, 0), |(g, d), &(bg, bd)| (g.max(bg), d.max(bd)));
+            self.summary[lvl + 1].push((g, d));
+        }
+    }
+
     #[inline]
     fn push(&mut self, start: u64, end: u64, label: u32, context: u32, id: u32, cat: u8) -> u32 {
-        let i = self.start.len() as u32;
+        let len = self.start.len();
+        if len > 0 && len % 16 == 0 {
+            self.summarize(len);
+        }
+        let i = len as u32;
         self.start.push(start);
         self.end.push(end);
         self.child_ns.push(0);
@@ -114,6 +155,7 @@ impl Row {
             + self.context.capacity() * 4
             + self.id.capacity() * 4
             + self.category.capacity()
+            + self.summary.iter().map(|v| v.capacity() * 8).sum::<usize>()
     }
 }
 
@@ -137,6 +179,7 @@ pub struct Lane {
     /// Rows by depth.
     pub rows: Vec<Row>,
     active: Vec<Active>,
+    last_context: Option<(u64, u32)>,
 }
 
 impl Lane {
@@ -298,6 +341,7 @@ impl Model {
             thread_name: String::new(),
             rows: Vec::new(),
             active: Vec::new(),
+            last_context: None,
         });
         self.lane_map.insert((worker, thread), l);
         l
@@ -378,7 +422,9 @@ impl Model {
         });
         let parent = parent.map(|p| p.at);
         self.frames += 1;
-        self.contexts.on_start(s.worker, s.context, s.id, at, t);
+        let cache = &mut self.lanes[lane_id as usize].last_context;
+        self.contexts
+            .on_start(s.worker, s.context, s.id, at, t, cache);
         match end {
             Some(e) => self.close(at, parent, e),
             None => {

@@ -27,14 +27,14 @@ pub struct ContextsPanel {
 
 impl ContextsPanel {
     /// The rows shown, recomputed when the query changes, and when the model grows at most
-    /// every 100 ms or ten times the last computation's cost (so big live logs stay smooth).
+    /// every ten times the last computation's cost (so big live logs stay smooth).
     pub fn rows(&mut self, model: &Model) -> &[ContextRow] {
         let stale = match &self.computed {
             None => true,
             Some((generation, q, at)) => {
                 *q != self.query
                     || (*generation != model.generation()
-                        && at.elapsed() > (self.cost * 10).max(Duration::from_millis(100)))
+                        && at.elapsed() > self.cost * 10)
             }
         };
         if stale {
