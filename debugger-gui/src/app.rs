@@ -126,17 +126,16 @@ impl DebuggerApp {
                 self.demo = Some(demo);
                 self.open_log(dir);
             }
-            Err(e) => self.messages.push(format!("Could not start the demo: {e:#}")),
+            Err(e) => self
+                .messages
+                .push(format!("Could not start the demo: {e:#}")),
         }
     }
 
     /// Opens (and follows) another log, replacing the current one.
     pub fn open_log(&mut self, dir: impl AsRef<Path>) {
         let dir = dir.as_ref().to_owned();
-        let old_demo = self
-            .demo
-            .as_ref()
-            .is_some_and(|d| d.dir() != dir.as_path());
+        let old_demo = self.demo.as_ref().is_some_and(|d| d.dir() != dir.as_path());
         if old_demo {
             self.demo = None;
         }
@@ -266,10 +265,9 @@ impl DebuggerApp {
                 self.toolbar(ui, model);
             });
             egui::Panel::bottom("status").show(ui, |ui| {
-                let path = log.as_ref().map_or_else(
-                    || "no log open".to_owned(),
-                    |l| l.dir.display().to_string(),
-                );
+                let path = log
+                    .as_ref()
+                    .map_or_else(|| "no log open".to_owned(), |l| l.dir.display().to_string());
                 let info = status_bar::StatusInfo {
                     frames: model.frame_count(),
                     open: model.open_count(),
@@ -300,7 +298,9 @@ impl DebuggerApp {
                     ui.vertical_centered(|ui| {
                         ui.add_space(60.0);
                         ui.heading("No log open");
-                        ui.label("Open a log directory from File > Open log…, or drop a folder here.");
+                        ui.label(
+                            "Open a log directory from File > Open log…, or drop a folder here.",
+                        );
                     });
                     return;
                 }
@@ -461,7 +461,10 @@ impl DebuggerApp {
             if ui.input_mut(|i| i.consume_key(Modifiers::COMMAND, Key::F)) {
                 resp.request_focus();
             }
-            let prev = ui.button("⏶ Prev").on_hover_text("Previous match").clicked();
+            let prev = ui
+                .button("⏶ Prev")
+                .on_hover_text("Previous match")
+                .clicked();
             let next = ui.button("⏷ Next").on_hover_text("Next match").clicked();
             if let Some(s) = &self.search {
                 let text = format!(
@@ -541,43 +544,48 @@ impl DebuggerApp {
             return;
         };
         let base = model.time_range().map_or(0, |r| r.0);
-        egui::Grid::new("frame-info").num_columns(2).striped(true).show(ui, |ui| {
-            ui.label("Label");
-            ui.label(RichText::new(&info.label).strong());
-            ui.end_row();
-            ui.label("Category");
-            ui.horizontal(|ui| {
-                let (r, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
-                ui.painter().rect_filled(r, 2.0, category_color(info.category));
-                ui.label(info.category.to_string());
+        egui::Grid::new("frame-info")
+            .num_columns(2)
+            .striped(true)
+            .show(ui, |ui| {
+                ui.label("Label");
+                ui.label(RichText::new(&info.label).strong());
+                ui.end_row();
+                ui.label("Category");
+                ui.horizontal(|ui| {
+                    let (r, _) =
+                        ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+                    ui.painter()
+                        .rect_filled(r, 2.0, category_color(info.category));
+                    ui.label(info.category.to_string());
+                });
+                ui.end_row();
+                ui.label("Duration");
+                ui.label(match info.end {
+                    Some(_) => timefmt::duration(info.duration as f64),
+                    None => format!("{} (running)", timefmt::duration(info.duration as f64)),
+                });
+                ui.end_row();
+                ui.label("Self time");
+                ui.label(timefmt::duration(info.self_ns as f64));
+                ui.end_row();
+                ui.label("Start");
+                ui.label(format!(
+                    "+{}  {}",
+                    timefmt::duration(info.start.saturating_sub(base) as f64),
+                    timefmt::clock(info.start)
+                ));
+                ui.end_row();
+                ui.label("Thread");
+                ui.label(model.lane_title(info.at.lane));
+                ui.end_row();
+                ui.label("Context");
+                ui.label(info.context.to_string());
+                ui.end_row();
+                ui.label("Frame key");
+                ui.label(info.key.to_string());
+                ui.end_row();
             });
-            ui.end_row();
-            ui.label("Duration");
-            ui.label(match info.end {
-                Some(_) => timefmt::duration(info.duration as f64),
-                None => format!("{} (running)", timefmt::duration(info.duration as f64)),
-            });
-            ui.end_row();
-            ui.label("Self time");
-            ui.label(timefmt::duration(info.self_ns as f64));
-            ui.end_row();
-            ui.label("Start");
-            ui.label(format!(
-                "+{}  {}",
-                timefmt::duration(info.start.saturating_sub(base) as f64),
-                timefmt::clock(info.start)
-            ));
-            ui.end_row();
-            ui.label("Thread");
-            ui.label(model.lane_title(info.at.lane));
-            ui.end_row();
-            ui.label("Context");
-            ui.label(info.context.to_string());
-            ui.end_row();
-            ui.label("Frame key");
-            ui.label(info.key.to_string());
-            ui.end_row();
-        });
         ui.horizontal(|ui| {
             if ui.button("🔍 Zoom to frame").clicked() {
                 self.flame.zoom_to(info.start, info.start + info.duration);
@@ -632,7 +640,8 @@ impl DebuggerApp {
                         .zoom_to(row.start, row.start + row.duration.max(1));
                     if let Some(info) = model.info(row.root) {
                         self.reveal(model, info);
-                        self.flame.zoom_to(row.start, row.start + row.duration.max(1));
+                        self.flame
+                            .zoom_to(row.start, row.start + row.duration.max(1));
                     }
                 }
             }
@@ -668,7 +677,9 @@ impl DebuggerApp {
                         cancel = true;
                     }
                 });
-                ui.label(RichText::new("Tip: you can also drop a log folder on the window.").weak());
+                ui.label(
+                    RichText::new("Tip: you can also drop a log folder on the window.").weak(),
+                );
             });
         if let Some(p) = chosen {
             self.open_log(p);
@@ -695,7 +706,8 @@ impl eframe::App for DebuggerApp {
         };
         if title != self.title {
             self.title = title.clone();
-            ui.ctx().send_viewport_cmd(egui::ViewportCommand::Title(title));
+            ui.ctx()
+                .send_viewport_cmd(egui::ViewportCommand::Title(title));
         }
     }
 }

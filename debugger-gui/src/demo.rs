@@ -7,8 +7,8 @@
 //! instead (no stopwatch involved).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use framelog::{DataBatch, LogWriter, WriterOptions};
@@ -26,7 +26,9 @@ pub struct Demo {
 impl Demo {
     /// Creates a temporary log directory and runs the stopwatch demo workload into it.
     pub fn start() -> anyhow::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("framelog-demo-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("framelog-demo-")
+            .tempdir()?;
         let stop = Arc::new(AtomicBool::new(false));
         let error: Arc<Mutex<Option<String>>> = Arc::default();
         let opts = stopwatch::demo::DemoOptions {
@@ -60,7 +62,9 @@ impl Demo {
 
     /// Like [`Demo::start`], with the synthetic workload of [`crate::synth`] in real time.
     pub fn start_synthetic() -> anyhow::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("framelog-demo-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("framelog-demo-")
+            .tempdir()?;
         let writer = LogWriter::open_with(
             dir.path(),
             WriterOptions {

@@ -66,7 +66,12 @@ pub struct Shared {
 
 impl Shared {
     fn repaint(&self) {
-        if let Some(ctx) = self.repaint.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(ctx) = self
+            .repaint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             ctx.request_repaint();
         }
     }
@@ -134,7 +139,11 @@ impl Ingest {
 
     /// Tells the thread which egui context to wake when new frames arrive.
     pub fn set_repaint(&self, ctx: &egui::Context) {
-        let mut r = self.shared.repaint.lock().unwrap_or_else(|e| e.into_inner());
+        let mut r = self
+            .shared
+            .repaint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if r.is_none() {
             *r = Some(ctx.clone());
         }
@@ -188,7 +197,11 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                     Error::NotALog(p) => format!(
                         "{} is not a framelog log directory (no frames-NNNNNN.framelog files){}",
                         p.display(),
-                        if follow { "; waiting for one to appear" } else { "" }
+                        if follow {
+                            "; waiting for one to appear"
+                        } else {
+                            ""
+                        }
                     ),
                     other => other.to_string(),
                 };
@@ -357,6 +370,10 @@ mod tests {
         assert!(ing.wait_caught_up(Duration::from_secs(5)));
         let s = ing.status();
         assert!(s.finished);
-        assert!(s.errors[0].contains("is not a framelog log directory"), "{:?}", s.errors);
+        assert!(
+            s.errors[0].contains("is not a framelog log directory"),
+            "{:?}",
+            s.errors
+        );
     }
 }

@@ -110,7 +110,11 @@ fn harness(app: DebuggerApp) -> Harness<'static, DebuggerApp> {
 }
 
 /// Steps the UI (letting background threads work) until `cond` holds or 10 s pass.
-fn step_until(h: &mut Harness<'_, DebuggerApp>, what: &str, cond: impl Fn(&Harness<'_, DebuggerApp>) -> bool) {
+fn step_until(
+    h: &mut Harness<'_, DebuggerApp>,
+    what: &str,
+    cond: impl Fn(&Harness<'_, DebuggerApp>) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         h.step();
@@ -177,11 +181,16 @@ fn selecting_a_frame_shows_its_data() {
     let key = write_request(&w, 1, T0, "GET /users/:id");
     let mut h = harness(DebuggerApp::open(dir.path()));
     step_until(&mut h, "frames", |h| !boxes(h, "User: Select").is_empty());
-    assert!(h.query_by_label_contains("SELECT id, name").is_none(), "data is never preloaded");
+    assert!(
+        h.query_by_label_contains("SELECT id, name").is_none(),
+        "data is never preloaded"
+    );
     boxes(&h, "User: Select")[0].click();
-    step_until(&mut h, "data", |h| {
-        matches!(h.state().data_state(), DataState::Ready(k, _) if *k == key)
-    });
+    step_until(
+        &mut h,
+        "data",
+        |h| matches!(h.state().data_state(), DataState::Ready(k, _) if *k == key),
+    );
     h.step();
     h.step();
     let sel = h.state().selected().expect("a frame is selected");
@@ -189,15 +198,28 @@ fn selecting_a_frame_shows_its_data() {
     assert_eq!(info.label, "User: Select");
     assert_eq!(info.duration, 500_000);
     // The data tree shows every field with its BSON type.
-    assert!(h.query_by_label_contains("SELECT id, name FROM users").is_some());
-    assert!(h.query_by_label("2023-11-14T22:13:20Z").is_some(), "date shown as RFC 3339");
-    assert!(h.query_by_label("ObjectId(\"abababababababababababab\")").is_some());
+    assert!(
+        h.query_by_label_contains("SELECT id, name FROM users")
+            .is_some()
+    );
+    assert!(
+        h.query_by_label("2023-11-14T22:13:20Z").is_some(),
+        "date shown as RFC 3339"
+    );
+    assert!(
+        h.query_by_label("ObjectId(\"abababababababababababab\")")
+            .is_some()
+    );
     assert!(h.query_by_label("2 bytes, generic: cafe").is_some());
     assert!(h.query_by_label("int64").is_some());
     assert!(h.query_by_label_contains("db").is_some());
     assert!(h.query_by_label("📋 Copy as JSON").is_some());
     // The details grid: duration and self time.
-    assert_eq!(h.query_all_by_label("500 µs").count(), 2, "duration and self time");
+    assert_eq!(
+        h.query_all_by_label("500 µs").count(),
+        2,
+        "duration and self time"
+    );
     // The selected box is marked selected for assistive technology too.
     let selected = boxes(&h, "User: Select");
     assert_eq!(selected[0].accesskit_node().is_selected(), Some(true));
@@ -220,11 +242,18 @@ fn search_highlights_matches_and_dims_the_rest() {
     assert_eq!((m.labels, m.frames), (1, 2));
     assert!(h.query_by_label_contains("2 matching frames").is_some());
     for n in boxes(&h, "User: Select") {
-        assert_eq!(n.accesskit_node().description().as_deref(), Some("search match"));
+        assert_eq!(
+            n.accesskit_node().description().as_deref(),
+            Some("search match")
+        );
     }
     for label in ["GET /users/:id", "GET /orders", "template: user.html"] {
         for n in boxes(&h, label) {
-            assert_eq!(n.accesskit_node().description().as_deref(), Some("dimmed"), "{label}");
+            assert_eq!(
+                n.accesskit_node().description().as_deref(),
+                Some("dimmed"),
+                "{label}"
+            );
         }
     }
     let drawn = &h.state().flame().drawn;
@@ -241,7 +270,12 @@ fn search_highlights_matches_and_dims_the_rest() {
     assert_eq!(model_first.start, T0 + 50_000);
     h.get_by_label("⏷ Next").click();
     h.step();
-    let second = h.state().model().unwrap().info(h.state().selected().unwrap()).unwrap();
+    let second = h
+        .state()
+        .model()
+        .unwrap()
+        .info(h.state().selected().unwrap())
+        .unwrap();
     assert_eq!(second.start, T0 + 350_000);
     h.get_by_label("⏶ Prev").click();
     h.step();
@@ -254,11 +288,15 @@ fn follows_a_growing_log() {
     let w = writer(dir.path());
     write_request(&w, 1, T0, "GET /first");
     let mut h = harness(DebuggerApp::open(dir.path()));
-    step_until(&mut h, "first request", |h| !boxes(h, "GET /first").is_empty());
+    step_until(&mut h, "first request", |h| {
+        !boxes(h, "GET /first").is_empty()
+    });
     assert!(boxes(&h, "GET /late").is_empty());
     // The program keeps running: a later request arrives while the window is open.
     write_request(&w, 1, T0 + 2_000_000, "GET /late");
-    step_until(&mut h, "the new request", |h| !boxes(h, "GET /late").is_empty());
+    step_until(&mut h, "the new request", |h| {
+        !boxes(h, "GET /late").is_empty()
+    });
     assert_eq!(h.state().model().unwrap().frame_count(), 6);
     // Following keeps the newest frame in view; after pausing and zooming into the first
     // request, a third request is not brought into view until following resumes.
@@ -277,7 +315,9 @@ fn follows_a_growing_log() {
     h.step();
     assert!(boxes(&h, "GET /third").is_empty(), "paused view stays put");
     h.get_by_label("⟲ Follow").click();
-    step_until(&mut h, "follow resumes", |h| !boxes(h, "GET /third").is_empty());
+    step_until(&mut h, "follow resumes", |h| {
+        !boxes(h, "GET /third").is_empty()
+    });
 }
 
 #[test]
@@ -301,7 +341,10 @@ fn contexts_and_statistics_panels() {
     let info = h.state().model().unwrap().info(sel).unwrap();
     assert_eq!(info.label, "GET /orders");
     assert!(!h.state().flame().follow);
-    assert!(boxes(&h, "GET /users/:id").is_empty(), "zoomed to the selected context");
+    assert!(
+        boxes(&h, "GET /users/:id").is_empty(),
+        "zoomed to the selected context"
+    );
     // Statistics: one row per label; clicking it searches for exactly that label.
     h.get_by_label("Statistics").click();
     h.step();
@@ -324,7 +367,8 @@ fn a_directory_that_is_not_a_log_shows_a_message() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = harness(DebuggerApp::open(dir.path()));
     step_until(&mut h, "message", |h| {
-        h.query_by_label_contains("is not a framelog log directory").is_some()
+        h.query_by_label_contains("is not a framelog log directory")
+            .is_some()
     });
     assert!(h.query_by_label("No frames yet").is_none() || h.state().model().is_some());
 }
@@ -346,7 +390,8 @@ fn a_corrupt_log_keeps_its_valid_part_visible() {
     drop(f);
     let mut h = harness(DebuggerApp::open(dir.path()));
     step_until(&mut h, "error message", |h| {
-        h.query_by_label_contains("frames-000001.framelog").is_some()
+        h.query_by_label_contains("frames-000001.framelog")
+            .is_some()
             && !boxes(h, "GET /users/:id").is_empty()
     });
     assert_eq!(h.state().model().unwrap().frame_count(), 3);
@@ -357,13 +402,27 @@ fn a_corrupt_log_keeps_its_valid_part_visible() {
 fn the_demo_records_and_shows_a_live_workload() {
     let mut h = harness(DebuggerApp::demo());
     step_until(&mut h, "demo frames", |h| {
-        h.state().model().is_some_and(|m| m.frame_count() > 200 && m.closed_count() > 100)
+        h.state()
+            .model()
+            .is_some_and(|m| m.frame_count() > 200 && m.closed_count() > 100)
             && h.state().flame().drawn.boxes > 0
     });
-    assert!(h.state().problems().is_empty(), "{:?}", h.state().problems());
+    assert!(
+        h.state().problems().is_empty(),
+        "{:?}",
+        h.state().problems()
+    );
     let m = h.state().model().unwrap();
     // The stopwatch demo's database queries are there, with their SQL as frame data.
-    let db = m.labels().names().find(|(_, n)| n.contains("Select")).map(|(id, _)| id);
-    assert!(db.is_some(), "labels: {:?}", m.labels().names().collect::<Vec<_>>());
+    let db = m
+        .labels()
+        .names()
+        .find(|(_, n)| n.contains("Select"))
+        .map(|(id, _)| id);
+    assert!(
+        db.is_some(),
+        "labels: {:?}",
+        m.labels().names().collect::<Vec<_>>()
+    );
     assert!(m.lanes().len() >= 2, "thread-pool and async lanes");
 }

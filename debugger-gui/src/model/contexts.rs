@@ -4,9 +4,35 @@
 //! frame nested in it carries that value. The list shows root frames with their label, start,
 //! duration and frame count, sortable and filterable.
 
-use rustc_hash::FxHashMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::{FrameRef, Model, OPEN};
+
+/// Hashes `(worker << 32) | id` keys so that consecutive ids land in neighbouring buckets
+/// (low bits kept as they are) while the bits the table uses for its tag are well mixed:
+/// inserting a new context then touches memory near the previous one instead of a random
+/// cache line of a table with millions of entries.
+#[derive(Default, Clone, Copy)]
+pub struct SeqHasher(u64);
+
+impl Hasher for SeqHasher {
+    fn finish(&self) -> u64 {
+        let k = self.0;
+        (k & 0x01FF_FFFF_FFFF_FFFF)
+            | (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) & !0x01FF_FFFF_FFFF_FFFF)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+}
+
+type SeqMap<V> = HashMap<u64, V, BuildHasherDefault<SeqHasher>>;
 
 /// One context: its root frame (once seen) and how many frames carry it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +52,7 @@ pub struct ContextEntry {
 /// All contexts, in order of first appearance.
 #[derive(Default, Debug)]
 pub struct Contexts {
-    map: FxHashMap<u64, u32>,
+    map: SeqMap<u32>,
     list: Vec<ContextEntry>,
 }
 

@@ -117,7 +117,15 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
 
 impl Model {
     /// Boxes of one lane row visible in `[t0, t1)` at `px_ns` ns per pixel (see [`row_boxes`]).
-    pub fn lod_row(&self, lane: u32, row: u32, t0: u64, t1: u64, px_ns: f64, out: &mut Vec<LodBox>) {
+    pub fn lod_row(
+        &self,
+        lane: u32,
+        row: u32,
+        t0: u64,
+        t1: u64,
+        px_ns: f64,
+        out: &mut Vec<LodBox>,
+    ) {
         if let Some(r) = self
             .lanes()
             .get(lane as usize)
@@ -265,13 +273,25 @@ mod tests {
             let mut frames = Vec::new();
             for _ in 0..70_000 {
                 // Mostly short frames close together, with rare long frames and long gaps.
-                t += if rng.gen_bool(0.001) { rng.gen_range(0..5_000) } else { rng.gen_range(0..8) };
-                let d = if rng.gen_bool(0.0005) { rng.gen_range(500..5_000) } else { rng.gen_range(0..10) };
+                t += if rng.gen_bool(0.001) {
+                    rng.gen_range(0..5_000)
+                } else {
+                    rng.gen_range(0..8)
+                };
+                let d = if rng.gen_bool(0.0005) {
+                    rng.gen_range(500..5_000)
+                } else {
+                    rng.gen_range(0..10)
+                };
                 frames.push((t, t + d));
                 t += d;
             }
             let row = row_of(&frames);
-            assert_eq!(row.summary[3].len(), 1, "a 65,536-frame block is summarized");
+            assert_eq!(
+                row.summary[3].len(),
+                1,
+                "a 65,536-frame block is summarized"
+            );
             for px in [1u64, 5, 20, 100, 1_000, 10_000, 1_000_000] {
                 let (t0, t1) = if round % 2 == 0 {
                     (0, t + 1)

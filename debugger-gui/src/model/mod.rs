@@ -143,7 +143,11 @@ impl Row {
     #[inline]
     pub fn end_or(&self, i: usize, newest: u64) -> u64 {
         let e = self.end[i];
-        if e == OPEN { newest.max(self.start[i]) } else { e }
+        if e == OPEN {
+            newest.max(self.start[i])
+        } else {
+            e
+        }
     }
 
     /// Heap bytes held by the row's arrays.
@@ -402,14 +406,7 @@ impl Model {
                 rows.len() - 1
             }
         };
-        let index = rows[row].push(
-            t,
-            end.unwrap_or(OPEN),
-            label,
-            s.context,
-            s.id,
-            s.category.0,
-        );
+        let index = rows[row].push(t, end.unwrap_or(OPEN), label, s.context, s.id, s.category.0);
         let at = FrameRef {
             lane: lane_id,
             row: row as u32,
@@ -631,7 +628,10 @@ impl Model {
             .sum();
         let maps = self.open.capacity() * (8 + std::mem::size_of::<OpenFrame>() + 1)
             + self.early_ends.capacity() * 17;
-        rows + maps + self.labels.heap_bytes() + self.stats.heap_bytes() + self.contexts.heap_bytes()
+        rows + maps
+            + self.labels.heap_bytes()
+            + self.stats.heap_bytes()
+            + self.contexts.heap_bytes()
     }
 }
 
@@ -845,8 +845,11 @@ pub(crate) mod tests {
             l.start(0, root, r * 100, root, "request");
             for c in 0..4u64 {
                 id += 1;
-                l.start(0, id, r * 100 + c * 20 + 1, root, "child")
-                    .end(0, id, r * 100 + c * 20 + 10);
+                l.start(0, id, r * 100 + c * 20 + 1, root, "child").end(
+                    0,
+                    id,
+                    r * 100 + c * 20 + 10,
+                );
             }
             l.end(0, root, r * 100 + 99);
         }

@@ -123,7 +123,14 @@ impl Model {
         from: Option<FrameRef>,
         backward: bool,
     ) -> Option<FrameRef> {
-        let pos = |at: FrameRef| (self.row(at).start[at.index as usize], at.lane, at.row, at.index);
+        let pos = |at: FrameRef| {
+            (
+                self.row(at).start[at.index as usize],
+                at.lane,
+                at.row,
+                at.index,
+            )
+        };
         let cur = from.map(pos);
         let mut best: Option<((u64, u32, u32, u32), FrameRef)> = None;
         let mut wrap: Option<((u64, u32, u32, u32), FrameRef)> = None;
@@ -144,7 +151,9 @@ impl Model {
                         None => 0,
                         Some(c) => row.start.partition_point(|&s| s < c.0),
                     };
-                    if let Some(i) = (p..n).find(|&i| m.contains(row.label[i]) && cur.is_none_or(|c| mk(i).0 > c)) {
+                    if let Some(i) = (p..n)
+                        .find(|&i| m.contains(row.label[i]) && cur.is_none_or(|c| mk(i).0 > c))
+                    {
                         let k = mk(i);
                         if best.is_none_or(|b| k.0 < b.0) {
                             best = Some(k);
@@ -161,7 +170,10 @@ impl Model {
                         None => n,
                         Some(c) => row.start.partition_point(|&s| s <= c.0),
                     };
-                    if let Some(i) = (0..p).rev().find(|&i| m.contains(row.label[i]) && cur.is_none_or(|c| mk(i).0 < c)) {
+                    if let Some(i) = (0..p)
+                        .rev()
+                        .find(|&i| m.contains(row.label[i]) && cur.is_none_or(|c| mk(i).0 < c))
+                    {
                         let k = mk(i);
                         if best.is_none_or(|b| k.0 > b.0) {
                             best = Some(k);

@@ -121,7 +121,10 @@ impl Stats {
 
     /// Statistics of one label (zeroes if it never closed).
     pub fn get(&self, label: u32) -> LabelStats {
-        self.by_label.get(label as usize).cloned().unwrap_or_default()
+        self.by_label
+            .get(label as usize)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Borrowed statistics of one label, if any frame with it closed.
@@ -196,7 +199,10 @@ mod tests {
         let req = m.stats().get(m.labels().get("request").unwrap());
         let db = m.stats().get(m.labels().get("db").unwrap());
         assert_eq!((req.count, req.total_ns, req.self_time_ns()), (1, 100, 50));
-        assert_eq!((db.count, db.total_ns, db.self_time_ns(), db.max_ns), (2, 50, 50, 30));
+        assert_eq!(
+            (db.count, db.total_ns, db.self_time_ns(), db.max_ns),
+            (2, 50, 50, 30)
+        );
         assert_eq!(db.mean_ns(), 25.0);
         // Order independence: the child ends after its parent in file order.
         let mut l = Log::default();

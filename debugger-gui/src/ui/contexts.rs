@@ -33,8 +33,7 @@ impl ContextsPanel {
             None => true,
             Some((generation, q, at)) => {
                 *q != self.query
-                    || (*generation != model.generation()
-                        && at.elapsed() > self.cost * 10)
+                    || (*generation != model.generation() && at.elapsed() > self.cost * 10)
             }
         };
         if stale {
@@ -100,7 +99,12 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
         .id_salt("contexts-table")
         .striped(true)
         .sense(Sense::click())
-        .column(Column::initial(260.0).at_least(80.0).clip(true).resizable(true))
+        .column(
+            Column::initial(260.0)
+                .at_least(80.0)
+                .clip(true)
+                .resizable(true),
+        )
         .column(Column::initial(110.0).resizable(true))
         .column(Column::initial(100.0).resizable(true))
         .column(Column::remainder().at_least(60.0))

@@ -21,7 +21,12 @@ pub fn describe(v: &Bson) -> (String, &'static str) {
         Bson::Int64(i) => (i.to_string(), "int64"),
         Bson::Timestamp(t) => (format!("{}:{}", t.time, t.increment), "timestamp"),
         Bson::Binary(b) => {
-            let hex: String = b.bytes.iter().take(24).map(|x| format!("{x:02x}")).collect();
+            let hex: String = b
+                .bytes
+                .iter()
+                .take(24)
+                .map(|x| format!("{x:02x}"))
+                .collect();
             let more = if b.bytes.len() > 24 { "…" } else { "" };
             let sub = match b.subtype {
                 BinarySubtype::Generic => "generic".to_string(),
@@ -122,7 +127,8 @@ mod tests {
 
     #[test]
     fn json_keeps_bson_types() {
-        let d = doc! { "at": DateTime::from_millis(0), "id": ObjectId::from_bytes([2; 12]), "n": 3 };
+        let d =
+            doc! { "at": DateTime::from_millis(0), "id": ObjectId::from_bytes([2; 12]), "n": 3 };
         let j = to_json(&d);
         assert!(j.contains("\"$date\""), "{j}");
         assert!(j.contains("\"$oid\": \"020202020202020202020202\""), "{j}");

@@ -260,7 +260,9 @@ pub fn show(
         state.start = hi + state.width * 0.01 - state.width;
     }
     state.width = state.width.clamp(10.0, 1e15);
-    state.scroll_y = state.scroll_y.clamp(0.0, (content_h - view_h + 20.0).max(0.0));
+    state.scroll_y = state
+        .scroll_y
+        .clamp(0.0, (content_h - view_h + 20.0).max(0.0));
 
     let px_ns = state.width / w;
     let (view_start, view_w) = (state.start, state.width);
@@ -275,7 +277,12 @@ pub fn show(
     let step = timefmt::tick_step(px_ns * 90.0);
     let first_tick = ((state.start - lo) / step).floor() * step;
     let mut tick = first_tick;
-    let grid = visuals.widgets.noninteractive.bg_stroke.color.gamma_multiply(0.5);
+    let grid = visuals
+        .widgets
+        .noninteractive
+        .bg_stroke
+        .color
+        .gamma_multiply(0.5);
     while tick <= state.start - lo + state.width + step {
         let x = rect.left() + ((tick + lo - state.start) / state.width * w) as f32;
         if x >= rect.left() - 1.0 && x <= rect.right() + 1.0 {
@@ -284,7 +291,10 @@ pub fn show(
                 Stroke::new(1.0, grid),
             );
             painter.line_segment(
-                [pos2(x, rect.top() + RULER_H - 6.0), pos2(x, rect.top() + RULER_H)],
+                [
+                    pos2(x, rect.top() + RULER_H - 6.0),
+                    pos2(x, rect.top() + RULER_H),
+                ],
                 Stroke::new(1.0, visuals.text_color()),
             );
             painter.text(
@@ -310,7 +320,10 @@ pub fn show(
     let searching = matches.is_some();
     let header_bg = visuals.widgets.noninteractive.weak_bg_fill;
     let mut a11y = 0usize;
-    let a11y_on = ui.ctx().accesskit_node_builder(response.id, |_| ()).is_some();
+    let a11y_on = ui
+        .ctx()
+        .accesskit_node_builder(response.id, |_| ())
+        .is_some();
     for &(lane, y0, nrows) in &lanes {
         let ly = top + y0;
         let lane_bottom = ly + LANE_HEADER_H + nrows as f32 * ROW_H;
@@ -469,7 +482,9 @@ pub fn show(
         tooltip(&response, model, at);
         if let Some(info) = model.info(at) {
             let x0 = x_of(info.start).max(rect.left());
-            let x1 = x_of(info.start + info.duration).min(rect.right()).max(x0 + 1.0);
+            let x1 = x_of(info.start + info.duration)
+                .min(rect.right())
+                .max(x0 + 1.0);
             if let Some(&(_, y0, _)) = lanes.iter().find(|l| l.0 == at.lane) {
                 let ry = top + y0 + LANE_HEADER_H + at.row as f32 * ROW_H;
                 lane_painter.rect_stroke(
@@ -502,36 +517,38 @@ fn tooltip(response: &Response, model: &Model, at: FrameRef) {
     let base = model.time_range().map_or(0, |r| r.0);
     response.clone().on_hover_ui_at_pointer(|ui| {
         ui.strong(&info.label);
-        egui::Grid::new("flame-tooltip").num_columns(2).show(ui, |ui| {
-            ui.label("Category");
-            ui.label(info.category.to_string());
-            ui.end_row();
-            ui.label("Duration");
-            ui.label(if info.end.is_some() {
-                timefmt::duration(info.duration as f64)
-            } else {
-                format!("{} (running)", timefmt::duration(info.duration as f64))
+        egui::Grid::new("flame-tooltip")
+            .num_columns(2)
+            .show(ui, |ui| {
+                ui.label("Category");
+                ui.label(info.category.to_string());
+                ui.end_row();
+                ui.label("Duration");
+                ui.label(if info.end.is_some() {
+                    timefmt::duration(info.duration as f64)
+                } else {
+                    format!("{} (running)", timefmt::duration(info.duration as f64))
+                });
+                ui.end_row();
+                ui.label("Self time");
+                ui.label(timefmt::duration(info.self_ns as f64));
+                ui.end_row();
+                ui.label("Start");
+                ui.label(format!(
+                    "+{}  ({})",
+                    timefmt::duration(info.start.saturating_sub(base) as f64),
+                    timefmt::clock(info.start)
+                ));
+                ui.end_row();
+                ui.label("Thread");
+                ui.label(&lane_title);
+                ui.end_row();
+                ui.label("Context");
+                ui.label(format!("{}", info.context));
+                ui.end_row();
+                ui.label("Frame");
+                ui.label(info.key.to_string());
+                ui.end_row();
             });
-            ui.end_row();
-            ui.label("Self time");
-            ui.label(timefmt::duration(info.self_ns as f64));
-            ui.end_row();
-            ui.label("Start");
-            ui.label(format!(
-                "+{}  ({})",
-                timefmt::duration(info.start.saturating_sub(base) as f64),
-                timefmt::clock(info.start)
-            ));
-            ui.end_row();
-            ui.label("Thread");
-            ui.label(&lane_title);
-            ui.end_row();
-            ui.label("Context");
-            ui.label(format!("{}", info.context));
-            ui.end_row();
-            ui.label("Frame");
-            ui.label(info.key.to_string());
-            ui.end_row();
-        });
     });
 }

@@ -138,7 +138,12 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
         .id_salt("stats-table")
         .striped(true)
         .sense(Sense::click())
-        .column(Column::initial(240.0).at_least(80.0).clip(true).resizable(true))
+        .column(
+            Column::initial(240.0)
+                .at_least(80.0)
+                .clip(true)
+                .resizable(true),
+        )
         .columns(Column::initial(84.0).resizable(true), 5)
         .column(Column::remainder().at_least(60.0))
         .header(20.0, |mut h| {
@@ -165,7 +170,13 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
                 row.col(|ui| {
                     ui.label(r.count.to_string());
                 });
-                for v in [r.total as f64, r.self_ns as f64, r.mean, r.p99 as f64, r.max as f64] {
+                for v in [
+                    r.total as f64,
+                    r.self_ns as f64,
+                    r.mean,
+                    r.p99 as f64,
+                    r.max as f64,
+                ] {
                     row.col(|ui| {
                         ui.label(timefmt::duration(v));
                     });

@@ -64,7 +64,11 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
         } else {
             ("⏸ Paused", "Click to follow the newest time again")
         };
-        if ui.selectable_label(s.following, text).on_hover_text(tip).clicked() {
+        if ui
+            .selectable_label(s.following, text)
+            .on_hover_text(tip)
+            .clicked()
+        {
             toggled = true;
         }
         ui.separator();
