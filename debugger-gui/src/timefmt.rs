@@ -27,7 +27,7 @@ pub fn duration(ns: f64) -> String {
 
 /// A ruler step: the smallest 1-2-5 multiple of a power of ten that is at least `min_ns`.
 pub fn tick_step(min_ns: f64) -> f64 {
-    if !(min_ns > 1.0) {
+    if min_ns.is_nan() || min_ns <= 1.0 {
         return 1.0;
     }
     let p = 10f64.powf(min_ns.log10().floor());

@@ -112,7 +112,7 @@ impl Row {
         self.summary[0].push((sat32(g), sat32(d)));
         for lvl in 0..SUMMARY_LEVELS - 1 {
             let n = self.summary[lvl].len();
-            if n % (1 << SUMMARY_SHIFT) != 0 {
+            if !n.is_multiple_of(1 << SUMMARY_SHIFT) {
                 break;
             }
             let (g, d) = self.summary[lvl][n - (1 << SUMMARY_SHIFT)..]
@@ -125,7 +125,7 @@ impl Row {
     #[inline]
     fn push(&mut self, start: u64, end: u64, label: u32, context: u32, id: u32, cat: u8) -> u32 {
         let len = self.start.len();
-        if len > 0 && len % 16 == 0 {
+        if len > 0 && len.is_multiple_of(16) {
             self.summarize(len);
         }
         let i = len as u32;
