@@ -286,6 +286,7 @@ impl DebuggerApp {
                     .default_size(360.0)
                     .show(ui, |ui| self.data_panel(ui, model));
             }
+            self.contexts.hold = !status.caught_up && !status.finished;
             if self.show_bottom {
                 egui::Panel::bottom("bottom-tabs")
                     .resizable(true)

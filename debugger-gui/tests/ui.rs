@@ -426,3 +426,47 @@ fn the_demo_records_and_shows_a_live_workload() {
     );
     assert!(m.lanes().len() >= 2, "thread-pool and async lanes");
 }
+
+#[test]
+fn double_click_zooms_to_a_frame_and_fit_zooms_back_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /users/:id");
+    write_request(&w, 1, T0 + 5_000_000, "GET /orders");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| boxes(h, "User: Select").len() == 2);
+    let before = boxes(&h, "User: Select")[0].rect().width();
+    let center = boxes(&h, "User: Select")[0].rect().center();
+    // The harness advances its clock by whole steps; give the double click room.
+    h.ctx
+        .options_mut(|o| o.input_options.max_double_click_delay = 2.0);
+    // Two presses within egui's double-click time (a harness step is 0.25 s).
+    h.event(egui::Event::PointerMoved(center));
+    for _ in 0..2 {
+        for pressed in [true, false] {
+            h.event(egui::Event::PointerButton {
+                pos: center,
+                button: egui::PointerButton::Primary,
+                pressed,
+                modifiers: egui::Modifiers::NONE,
+            });
+        }
+        h.step();
+    }
+    h.step();
+    // The frame now fills most of the view, and following stopped.
+    let c = canvas(&h);
+    let after = boxes(&h, "User: Select");
+    assert_eq!(after.len(), 1, "only the zoomed-to query is in view");
+    assert!(
+        after[0].rect().width() > 0.8 * c.width(),
+        "{before} -> {}",
+        after[0].rect().width()
+    );
+    assert!(!h.state().flame().follow);
+    assert!(boxes(&h, "GET /orders").is_empty());
+    h.get_by_label("⛶ Zoom to fit").click();
+    h.step();
+    h.step();
+    assert_eq!(boxes(&h, "User: Select").len(), 2);
+}

@@ -20,6 +20,9 @@ pub struct ContextsPanel {
     pub min_ms: f64,
     /// The selected context (index into the model's context entries).
     pub selected: Option<u32>,
+    /// While a big log is still loading, keep the last list instead of re-sorting it (the
+    /// model lock it needs would slow the ingest thread down).
+    pub hold: bool,
     rows: Vec<ContextRow>,
     computed: Option<(u64, ContextQuery, Instant)>,
     cost: Duration,
