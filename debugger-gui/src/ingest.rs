@@ -13,10 +13,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use formats::{EXT_HEADER_LEN, FRAME_END_LEN, Record, RecordIter};
+use formats::{Decoded, EXT_HEADER_LEN, FRAME_END_LEN, FrameEnd, Record, decode_record};
 use framelog::{Error, LogReader};
 
-use crate::model::Model;
+use crate::model::intern::Interner;
+use crate::model::{Model, StartRec};
 
 /// Bytes the reader delivers per `read_some` call.
 const SLICE_BYTES: usize = 4 << 20;
@@ -222,8 +223,9 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
     };
     // Two stages on two threads: this one reads and copies records, the applier indexes them
     // into the model, so disk reads and decoding overlap with model updates.
-    let (tx, rx) = sync_channel::<(Vec<u8>, ReadState)>(3);
-    let (recycle_tx, recycle_rx) = channel::<Vec<u8>>();
+    let (tx, rx) = sync_channel::<(Batch, ReadState)>(3);
+    let (recycle_tx, recycle_rx) = channel::<Batch>();
+    let mut labels = Interner::default();
     std::thread::scope(|scope| {
         scope.spawn(|| applier(shared, rx, recycle_tx, &stopped));
         let mut last_sent: Option<(ReadState, Instant)> = None;
@@ -231,16 +233,9 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             if stopped() {
                 return;
             }
-            let mut buf = recycle_rx
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(SLICE_BYTES + (1 << 17)));
+            let mut buf = recycle_rx.try_recv().unwrap_or_default();
             buf.clear();
-            let result = reader.read_some(SLICE_BYTES, |_, rec| {
-                let start = buf.len();
-                buf.resize(start + encoded_len(&rec), 0);
-                let n = rec.encode(&mut buf[start..]).unwrap_or(0);
-                buf.truncate(start + n);
-            });
+            let result = reader.read_some(SLICE_BYTES, |_, rec| buf.push(&rec, &mut labels));
             let delivered = match result {
                 Ok(n) => n,
                 Err(e) => {
@@ -296,8 +291,8 @@ struct ReadState {
 
 fn applier(
     shared: &Shared,
-    rx: Receiver<(Vec<u8>, ReadState)>,
-    recycle: Sender<Vec<u8>>,
+    rx: Receiver<(Batch, ReadState)>,
+    recycle: Sender<Batch>,
     stopped: &dyn Fn() -> bool,
 ) {
     let mut rate_mark = (Instant::now(), 0u64);
@@ -333,18 +328,91 @@ fn applier(
     }
 }
 
-fn apply(shared: &Shared, buf: &[u8], stopped: &dyn Fn() -> bool) {
-    let mut it = RecordIter::new(buf, 0);
+/// One record as the reader stage hands it to the applier: starts and ends decoded with
+/// their labels interned already, anything else kept encoded.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    Start(StartRec),
+    End(FrameEnd),
+    /// Byte range of an encoded record in [`Batch::raw`].
+    Raw(u32, u32),
+}
+
+/// A slice of the log, digested by the reader stage.
+#[derive(Default)]
+struct Batch {
+    events: Vec<Event>,
+    raw: Vec<u8>,
+    /// Labels first seen in this batch, in id order.
+    new_labels: Vec<Box<str>>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.events.clear();
+        self.raw.clear();
+        self.new_labels.clear();
+    }
+
+    fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    fn push(&mut self, rec: &Record<'_>, labels: &mut Interner) {
+        match rec {
+            Record::Start(s) => {
+                let before = labels.len();
+                let label = labels.intern(s.label);
+                if label as usize == before {
+                    self.new_labels.push(s.label.into());
+                }
+                self.events.push(Event::Start(StartRec {
+                    worker: s.worker,
+                    id: s.id,
+                    timestamp: s.timestamp,
+                    context: s.context,
+                    category: s.category.0,
+                    label,
+                }));
+            }
+            Record::End(e) => self.events.push(Event::End(*e)),
+            other => {
+                let start = self.raw.len();
+                self.raw.resize(start + encoded_len(other), 0);
+                let n = other.encode(&mut self.raw[start..]).unwrap_or(0);
+                self.raw.truncate(start + n);
+                self.events.push(Event::Raw(start as u32, n as u32));
+            }
+        }
+    }
+}
+
+fn apply(shared: &Shared, buf: &Batch, stopped: &dyn Fn() -> bool) {
+    let mut events = buf.events.iter();
+    let mut first = true;
     loop {
         if stopped() {
             return;
         }
         let mut model = shared.model.lock().unwrap_or_else(|e| e.into_inner());
+        if first {
+            // Same order as the reader's interner, so the ids agree.
+            for name in &buf.new_labels {
+                model.intern_label(name);
+            }
+            first = false;
+        }
         let mut n = 0;
-        for item in it.by_ref() {
-            match item {
-                Ok((_, rec)) => model.apply(&rec),
-                Err(_) => return, // cannot happen: we encoded these bytes ourselves
+        for ev in events.by_ref() {
+            match ev {
+                Event::Start(s) => model.apply_start(s),
+                Event::End(e) => model.apply_end(e),
+                &Event::Raw(at, len) => {
+                    let bytes = &buf.raw[at as usize..(at + len) as usize];
+                    if let Ok(Decoded::Record(rec, _)) = decode_record(bytes) {
+                        model.apply(&rec);
+                    }
+                }
             }
             n += 1;
             if n == RECORDS_PER_LOCK {
@@ -362,6 +430,42 @@ fn apply(shared: &Shared, buf: &[u8], stopped: &dyn Fn() -> bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ingest_thread_builds_the_same_model_as_applying_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::synth::SynthOptions {
+            frames: 5_000,
+            ..Default::default()
+        };
+        let n = crate::synth::write_log(dir.path(), &opts).unwrap();
+        let ing = Ingest::start(dir.path(), false);
+        assert!(ing.wait_caught_up(Duration::from_secs(20)));
+        let mut bytes = Vec::new();
+        framelog::LogReader::open(dir.path())
+            .unwrap()
+            .read_available(|_, rec| rec.encode_to_vec(&mut bytes))
+            .unwrap();
+        let mut direct = Model::new();
+        direct.apply_bytes(&bytes);
+        let m = ing.model();
+        assert_eq!(m.frame_count(), n);
+        assert_eq!(m.frame_count(), direct.frame_count());
+        assert_eq!(m.record_count(), direct.record_count());
+        assert_eq!(m.labels().len(), direct.labels().len());
+        for (id, name) in direct.labels().names() {
+            assert_eq!(m.labels().get(name), Some(id));
+            let (a, b) = (m.stats().get(id), direct.stats().get(id));
+            assert_eq!(
+                (a.count, a.total_ns, a.self_ns),
+                (b.count, b.total_ns, b.self_ns)
+            );
+        }
+        assert_eq!(m.contexts().len(), direct.contexts().len());
+        let s = ing.status();
+        assert!(s.caught_up && s.finished && s.errors.is_empty(), "{s:?}");
+        assert!(s.bytes_read > 0 && s.bytes_read <= s.total_bytes, "{s:?}");
+    }
 
     #[test]
     fn not_a_log_is_reported_not_fatal() {

@@ -163,6 +163,24 @@ impl Row {
     }
 }
 
+/// A FrameStart with its label already interned (the ingest thread interns labels while it
+/// reads, so the model thread does not hash strings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StartRec {
+    /// Writing process's worker id.
+    pub worker: u8,
+    /// Frame id.
+    pub id: u32,
+    /// Start time, ns since the Unix epoch.
+    pub timestamp: u64,
+    /// Context value.
+    pub context: u32,
+    /// Category byte.
+    pub category: u8,
+    /// Interned label id.
+    pub label: u32,
+}
+
 /// A frame that may still be running in a lane (a parent candidate for new frames).
 #[derive(Clone, Copy, Debug)]
 struct Active {
@@ -334,6 +352,28 @@ impl Model {
         }
     }
 
+    /// Interns a label (labels must be interned in the order the ids were handed out by the
+    /// caller's own interner when it uses [`Model::apply_start`]).
+    pub fn intern_label(&mut self, name: &str) -> u32 {
+        self.labels.intern(name)
+    }
+
+    /// Applies a FrameStart whose label was interned already (see [`StartRec`]).
+    #[inline]
+    pub fn apply_start(&mut self, s: &StartRec) {
+        self.records += 1;
+        self.generation = self.generation.wrapping_add(1);
+        self.start_interned(s);
+    }
+
+    /// Applies a FrameEnd.
+    #[inline]
+    pub fn apply_end(&mut self, e: &FrameEnd) {
+        self.records += 1;
+        self.generation = self.generation.wrapping_add(1);
+        self.end(e);
+    }
+
     fn lane_for(&mut self, worker: u8, thread: u32) -> u32 {
         if let Some(&l) = self.lane_map.get(&(worker, thread)) {
             return l;
@@ -358,6 +398,18 @@ impl Model {
     }
 
     fn start(&mut self, s: &FrameStart<'_>) {
+        let label = self.labels.intern(s.label);
+        self.start_interned(&StartRec {
+            worker: s.worker,
+            id: s.id,
+            timestamp: s.timestamp,
+            context: s.context,
+            category: s.category.0,
+            label,
+        });
+    }
+
+    fn start_interned(&mut self, s: &StartRec) {
         let k = key(s.worker, s.id);
         self.touch(s.timestamp);
         let lane_id = match self.workers[s.worker as usize].current_lane {
@@ -368,7 +420,7 @@ impl Model {
                 l
             }
         };
-        let label = self.labels.intern(s.label);
+        let label = s.label;
         let end = if self.early_ends.is_empty() {
             None
         } else {
@@ -406,7 +458,7 @@ impl Model {
                 rows.len() - 1
             }
         };
-        let index = rows[row].push(t, end.unwrap_or(OPEN), label, s.context, s.id, s.category.0);
+        let index = rows[row].push(t, end.unwrap_or(OPEN), label, s.context, s.id, s.category);
         let at = FrameRef {
             lane: lane_id,
             row: row as u32,
