@@ -63,6 +63,9 @@ pub struct Shared {
     status: Mutex<IngestStatus>,
     repaint: Mutex<Option<egui::Context>>,
     stop: AtomicBool,
+    /// Set while the UI thread waits for the model lock: the applier steps aside between
+    /// chunks (a plain mutex would let it re-take the lock at once and starve the UI).
+    ui_waiting: AtomicBool,
 }
 
 impl Shared {
@@ -128,9 +131,13 @@ impl Ingest {
         self.started
     }
 
-    /// Locks the model (held briefly by the ingest thread between chunks).
+    /// Locks the model (the ingest thread holds it for one chunk of records at most, and
+    /// lets the UI in before taking it again).
     pub fn model(&self) -> MutexGuard<'_, Model> {
-        self.shared.model.lock().unwrap_or_else(|e| e.into_inner())
+        self.shared.ui_waiting.store(true, Ordering::Release);
+        let guard = self.shared.model.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.ui_waiting.store(false, Ordering::Release);
+        guard
     }
 
     /// A copy of the current status.
@@ -420,6 +427,11 @@ fn apply(shared: &Shared, buf: &Batch, stopped: &dyn Fn() -> bool) {
             }
         }
         drop(model);
+        // Let a waiting UI thread have the model before the next chunk.
+        let t = Instant::now();
+        while shared.ui_waiting.load(Ordering::Acquire) && t.elapsed() < Duration::from_millis(50) {
+            std::thread::yield_now();
+        }
         if n < RECORDS_PER_LOCK {
             return;
         }
