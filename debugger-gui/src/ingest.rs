@@ -22,7 +22,7 @@ use crate::model::{Model, StartRec};
 /// Bytes the reader delivers per `read_some` call.
 const SLICE_BYTES: usize = 4 << 20;
 /// Records applied per model-lock acquisition.
-const RECORDS_PER_LOCK: usize = 32_768;
+const RECORDS_PER_LOCK: usize = 65_536;
 
 /// How the ingest thread is doing (shown in the status bar).
 #[derive(Clone, Debug, Default, PartialEq)]
