@@ -170,7 +170,12 @@ impl DataStore {
                     return Err(Error::corrupt(
                         &seg.data_path,
                         seek as u64,
-                        formats::DecodeError::new(0, formats::ErrorKind::BadDocumentLen(-1)),
+                        formats::DecodeError::new(
+                            0,
+                            formats::ErrorKind::BadDocument(
+                                "the entry runs past the end of the data file".into(),
+                            ),
+                        ),
                     ));
                 }
                 Err(e) => return Err(Error::corrupt(&seg.data_path, seek as u64, e)),
