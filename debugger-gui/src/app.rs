@@ -13,11 +13,10 @@ use crate::demo::Demo;
 use crate::ingest::{Ingest, IngestStatus};
 use crate::model::search::{Matches, Pattern};
 use crate::model::{FrameInfo, FrameRef, Model};
-use crate::timefmt;
 use crate::ui::contexts::{self, ContextsPanel};
 use crate::ui::flamegraph::{self, FlameState};
 use crate::ui::stats::{self, StatsPanel};
-use crate::ui::{category_color, data_tree, status_bar};
+use crate::ui::{category_color, data_tree, frame_info, status_bar};
 
 /// An open log: its directory, the ingest thread and the frame-data thread.
 struct OpenLog {
@@ -544,7 +543,6 @@ impl DebuggerApp {
             ui.label(RichText::new("Click a frame to see its details and data.").weak());
             return;
         };
-        let base = model.time_range().map_or(0, |r| r.0);
         egui::Grid::new("frame-info")
             .num_columns(2)
             .striped(true)
@@ -561,28 +559,7 @@ impl DebuggerApp {
                     ui.label(info.category.to_string());
                 });
                 ui.end_row();
-                ui.label("Duration");
-                ui.label(match info.end {
-                    Some(_) => timefmt::duration(info.duration as f64),
-                    None => format!("{} (running)", timefmt::duration(info.duration as f64)),
-                });
-                ui.end_row();
-                ui.label("Self time");
-                ui.label(timefmt::duration(info.self_ns as f64));
-                ui.end_row();
-                ui.label("Start");
-                ui.label(format!(
-                    "+{}  {}",
-                    timefmt::duration(info.start.saturating_sub(base) as f64),
-                    timefmt::clock(info.start)
-                ));
-                ui.end_row();
-                ui.label("Thread");
-                ui.label(model.lane_title(info.at.lane));
-                ui.end_row();
-                ui.label("Context");
-                ui.label(info.context.to_string());
-                ui.end_row();
+                frame_info::timing_rows(ui, model, &info);
                 ui.label("Frame key");
                 ui.label(info.key.to_string());
                 ui.end_row();

@@ -6,7 +6,7 @@
 
 use egui::{
     Align2, Color32, CornerRadius, FontId, Key, Pos2, Rect, Response, Role, Sense, Stroke,
-    StrokeKind, Ui, Vec2, WidgetInfo, pos2, vec2,
+    StrokeKind, Ui, WidgetInfo, pos2, vec2,
 };
 use formats::Category;
 
@@ -14,7 +14,7 @@ use crate::model::lod::LodBox;
 use crate::model::search::Matches;
 use crate::model::{FrameRef, Model};
 use crate::timefmt;
-use crate::ui::{category_color, text_color_on};
+use crate::ui::{category_color, frame_info, text_color_on};
 
 /// Height of the time ruler.
 pub const RULER_H: f32 = 22.0;
@@ -507,14 +507,11 @@ pub fn show(
             visuals.widgets.inactive.bg_fill,
         );
     }
-    let _ = Vec2::ZERO;
     out
 }
 
 fn tooltip(response: &Response, model: &Model, at: FrameRef) {
     let Some(info) = model.info(at) else { return };
-    let lane_title = model.lane_title(at.lane);
-    let base = model.time_range().map_or(0, |r| r.0);
     response.clone().on_hover_ui_at_pointer(|ui| {
         ui.strong(&info.label);
         egui::Grid::new("flame-tooltip")
@@ -523,29 +520,7 @@ fn tooltip(response: &Response, model: &Model, at: FrameRef) {
                 ui.label("Category");
                 ui.label(info.category.to_string());
                 ui.end_row();
-                ui.label("Duration");
-                ui.label(if info.end.is_some() {
-                    timefmt::duration(info.duration as f64)
-                } else {
-                    format!("{} (running)", timefmt::duration(info.duration as f64))
-                });
-                ui.end_row();
-                ui.label("Self time");
-                ui.label(timefmt::duration(info.self_ns as f64));
-                ui.end_row();
-                ui.label("Start");
-                ui.label(format!(
-                    "+{}  ({})",
-                    timefmt::duration(info.start.saturating_sub(base) as f64),
-                    timefmt::clock(info.start)
-                ));
-                ui.end_row();
-                ui.label("Thread");
-                ui.label(&lane_title);
-                ui.end_row();
-                ui.label("Context");
-                ui.label(format!("{}", info.context));
-                ui.end_row();
+                frame_info::timing_rows(ui, model, &info);
                 ui.label("Frame");
                 ui.label(info.key.to_string());
                 ui.end_row();
