@@ -373,14 +373,7 @@ impl Batch {
                 if label as usize == before {
                     self.new_labels.push(s.label.into());
                 }
-                self.events.push(Event::Start(StartRec {
-                    worker: s.worker,
-                    id: s.id,
-                    timestamp: s.timestamp,
-                    context: s.context,
-                    category: s.category.0,
-                    label,
-                }));
+                self.events.push(Event::Start(StartRec::new(s, label)));
             }
             Record::End(e) => self.events.push(Event::End(*e)),
             other => {

@@ -181,6 +181,20 @@ pub struct StartRec {
     pub label: u32,
 }
 
+impl StartRec {
+    /// The compact form of `s`, whose label was interned as `label`.
+    pub fn new(s: &FrameStart<'_>, label: u32) -> Self {
+        Self {
+            worker: s.worker,
+            id: s.id,
+            timestamp: s.timestamp,
+            context: s.context,
+            category: s.category.0,
+            label,
+        }
+    }
+}
+
 /// A frame that may still be running in a lane (a parent candidate for new frames).
 #[derive(Clone, Copy, Debug)]
 struct Active {
@@ -399,14 +413,7 @@ impl Model {
 
     fn start(&mut self, s: &FrameStart<'_>) {
         let label = self.labels.intern(s.label);
-        self.start_interned(&StartRec {
-            worker: s.worker,
-            id: s.id,
-            timestamp: s.timestamp,
-            context: s.context,
-            category: s.category.0,
-            label,
-        });
+        self.start_interned(&StartRec::new(s, label));
     }
 
     fn start_interned(&mut self, s: &StartRec) {
