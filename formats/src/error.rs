@@ -31,6 +31,9 @@ pub enum ErrorKind {
     /// A BSON document's length prefix is impossible.
     #[error("BSON document length {0} is invalid")]
     BadDocumentLen(i32),
+    /// Bytes given to be appended do not end at a record boundary.
+    #[error("the bytes end inside a record ({0} bytes of a partial record)")]
+    PartialRecord(usize),
     /// A BSON document does not parse.
     #[error("BSON document is malformed: {0}")]
     BadDocument(String),

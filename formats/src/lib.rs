@@ -5,6 +5,7 @@
 //! It encodes into caller-provided buffers and decodes from byte slices; it never does I/O.
 //! The authoritative description is `docs/FORMAT.md` at the repository root.
 
+mod batch;
 mod category;
 mod data;
 mod error;
@@ -12,6 +13,11 @@ mod header;
 mod label;
 mod record;
 
+pub use batch::{
+    BATCH_RECORD_LEN, BatchHeader, DATA_BATCH_TARGET, DATA_MARKER_LEN, DamageKind, DataMarker,
+    FLAG_BATCHES, FRAMES_BATCH_TARGET, Framing, MAX_FRAMES_BATCH_LEN, Probe, Unit,
+    check_index_entries, data_batch_entries, frame_data_batch, record_len, split_records,
+};
 pub use category::Category;
 pub use data::{
     DATA_ENTRY_HEADER_LEN, DataEntry, INDEX_ENTRY_LEN, IndexEntry, decode_data_entry,

@@ -56,6 +56,8 @@ pub enum RecordType {
     WorkerInfo = 3,
     /// A thread of the writing process; the worker's records that follow were recorded on it.
     ThreadInfo = 4,
+    /// Batch framing: length and CRC32C of the records that follow (see [`crate::BatchHeader`]).
+    Batch = 5,
 }
 
 impl RecordType {
@@ -67,6 +69,7 @@ impl RecordType {
             2 => "dropped".into(),
             3 => "worker_info".into(),
             4 => "thread_info".into(),
+            5 => "batch".into(),
             t => format!("ext-{t}").into(),
         }
     }
@@ -438,11 +441,22 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// Bytes this record takes when encoded (labels and names cut to 255 bytes).
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Record::Start(r) => r.encoded_len(),
+            Record::End(_) => FRAME_END_LEN,
+            Record::Dropped(_) => EXT_HEADER_LEN + 8,
+            Record::WorkerInfo(r) => EXT_HEADER_LEN + 4 + truncate_label(r.name).len(),
+            Record::ThreadInfo(r) => EXT_HEADER_LEN + truncate_label(r.name).len(),
+            Record::Unknown(r) => EXT_HEADER_LEN + r.payload.len(),
+        }
+    }
+
     /// Appends the encoded record to `out` (allocating only if `out` lacks capacity).
     pub fn encode_to_vec(&self, out: &mut Vec<u8>) {
         let start = out.len();
-        // The largest record is an extension with a 64 KiB payload.
-        out.resize(start + EXT_HEADER_LEN + u16::MAX as usize + 4, 0);
+        out.resize(start + self.encoded_len(), 0);
         let n = self.encode(&mut out[start..]).unwrap_or(0);
         out.truncate(start + n);
     }
@@ -507,6 +521,7 @@ mod tests {
     fn round_trip(rec: Record<'_>) {
         let mut buf = vec![0u8; 70_000];
         let n = rec.encode(&mut buf).expect("fits");
+        assert_eq!(rec.encoded_len(), n);
         match decode_record(&buf[..n]).expect("decodes") {
             Decoded::Record(back, len) => {
                 assert_eq!(len, n);
