@@ -169,6 +169,11 @@ impl DataMarker {
         out
     }
 
+    /// Whether `body` is the batch's data entries, by length and checksum.
+    pub fn body_matches(&self, body: &[u8]) -> bool {
+        body.len() == self.len as usize && crc(body) == self.data_crc
+    }
+
     /// Checks the bytes at the front of `buf` as a marker entry (not the entries after it).
     pub fn probe(buf: &[u8]) -> Probe<Self> {
         let head_ok = |range: Range<usize>, want: &[u8]| match buf.get(range.clone()) {

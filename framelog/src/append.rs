@@ -4,25 +4,107 @@
 //! of the segment it means to append to, then
 //! 1. if a newer segment exists, this one is sealed: unlock and move on;
 //! 2. if the file is shorter than its header (just created), write the header;
-//! 3. once per process and segment, cut a torn tail left by a crashed writer;
-//! 4. if the batch would push the segment past its size limit, create the next segment,
+//! 3. once per process and segment, cut a torn tail left by a crashed writer (a segment that
+//!    is not batch-framed, or holds damage, is left untouched and the next one started);
+//! 4. if the append would push the segment past its size limit, create the next segment,
 //!    unlock and move on;
-//! 5. append the batch with one `write` and unlock.
+//! 5. append the batches with one `write` (writev) and unlock.
 //!
-//! Because every step happens under the lock, batches never interleave and a segment is
+//! Because every step happens under the lock, appends never interleave and a segment is
 //! never written again once its successor exists. A data segment and its index are one
 //! unit: both are written under the lock of the `.framedata` file.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{IoSlice, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use formats::{FileHeader, FileKind, HEADER_LEN, IndexEntry};
+use formats::{
+    BatchHeader, DATA_BATCH_TARGET, FLAG_BATCHES, FRAMES_BATCH_TARGET, FileHeader, FileKind,
+    FrameKey, HEADER_LEN, encode_data_entry, frame_data_batch, split_records,
+};
 
 use crate::error::{Error, IoContext, Result};
-use crate::repair::{self, Tail};
+use crate::pread::read_header;
+use crate::repair::{self, DataTail, Tail};
 use crate::segments::{self, segment_path};
-use crate::writer::DataBatch;
+
+/// When appended bytes are forced to stable storage (`fdatasync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// Never: the operating system writes them back on its own (a process crash loses
+    /// nothing; a power loss loses the last seconds).
+    #[default]
+    Never,
+    /// At the first append this long after the last sync, and when the writer is dropped.
+    Interval(Duration),
+    /// After every append, before it returns.
+    EveryBatch,
+}
+
+/// Called once for each segment a writer finds damaged and leaves alone.
+pub type DamageHook = Arc<dyn Fn(&Error) + Send + Sync>;
+
+/// A batch of frame-data entries, appended together with their index entries.
+#[derive(Debug, Default, Clone)]
+pub struct DataBatch {
+    bytes: Vec<u8>,
+    offsets: Vec<(FrameKey, u32)>,
+}
+
+impl DataBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one data entry for `key` with BSON `document` bytes (from [`formats::to_document`]).
+    pub fn push(&mut self, key: FrameKey, document: &[u8]) {
+        self.offsets.push((key, self.bytes.len() as u32));
+        encode_data_entry(&mut self.bytes, key, document);
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Whether the batch has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// Bytes the entries add to the data file (before batch framing).
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Empties the batch, keeping its memory.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.offsets.clear();
+    }
+
+    /// The entries split into on-disk batches of at most [`DATA_BATCH_TARGET`] bytes (a
+    /// bigger entry gets one of its own): byte range and entry range of each.
+    fn groups(&self) -> Vec<(Range<usize>, Range<usize>)> {
+        let mut out = Vec::new();
+        let (mut first, mut start) = (0usize, 0usize);
+        for i in 0..=self.offsets.len() {
+            let at = self.offsets.get(i).map_or(self.bytes.len(), |o| o.1 as usize);
+            let end = self.offsets.get(i + 1).map_or(self.bytes.len(), |o| o.1 as usize);
+            let close = i == self.offsets.len() || (i > first && end - start > DATA_BATCH_TARGET);
+            if close && i > first {
+                out.push((start..at, first..i));
+                first = i;
+                start = at;
+            }
+        }
+        out
+    }
+}
 
 /// Releases a file's advisory lock when dropped.
 struct Locked<'a> {
@@ -52,14 +134,15 @@ fn open_append(path: &Path) -> Result<File> {
         .at(path)
 }
 
-/// Writes the header into a file that has fewer than 16 bytes (created, not yet written).
-/// Returns the header length in effect, or `None` if the file has a header that is not
-/// ours (wrong magic, newer version): such a file is left untouched.
+/// Writes a framed header into a file that has fewer than 16 bytes (created, not yet
+/// written). Returns the header length in effect, or `None` if the file is not one this
+/// writer may append to: a header that is not ours (wrong magic, newer version), or a file
+/// without batch framing (written before it existed).
 fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<u64>> {
-    match repair::read_header(file, path, kind) {
-        Ok(Some(h)) => return Ok(Some(u64::from(h.header_len))),
+    match read_header(file, path, kind) {
+        Ok(Some(h)) if h.flags & FLAG_BATCHES != 0 => return Ok(Some(u64::from(h.header_len))),
+        Ok(Some(_)) | Err(Error::Corrupt { .. }) => return Ok(None),
         Ok(None) => {}
-        Err(Error::Corrupt { .. }) => return Ok(None),
         Err(e) => return Err(e),
     }
     // A partial header can only come from a creator that died mid-write. Truncate only
@@ -67,9 +150,9 @@ fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<u64>
     if file.metadata().at(path)?.len() > 0 {
         file.set_len(0).at(path)?;
     }
-    (&*file)
-        .write_all(&FileHeader::new(kind).encode())
-        .at(path)?;
+    let mut header = FileHeader::new(kind);
+    header.flags = FLAG_BATCHES;
+    (&*file).write_all(&header.encode()).at(path)?;
     Ok(Some(HEADER_LEN as u64))
 }
 
@@ -81,8 +164,99 @@ fn cut_to(file: &File, path: &Path, len: u64) -> Result<()> {
     Ok(())
 }
 
+/// Writes every slice with as few `writev` calls as the system allows (usually one).
+fn write_all_vectored(file: &File, path: &Path, mut slices: &mut [IoSlice<'_>]) -> Result<()> {
+    // Linux's IOV_MAX.
+    const MAX_SLICES: usize = 1024;
+    while !slices.is_empty() {
+        let n = slices.len().min(MAX_SLICES);
+        match (&*file).write_vectored(&slices[..n]) {
+            Ok(0) => {
+                return Err(Error::io(
+                    path,
+                    std::io::Error::from(std::io::ErrorKind::WriteZero),
+                ));
+            }
+            Ok(written) => IoSlice::advance_slices(&mut slices, written),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    Ok(())
+}
+
 fn latest_or_first(dir: &Path, kind: FileKind) -> Result<u32> {
     Ok(segments::list(dir, kind)?.last().copied().unwrap_or(1))
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Settings every appender shares.
+#[derive(Clone)]
+pub(crate) struct AppendConfig {
+    /// Recorded in each batch header.
+    pub worker: u8,
+    /// Rotate past this many bytes.
+    pub limit: u64,
+    /// When to `fdatasync`.
+    pub sync: SyncPolicy,
+    /// Told about damaged segments left alone.
+    pub on_damage: Option<DamageHook>,
+}
+
+impl AppendConfig {
+    fn report(&self, e: Error) {
+        if let Some(hook) = &self.on_damage {
+            hook(&e);
+        }
+    }
+}
+
+/// Tracks when appended bytes were last synced.
+struct Syncer {
+    policy: SyncPolicy,
+    last: Instant,
+    dirty: bool,
+}
+
+impl Syncer {
+    fn new(policy: SyncPolicy) -> Self {
+        Self {
+            policy,
+            last: Instant::now(),
+            dirty: false,
+        }
+    }
+
+    /// After an append to `files`: sync them if the policy says so now.
+    fn appended(&mut self, files: &[(&File, &Path)]) -> Result<()> {
+        self.dirty = true;
+        let due = match self.policy {
+            SyncPolicy::Never => false,
+            SyncPolicy::EveryBatch => true,
+            SyncPolicy::Interval(d) => self.last.elapsed() >= d,
+        };
+        if due {
+            self.sync(files)?;
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self, files: &[(&File, &Path)]) -> Result<()> {
+        if self.dirty && self.policy != SyncPolicy::Never {
+            for (f, p) in files {
+                f.sync_data().at(p)?;
+            }
+            self.dirty = false;
+            self.last = Instant::now();
+        }
+        Ok(())
+    }
 }
 
 /// The open segment one appender writes to.
@@ -106,24 +280,39 @@ impl Current {
 }
 
 /// Appends record batches to the frame-log segments of one log.
-pub struct FramesAppender {
+pub(crate) struct FramesAppender {
     dir: PathBuf,
-    limit: u64,
+    config: AppendConfig,
     current: Option<Current>,
+    syncer: Syncer,
+    heads: Vec<([u8; formats::BATCH_RECORD_LEN], Range<usize>)>,
 }
 
 impl FramesAppender {
-    /// An appender for `dir` rotating segments past `limit` bytes.
-    pub fn new(dir: &Path, limit: u64) -> Self {
+    /// An appender for `dir`.
+    pub(crate) fn new(dir: &Path, config: AppendConfig) -> Self {
         Self {
             dir: dir.to_owned(),
-            limit,
+            syncer: Syncer::new(config.sync),
+            config,
             current: None,
+            heads: Vec::new(),
         }
     }
 
-    /// Appends `bytes` (whole encoded records) as one write.
-    pub fn append(&mut self, bytes: &[u8]) -> Result<()> {
+    /// Appends `bytes` (whole encoded records) as checksummed batches with one write.
+    pub(crate) fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        // Framing and checksums are computed before taking the lock.
+        self.heads.clear();
+        let (worker, ts, heads) = (self.config.worker, now_ns(), &mut self.heads);
+        split_records(bytes, FRAMES_BATCH_TARGET, |r, count| {
+            let head = BatchHeader::for_records(worker, ts, &bytes[r.clone()], count).encode();
+            heads.push((head, r));
+        })
+        .map_err(|e| Error::BadAppend(e.to_string()))?;
         let kind = FileKind::FrameLog;
         loop {
             let cur = match &mut self.current {
@@ -146,99 +335,149 @@ impl FramesAppender {
             if !cur.checked && !start_next {
                 match repair::frames_tail(&cur.file, &cur.path, header_len)? {
                     Tail::WholeUpTo(end) => cut_to(&cur.file, &cur.path, end)?,
-                    Tail::Corrupt => start_next = true,
+                    Tail::Damaged(offset) => {
+                        self.config.report(Error::SegmentDamaged {
+                            path: cur.path.clone(),
+                            offset,
+                        });
+                        start_next = true;
+                    }
                 }
                 cur.checked = true;
             }
             let len = cur.file.metadata().at(&cur.path)?.len();
-            if start_next || (len > header_len && len + bytes.len() as u64 > self.limit) {
+            let total = (bytes.len() + self.heads.len() * formats::BATCH_RECORD_LEN) as u64;
+            if start_next || (len > header_len && len + total > self.config.limit) {
                 open_append(&segment_path(&self.dir, kind, next))?;
                 drop(lock);
                 self.current = Some(Current::open(&self.dir, kind, next)?);
                 continue;
             }
-            (&cur.file).write_all(bytes).at(&cur.path)?;
-            return Ok(());
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(self.heads.len() * 2);
+            for (head, r) in &self.heads {
+                slices.push(IoSlice::new(head));
+                slices.push(IoSlice::new(&bytes[r.clone()]));
+            }
+            write_all_vectored(&cur.file, &cur.path, &mut slices)?;
+            drop(lock);
+            return self.syncer.appended(&[(&cur.file, &cur.path)]);
+        }
+    }
+
+    /// Forces appended bytes to stable storage now (unless the policy is `Never`).
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        match &self.current {
+            Some(c) => self.syncer.sync(&[(&c.file, &c.path)]),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The open data/index pair one appender writes to.
+struct Pair {
+    data: Current,
+    idx: File,
+    idx_path: PathBuf,
+}
+
+/// Checks a pair before the first append to it; returns whether to start the next pair.
+fn repair_pair(config: &AppendConfig, pair: &Pair, data_header: u64, idx_header: u64) -> Result<bool> {
+    let (cur, idx, idx_path) = (&pair.data, &pair.idx, &pair.idx_path);
+    match repair::data_tail(&cur.file, &cur.path, idx, idx_path, data_header, idx_header)? {
+        DataTail::Repair {
+            idx_len,
+            reindex,
+            data_len,
+        } => {
+            // Index first: no index entry may point at bytes about to be cut.
+            cut_to(idx, idx_path, idx_len)?;
+            (&*idx).write_all(&reindex).at(idx_path)?;
+            cut_to(&cur.file, &cur.path, data_len)?;
+            Ok(false)
+        }
+        DataTail::Damaged(in_data, offset) => {
+            let path = if in_data { &cur.path } else { idx_path };
+            config.report(Error::SegmentDamaged {
+                path: path.clone(),
+                offset,
+            });
+            Ok(true)
         }
     }
 }
 
 /// Appends frame-data batches (data entries plus their index entries) to one log.
-pub struct DataAppender {
+pub(crate) struct DataAppender {
     dir: PathBuf,
-    limit: u64,
-    current: Option<(Current, File, PathBuf)>,
+    config: AppendConfig,
+    current: Option<Pair>,
+    syncer: Syncer,
     index_buf: Vec<u8>,
+    markers: Vec<[u8; formats::DATA_MARKER_LEN]>,
 }
 
 /// The largest offset a data segment may reach: `seek` is a u32.
 const MAX_DATA_SEGMENT: u64 = u32::MAX as u64;
 
 impl DataAppender {
-    /// An appender for `dir` rotating data segments past `limit` bytes (capped below 4 GiB).
-    pub fn new(dir: &Path, limit: u64) -> Self {
+    /// An appender for `dir` (its limit is capped below 4 GiB).
+    pub(crate) fn new(dir: &Path, mut config: AppendConfig) -> Self {
+        config.limit = config.limit.min(MAX_DATA_SEGMENT);
         Self {
             dir: dir.to_owned(),
-            limit: limit.min(MAX_DATA_SEGMENT),
+            syncer: Syncer::new(config.sync),
+            config,
             current: None,
             index_buf: Vec::new(),
+            markers: Vec::new(),
         }
     }
 
-    fn open_pair(dir: &Path, n: u32) -> Result<(Current, File, PathBuf)> {
+    fn open_pair(dir: &Path, n: u32) -> Result<Pair> {
         let data = Current::open(dir, FileKind::FrameData, n)?;
         let idx_path = segment_path(dir, FileKind::FrameIndex, n);
         let idx = open_append(&idx_path)?;
-        Ok((data, idx, idx_path))
+        Ok(Pair {
+            data,
+            idx,
+            idx_path,
+        })
     }
 
-    /// Appends every entry of `batch` and its index entry, with `seek`s read under the lock.
-    pub fn append(&mut self, batch: &DataBatch) -> Result<()> {
+    /// Appends every entry of `batch` as checksummed data batches, then their index entries.
+    pub(crate) fn append(&mut self, batch: &DataBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
-        let bytes = batch.bytes();
+        let groups = batch.groups();
+        let framed_len = (batch.bytes.len() + groups.len() * formats::DATA_MARKER_LEN) as u64;
         loop {
-            let (cur, idx, idx_path) = match &mut self.current {
+            let pair = match &mut self.current {
                 Some(c) => c,
                 None => {
                     let n = latest_or_first(&self.dir, FileKind::FrameData)?;
                     self.current.insert(Self::open_pair(&self.dir, n)?)
                 }
             };
-            let next = cur.n + 1;
-            let lock = Locked::new(&cur.file, &cur.path)?;
+            let next = pair.data.n + 1;
+            let lock = Locked::new(&pair.data.file, &pair.data.path)?;
             if segments::exists(&self.dir, FileKind::FrameData, next) {
                 drop(lock);
                 self.current = Some(Self::open_pair(&self.dir, next)?);
                 continue;
             }
-            let data_header = ensure_header(&cur.file, &cur.path, FileKind::FrameData)?;
-            let idx_header = ensure_header(idx, idx_path, FileKind::FrameIndex)?;
+            let data_header = ensure_header(&pair.data.file, &pair.data.path, FileKind::FrameData)?;
+            let idx_header = ensure_header(&pair.idx, &pair.idx_path, FileKind::FrameIndex)?;
             let mut start_next = data_header.is_none() || idx_header.is_none();
             let data_header = data_header.unwrap_or(HEADER_LEN as u64);
             let idx_header = idx_header.unwrap_or(HEADER_LEN as u64);
-            if !cur.checked && !start_next {
-                let (tail, idx_end) = repair::data_tail(
-                    &cur.file,
-                    &cur.path,
-                    idx,
-                    idx_path,
-                    data_header,
-                    idx_header,
-                )?;
-                match tail {
-                    Tail::WholeUpTo(end) => {
-                        cut_to(&cur.file, &cur.path, end)?;
-                        cut_to(idx, idx_path, idx_end)?;
-                    }
-                    Tail::Corrupt => start_next = true,
-                }
-                cur.checked = true;
+            if !pair.data.checked && !start_next {
+                start_next = repair_pair(&self.config, pair, data_header, idx_header)?;
             }
-            let seek = cur.file.metadata().at(&cur.path)?.len();
-            let end = seek + bytes.len() as u64;
-            if start_next || (seek > data_header && end > self.limit) {
+            pair.data.checked = true;
+            let seek = pair.data.file.metadata().at(&pair.data.path)?.len();
+            let end = seek + framed_len;
+            if start_next || (seek > data_header && end > self.config.limit) {
                 open_append(&segment_path(&self.dir, FileKind::FrameData, next))?;
                 drop(lock);
                 self.current = Some(Self::open_pair(&self.dir, next)?);
@@ -246,22 +485,82 @@ impl DataAppender {
             }
             if end > MAX_DATA_SEGMENT {
                 return Err(Error::BatchTooLarge {
-                    path: cur.path.clone(),
-                    len: bytes.len() as u64,
+                    path: pair.data.path.clone(),
+                    len: framed_len,
                 });
             }
             self.index_buf.clear();
-            for (key, rel) in batch.offsets() {
-                let entry = IndexEntry {
-                    key,
-                    seek: (seek + u64::from(rel)) as u32,
-                };
-                self.index_buf.extend_from_slice(&entry.encode());
+            self.markers.clear();
+            let mut marker_seek = seek;
+            let mut rel = Vec::new();
+            for (bytes, entries) in &groups {
+                rel.clear();
+                rel.extend(
+                    batch.offsets[entries.clone()]
+                        .iter()
+                        .map(|&(k, o)| (k, o - bytes.start as u32)),
+                );
+                let body = &batch.bytes[bytes.clone()];
+                let marker = frame_data_batch(
+                    self.config.worker,
+                    body,
+                    &rel,
+                    marker_seek,
+                    &mut self.index_buf,
+                );
+                self.markers.push(marker.encode());
+                marker_seek += (formats::DATA_MARKER_LEN + body.len()) as u64;
+            }
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(groups.len() * 2);
+            for (marker, (bytes, _)) in self.markers.iter().zip(&groups) {
+                slices.push(IoSlice::new(marker));
+                slices.push(IoSlice::new(&batch.bytes[bytes.clone()]));
             }
             // Data first: an index entry must never point at bytes not yet written.
-            (&cur.file).write_all(bytes).at(&cur.path)?;
-            (&*idx).write_all(&self.index_buf).at(idx_path)?;
-            return Ok(());
+            write_all_vectored(&pair.data.file, &pair.data.path, &mut slices)?;
+            (&pair.idx).write_all(&self.index_buf).at(&pair.idx_path)?;
+            drop(lock);
+            return self.syncer.appended(&[
+                (&pair.data.file, &pair.data.path),
+                (&pair.idx, &pair.idx_path),
+            ]);
         }
+    }
+
+    /// Forces appended bytes to stable storage now (unless the policy is `Never`).
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        match &self.current {
+            Some(p) => self
+                .syncer
+                .sync(&[(&p.data.file, &p.data.path), (&p.idx, &p.idx_path)]),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_groups_stay_under_the_target_unless_one_entry_is_bigger() {
+        let mut b = DataBatch::new();
+        let small = formats::to_document(&serde_json::json!({"s": "x".repeat(1000)})).unwrap();
+        let big = formats::to_document(&serde_json::json!({"s": "y".repeat(40_000)})).unwrap();
+        for i in 1..=40u32 {
+            let doc = if i == 20 { &big } else { &small };
+            b.push(FrameKey::new(1, i), doc);
+        }
+        let groups = b.groups();
+        let mut next_entry = 0;
+        let mut next_byte = 0;
+        for (bytes, entries) in &groups {
+            assert_eq!((bytes.start, entries.start), (next_byte, next_entry));
+            assert!(bytes.len() <= DATA_BATCH_TARGET || entries.len() == 1);
+            next_entry = entries.end;
+            next_byte = bytes.end;
+        }
+        assert_eq!((next_byte, next_entry), (b.bytes.len(), 40));
+        assert!(groups.len() >= 4);
     }
 }

@@ -1,11 +1,13 @@
-//! Validating every file of a log: headers, record framing, index seeks, BSON documents.
+//! Validating every file of a log: headers, batch checksums, record framing, index seeks,
+//! BSON documents. Every problem is listed with its file and byte offset.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use formats::{
-    Decoded, FileHeader, FileKind, FrameKey, INDEX_ENTRY_LEN, decode_data_entry,
-    decode_index_entry, decode_record,
+    BATCH_RECORD_LEN, DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileHeader,
+    FileKind, FrameKey, Framing, INDEX_ENTRY_LEN, Probe, RecordIter, Unit, check_index_entries,
+    decode_data_entry, decode_index_entry,
 };
 
 use crate::error::{IoContext, Result};
@@ -16,7 +18,7 @@ use crate::segments::{self, segment_path};
 pub enum Severity {
     /// Harmless: e.g. a batch being written, or a torn tail the next writer cuts.
     Note,
-    /// The file does not follow the format: data after this point is unreadable.
+    /// Bytes that fail the format's checks: readers skip them and their records are lost.
     Error,
 }
 
@@ -44,6 +46,8 @@ pub struct Report {
     pub data_entries: u64,
     /// Index entries read.
     pub index_entries: u64,
+    /// Batches whose checksums held.
+    pub batches: u64,
     /// Everything found, in file order.
     pub problems: Vec<Problem>,
 }
@@ -62,11 +66,29 @@ impl Report {
             message: message.into(),
         });
     }
+
+    /// Reports a damaged run; a torn tail in a live (last) segment is only a note.
+    fn damaged(&mut self, path: &Path, offset: u64, len: usize, why: &DamageKind, live: bool) {
+        let severity = if live && *why == DamageKind::TornTail {
+            Severity::Note
+        } else {
+            Severity::Error
+        };
+        let why = if severity == Severity::Note {
+            "a batch being written, or torn by a crash (the next writer cuts it)".to_owned()
+        } else {
+            why.to_string()
+        };
+        self.add(severity, path, offset, format!("{len} bytes skipped: {why}"));
+    }
 }
 
-fn header(report: &mut Report, path: &Path, kind: FileKind, bytes: &[u8]) -> Option<usize> {
+/// The header's length and whether the file is batch-framed, or `None` (reported).
+fn header(report: &mut Report, path: &Path, kind: FileKind, bytes: &[u8]) -> Option<(usize, bool)> {
     match FileHeader::decode(kind, bytes) {
-        Ok(Some(h)) if (h.header_len as usize) <= bytes.len() => Some(h.header_len as usize),
+        Ok(Some(h)) if (h.header_len as usize) <= bytes.len() => {
+            Some((h.header_len as usize, h.flags & FLAG_BATCHES != 0))
+        }
         Ok(_) => {
             report.add(
                 Severity::Error,
@@ -92,49 +114,16 @@ pub fn check_log(dir: &Path) -> Result<Report> {
         let path = segment_path(dir, FileKind::FrameLog, n);
         let bytes = std::fs::read(&path).at(&path)?;
         report.files += 1;
-        let Some(mut pos) = header(&mut report, &path, FileKind::FrameLog, &bytes) else {
-            continue;
-        };
-        loop {
-            match decode_record(&bytes[pos..]) {
-                Ok(Decoded::Record(_, len)) => {
-                    report.records += 1;
-                    pos += len;
-                }
-                Ok(Decoded::NeedMore) => {
-                    if pos < bytes.len() {
-                        let why = if Some(n) == last {
-                            "partial record at the end (a batch being written, or torn by a crash; the next writer cuts it)"
-                        } else {
-                            "partial record at the end of a closed segment (torn by a crash; readers skip it)"
-                        };
-                        report.add(
-                            Severity::Note,
-                            &path,
-                            pos as u64,
-                            format!("{} bytes: {why}", bytes.len() - pos),
-                        );
-                    }
-                    break;
-                }
-                Err(e) => {
-                    report.add(
-                        Severity::Error,
-                        &path,
-                        pos as u64 + e.offset,
-                        e.kind.to_string(),
-                    );
-                    break;
-                }
-            }
-        }
+        check_frames(&mut report, &path, &bytes, Some(n) == last);
     }
-    for n in segments::list(dir, FileKind::FrameData)? {
-        check_data_pair(dir, n, &mut report)?;
+    let data = segments::list(dir, FileKind::FrameData)?;
+    let last = data.last().copied();
+    for &n in &data {
+        check_data_pair(dir, n, Some(n) == last, &mut report)?;
     }
     // An index without its data file.
     for n in segments::list(dir, FileKind::FrameIndex)? {
-        if !segments::exists(dir, FileKind::FrameData, n) {
+        if !data.contains(&n) {
             let path = segment_path(dir, FileKind::FrameIndex, n);
             report.add(
                 Severity::Error,
@@ -147,47 +136,87 @@ pub fn check_log(dir: &Path) -> Result<Report> {
     Ok(report)
 }
 
-fn check_data_pair(dir: &Path, n: u32, report: &mut Report) -> Result<()> {
+fn check_frames(report: &mut Report, path: &Path, bytes: &[u8], live: bool) {
+    let Some((mut pos, framed)) = header(report, path, FileKind::FrameLog, bytes) else {
+        return;
+    };
+    while pos < bytes.len() {
+        match Framing::Frames.next_unit(&bytes[pos..], framed, true) {
+            Unit::Batch { len, body, .. } => {
+                report.batches += 1;
+                let body_at = (pos + BATCH_RECORD_LEN) as u64;
+                let mut decoded = 0u32;
+                for item in RecordIter::new(body, body_at) {
+                    match item {
+                        Ok(_) => decoded += 1,
+                        Err(e) => report.add(
+                            Severity::Error,
+                            path,
+                            e.offset,
+                            format!(
+                                "a record in a batch whose checksum holds does not decode: {}",
+                                e.kind
+                            ),
+                        ),
+                    }
+                }
+                let head = match formats::BatchHeader::probe(&bytes[pos..]) {
+                    Probe::Valid(h) => h.count,
+                    _ => decoded,
+                };
+                if head != decoded {
+                    report.add(
+                        Severity::Error,
+                        path,
+                        pos as u64,
+                        format!("batch says {head} records, holds {decoded}"),
+                    );
+                }
+                report.records += u64::from(decoded);
+                pos += len;
+            }
+            Unit::Unframed(len) => {
+                report.records += 1;
+                pos += len;
+            }
+            Unit::Damaged { len, why } => {
+                report.damaged(path, pos as u64, len, &why, live);
+                pos += len;
+            }
+            Unit::NeedMore => break,
+        }
+    }
+}
+
+fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Result<()> {
     let data_path = segment_path(dir, FileKind::FrameData, n);
     let bytes = std::fs::read(&data_path).at(&data_path)?;
     report.files += 1;
+    // Start offset of every whole, valid data entry, and the markers of valid batches.
     let mut starts: HashMap<u32, FrameKey> = HashMap::new();
-    if let Some(mut pos) = header(report, &data_path, FileKind::FrameData, &bytes) {
-        loop {
-            match decode_data_entry(&bytes[pos..]) {
-                Ok(Some(entry)) => {
-                    if let Err(e) = entry.parse() {
-                        report.add(
-                            Severity::Error,
-                            &data_path,
-                            pos as u64 + e.offset,
-                            e.kind.to_string(),
-                        );
+    let mut markers: HashMap<u32, DataMarker> = HashMap::new();
+    let mut framed = false;
+    if let Some((mut pos, f)) = header(report, &data_path, FileKind::FrameData, &bytes) {
+        framed = f;
+        while pos < bytes.len() {
+            match Framing::Data.next_unit(&bytes[pos..], framed, true) {
+                Unit::Batch { len, body, .. } => {
+                    report.batches += 1;
+                    if let Probe::Valid(m) = DataMarker::probe(&bytes[pos..]) {
+                        markers.insert(pos as u32, m);
                     }
-                    starts.insert(pos as u32, entry.key);
-                    report.data_entries += 1;
-                    pos += entry.encoded_len();
+                    check_entries(report, &data_path, body, pos + DATA_MARKER_LEN, &mut starts);
+                    pos += len;
                 }
-                Ok(None) => {
-                    if pos < bytes.len() {
-                        report.add(
-                            Severity::Note,
-                            &data_path,
-                            pos as u64,
-                            format!("{} bytes: partial data entry at the end", bytes.len() - pos),
-                        );
-                    }
-                    break;
+                Unit::Unframed(len) => {
+                    check_entries(report, &data_path, &bytes[pos..pos + len], pos, &mut starts);
+                    pos += len;
                 }
-                Err(e) => {
-                    report.add(
-                        Severity::Error,
-                        &data_path,
-                        pos as u64 + e.offset,
-                        e.kind.to_string(),
-                    );
-                    break;
+                Unit::Damaged { len, why } => {
+                    report.damaged(&data_path, pos as u64, len, &why, live);
+                    pos += len;
                 }
+                Unit::NeedMore => break,
             }
         }
     }
@@ -206,43 +235,172 @@ fn check_data_pair(dir: &Path, n: u32, report: &mut Report) -> Result<()> {
         Err(e) => return Err(crate::Error::io(&idx_path, e)),
     };
     report.files += 1;
-    let Some(start) = header(report, &idx_path, FileKind::FrameIndex, &idx) else {
+    let Some((start, _)) = header(report, &idx_path, FileKind::FrameIndex, &idx) else {
         return Ok(());
     };
-    let body = &idx[start..];
-    for (i, chunk) in body.chunks(INDEX_ENTRY_LEN).enumerate() {
+    if framed {
+        check_framed_index(report, &idx_path, &idx, start, &markers, &starts, live);
+    } else {
+        check_unframed_index(report, &idx_path, &idx, start, &starts);
+    }
+    Ok(())
+}
+
+/// Walks the data entries in `bytes` (at `base` in the file), parsing each document.
+fn check_entries(
+    report: &mut Report,
+    path: &Path,
+    bytes: &[u8],
+    base: usize,
+    starts: &mut HashMap<u32, FrameKey>,
+) {
+    let mut pos = 0;
+    while pos < bytes.len() {
+        match decode_data_entry(&bytes[pos..]) {
+            Ok(Some(entry)) => {
+                if let Err(e) = entry.parse() {
+                    let at = (base + pos) as u64 + e.offset;
+                    report.add(Severity::Error, path, at, e.kind.to_string());
+                }
+                starts.insert((base + pos) as u32, entry.key);
+                report.data_entries += 1;
+                pos += entry.encoded_len();
+            }
+            Ok(None) => {
+                let at = (base + pos) as u64;
+                report.add(Severity::Error, path, at, "data entry runs past its batch");
+                return;
+            }
+            Err(e) => {
+                let at = (base + pos) as u64 + e.offset;
+                report.add(Severity::Error, path, at, e.kind.to_string());
+                return;
+            }
+        }
+    }
+}
+
+/// Checks one index entry against the data entries found.
+fn check_seek(
+    report: &mut Report,
+    path: &Path,
+    offset: u64,
+    e: formats::IndexEntry,
+    starts: &HashMap<u32, FrameKey>,
+) {
+    match starts.get(&e.seek) {
+        Some(k) if *k == e.key => {}
+        Some(k) => report.add(
+            Severity::Error,
+            path,
+            offset,
+            format!(
+                "entry for {} points at seek {}, which holds data of {k}",
+                e.key, e.seek
+            ),
+        ),
+        None => report.add(
+            Severity::Error,
+            path,
+            offset,
+            format!(
+                "entry for {} points at seek {}, which is not the start of a valid data entry",
+                e.key, e.seek
+            ),
+        ),
+    }
+}
+
+fn check_unframed_index(
+    report: &mut Report,
+    path: &Path,
+    idx: &[u8],
+    start: usize,
+    starts: &HashMap<u32, FrameKey>,
+) {
+    for (i, chunk) in idx[start..].chunks(INDEX_ENTRY_LEN).enumerate() {
         let offset = (start + i * INDEX_ENTRY_LEN) as u64;
         let Some(e) = decode_index_entry(chunk) else {
             report.add(
                 Severity::Note,
-                &idx_path,
+                path,
                 offset,
                 format!("{} bytes: partial index entry at the end", chunk.len()),
             );
             break;
         };
         report.index_entries += 1;
-        match starts.get(&e.seek) {
-            Some(k) if *k == e.key => {}
-            Some(k) => report.add(
-                Severity::Error,
-                &idx_path,
-                offset,
-                format!(
-                    "entry for {} points at seek {}, which holds data of {k}",
-                    e.key, e.seek
-                ),
-            ),
-            None => report.add(
-                Severity::Error,
-                &idx_path,
-                offset,
-                format!(
-                    "entry for {} points at seek {}, which is not the start of a data entry",
-                    e.key, e.seek
-                ),
-            ),
-        }
+        check_seek(report, path, offset, e, starts);
     }
-    Ok(())
+}
+
+/// The index bytes of one whole batch at the front of `idx`, if they match a valid marker.
+fn index_batch_len(idx: &[u8], markers: &HashMap<u32, DataMarker>) -> Option<usize> {
+    let own = decode_index_entry(idx)?;
+    let m = markers.get(&own.seek).filter(|_| own.key.id == 0)?;
+    let need = (1 + m.count as usize) * INDEX_ENTRY_LEN;
+    let body = u64::from(own.seek) + DATA_MARKER_LEN as u64;
+    check_index_entries(m, idx.get(INDEX_ENTRY_LEN..need)?, body).map(|_| need)
+}
+
+fn check_framed_index(
+    report: &mut Report,
+    path: &Path,
+    idx: &[u8],
+    start: usize,
+    markers: &HashMap<u32, DataMarker>,
+    starts: &HashMap<u32, FrameKey>,
+    live: bool,
+) {
+    let mut indexed = std::collections::HashSet::new();
+    let mut pos = start;
+    while pos < idx.len() {
+        if let Some(need) = index_batch_len(&idx[pos..], markers) {
+            let own = decode_index_entry(&idx[pos..]).expect("checked");
+            indexed.insert(own.seek);
+            for k in 1..need / INDEX_ENTRY_LEN {
+                let at = pos + k * INDEX_ENTRY_LEN;
+                let e = decode_index_entry(&idx[at..]).expect("whole");
+                report.index_entries += 1;
+                check_seek(report, path, at as u64, e, starts);
+            }
+            pos += need;
+            continue;
+        }
+        // A batch's entries that do not all exist yet: being written, or torn.
+        let own = decode_index_entry(&idx[pos..]);
+        let marker = own.and_then(|o| markers.get(&o.seek).filter(|_| o.key.id == 0));
+        let need = marker.map(|m| (1 + m.count as usize) * INDEX_ENTRY_LEN);
+        if own.is_none() || need.is_some_and(|n| pos + n > idx.len()) {
+            report.damaged(path, pos as u64, idx.len() - pos, &DamageKind::TornTail, live);
+            break;
+        }
+        let to = (pos + 1..idx.len())
+            .find(|&q| index_batch_len(&idx[q..], markers).is_some())
+            .unwrap_or(idx.len());
+        report.damaged(path, pos as u64, to - pos, &DamageKind::BadIndex, live);
+        // Name the entries that are wrong, where the batch's marker is known.
+        if let Some(need) = need {
+            for at in (pos + INDEX_ENTRY_LEN..pos + need).step_by(INDEX_ENTRY_LEN) {
+                let e = decode_index_entry(&idx[at..]).expect("whole");
+                check_seek(report, path, at as u64, e, starts);
+            }
+        }
+        pos = to;
+    }
+    let mut unindexed: Vec<_> = markers.keys().filter(|s| !indexed.contains(s)).collect();
+    unindexed.sort();
+    for seek in unindexed {
+        let data_path = path.with_extension(FileKind::FrameData.extension());
+        report.add(
+            if live {
+                Severity::Note
+            } else {
+                Severity::Error
+            },
+            &data_path,
+            u64::from(*seek),
+            "data batch has no index entries (the next writer indexes it again)",
+        );
+    }
 }

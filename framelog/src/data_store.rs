@@ -1,26 +1,35 @@
 //! [`DataStore`]: a frame's data on demand, without scanning the data files.
 //!
 //! The index files are loaded into a map from `(worker, id)` to entry locations; the data
-//! files are memory-mapped and sliced at those locations.
+//! files are memory-mapped and sliced at those locations. In batch-framed files, index entries
+//! are accepted a whole batch at a time (checked against the batch's marker), a frame's data is
+//! used only after its batch's CRC32C held, and only the bytes of whole indexed batches are
+//! mapped: the only bytes a writer ever cuts lie after them, so a mapping never loses a page.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use formats::{
-    FileKind, FrameKey, HEADER_LEN, INDEX_ENTRY_LEN, decode_data_entry, decode_index_entry,
+    DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileKind, FrameKey, HEADER_LEN,
+    INDEX_ENTRY_LEN, Probe, check_index_entries, decode_data_entry, decode_index_entry,
 };
-use memmap2::Mmap;
+use memmap2::{Mmap, MmapOptions};
 
+use crate::damage::{Damage, DamageLog};
 use crate::error::{Error, IoContext, Result};
-use crate::repair::{read_full_at, read_header};
+use crate::pread::{read_full_at, read_header, read_vec_at};
 use crate::segments::{self, segment_path};
 
-/// Where one data entry is: which data segment (index into `segments`) and at what offset.
+/// No batch: an entry of an unframed (older) data file.
+const UNFRAMED: u32 = u32::MAX;
+
+/// Where one data entry is: which segment (index into `segments`), what offset, which batch.
 #[derive(Debug, Clone, Copy)]
 struct Loc {
     segment: u32,
     seek: u32,
+    batch: u32,
 }
 
 /// A frame's entry locations; most frames have exactly one.
@@ -46,13 +55,41 @@ impl Locs {
     }
 }
 
+/// Whether a batch's data checked out, decided at its first lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    Unknown,
+    Good,
+    Bad,
+}
+
+/// One data batch of a framed file: where its entries are and their checksum.
+#[derive(Debug, Clone)]
+struct Batch {
+    marker: u32,
+    marker_info: DataMarker,
+    checked: Checked,
+}
+
+impl Batch {
+    fn body(&self) -> std::ops::Range<usize> {
+        let start = self.marker as usize + DATA_MARKER_LEN;
+        start..start + self.marker_info.len as usize
+    }
+}
+
 /// One data/index segment pair.
 struct Segment {
     data_path: PathBuf,
     idx_path: PathBuf,
     idx: Option<File>,
-    /// Bytes of the index file consumed so far (0 until its header was read).
+    data: Option<File>,
+    /// Whether the pair is batch-framed (known once the index header was read).
+    framed: bool,
+    /// Bytes of the index file accepted so far (0 until its header was read).
     idx_read: u64,
+    /// End of the data that whole indexed batches cover (framed files).
+    covered: u64,
     map: Option<Mmap>,
 }
 
@@ -61,7 +98,17 @@ pub struct DataStore {
     dir: PathBuf,
     segments: Vec<(u32, Segment)>,
     index: HashMap<FrameKey, Locs>,
+    batches: Vec<Batch>,
     entries: usize,
+    damage: DamageLog,
+}
+
+fn corrupt(path: &Path, offset: u64, why: impl Into<String>) -> Error {
+    Error::corrupt(
+        path,
+        offset,
+        formats::DecodeError::new(0, formats::ErrorKind::BadDocument(why.into())),
+    )
 }
 
 impl DataStore {
@@ -75,7 +122,9 @@ impl DataStore {
             dir,
             segments: Vec::new(),
             index: HashMap::new(),
+            batches: Vec::new(),
             entries: 0,
+            damage: DamageLog::default(),
         };
         store.refresh()?;
         Ok(store)
@@ -96,9 +145,20 @@ impl DataStore {
         self.index.contains_key(&key)
     }
 
+    /// Damage found in index files since the last call (the entries there were skipped).
+    pub fn take_damage(&mut self) -> Vec<Damage> {
+        self.damage.take()
+    }
+
+    /// All index damage skipped so far: (bytes, places).
+    pub fn damage_totals(&self) -> (u64, u64) {
+        (self.damage.bytes(), self.damage.places())
+    }
+
     /// Loads index entries appended since the last call (and new segments); returns how many.
     pub fn refresh(&mut self) -> Result<usize> {
-        for n in segments::list(&self.dir, FileKind::FrameIndex)? {
+        let listed = segments::list(&self.dir, FileKind::FrameIndex)?;
+        for &n in &listed {
             if !self.segments.iter().any(|(m, _)| *m == n) {
                 self.segments.push((
                     n,
@@ -106,53 +166,174 @@ impl DataStore {
                         data_path: segment_path(&self.dir, FileKind::FrameData, n),
                         idx_path: segment_path(&self.dir, FileKind::FrameIndex, n),
                         idx: None,
+                        data: None,
+                        framed: false,
                         idx_read: 0,
+                        covered: 0,
                         map: None,
                     },
                 ));
             }
         }
         let mut added = 0;
-        let mut buf = vec![0u8; 1 << 20];
-        for (i, (_, seg)) in self.segments.iter_mut().enumerate() {
-            if seg.idx.is_none() {
-                seg.idx = Some(File::open(&seg.idx_path).at(&seg.idx_path)?);
-            }
-            let file = seg.idx.as_ref().expect("opened above");
-            if seg.idx_read == 0 {
-                match read_header(file, &seg.idx_path, FileKind::FrameIndex)? {
-                    Some(h) => seg.idx_read = u64::from(h.header_len),
-                    None => continue,
-                }
-            }
-            loop {
-                let n = read_full_at(file, &seg.idx_path, &mut buf, seg.idx_read)?;
-                let whole = n / INDEX_ENTRY_LEN * INDEX_ENTRY_LEN;
-                for chunk in buf[..whole].chunks_exact(INDEX_ENTRY_LEN) {
-                    let e = decode_index_entry(chunk).expect("nine bytes");
-                    let loc = Loc {
-                        segment: i as u32,
-                        seek: e.seek,
-                    };
-                    match self.index.get_mut(&e.key) {
-                        Some(locs) => locs.push(loc),
-                        None => {
-                            self.index.insert(e.key, Locs::One(loc));
-                        }
-                    }
-                }
-                added += whole / INDEX_ENTRY_LEN;
-                seg.idx_read += whole as u64;
-                if n < buf.len() {
-                    break;
-                }
-            }
+        for i in 0..self.segments.len() {
+            let n = self.segments[i].0;
+            let sealed = listed.iter().any(|&m| m > n);
+            added += self.refresh_segment(i, sealed)?;
         }
         self.entries += added;
         Ok(added)
     }
 
-    /// The raw BSON documents of `key`, in file order (each checked against the index).
+    fn refresh_segment(&mut self, i: usize, sealed: bool) -> Result<usize> {
+        let seg = &mut self.segments[i].1;
+        if seg.idx.is_none() {
+            seg.idx = Some(File::open(&seg.idx_path).at(&seg.idx_path)?);
+        }
+        let file = seg.idx.as_ref().expect("opened above");
+        if seg.idx_read == 0 {
+            match read_header(file, &seg.idx_path, FileKind::FrameIndex)? {
+                Some(h) => {
+                    seg.idx_read = u64::from(h.header_len);
+                    seg.framed = h.flags & FLAG_BATCHES != 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let len = file.metadata().at(&seg.idx_path)?.len();
+        let tail = read_vec_at(
+            file,
+            &seg.idx_path,
+            seg.idx_read,
+            len.saturating_sub(seg.idx_read) as usize,
+        )?;
+        if !seg.framed {
+            let whole = tail.len() / INDEX_ENTRY_LEN * INDEX_ENTRY_LEN;
+            for chunk in tail[..whole].chunks_exact(INDEX_ENTRY_LEN) {
+                let e = decode_index_entry(chunk).expect("nine bytes");
+                self.insert(e.key, i, e.seek, UNFRAMED);
+            }
+            self.segments[i].1.idx_read += whole as u64;
+            return Ok(whole / INDEX_ENTRY_LEN);
+        }
+        if seg.data.is_none() {
+            match File::open(&seg.data_path) {
+                Ok(f) => seg.data = Some(f),
+                // The index's data file is gone: nothing can be read from this pair.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+                Err(e) => return Err(Error::io(&seg.data_path, e)),
+            }
+        }
+        let mut pos = 0usize;
+        let mut added = 0;
+        while tail.len() - pos >= INDEX_ENTRY_LEN {
+            match self.index_batch(i, &tail[pos..])? {
+                IndexBatch::Whole(need, marker_seek, m) => {
+                    let entries = &tail[pos + INDEX_ENTRY_LEN..pos + need];
+                    let batch = self.batches.len() as u32;
+                    self.batches.push(Batch {
+                        marker: marker_seek,
+                        marker_info: m,
+                        checked: Checked::Unknown,
+                    });
+                    let body = u64::from(marker_seek) + DATA_MARKER_LEN as u64;
+                    let list = check_index_entries(&m, entries, body).expect("checked");
+                    for e in list {
+                        self.insert(e.key, i, e.seek, batch);
+                    }
+                    added += m.count as usize;
+                    let seg = &mut self.segments[i].1;
+                    seg.covered = seg.covered.max(body + u64::from(m.len));
+                    pos += need;
+                }
+                IndexBatch::Partial => break,
+                IndexBatch::Bad => {
+                    // Skip to the next position where a whole (or growing) batch starts.
+                    let mut q = pos + 1;
+                    let found = loop {
+                        if tail.len() - q < INDEX_ENTRY_LEN {
+                            break None;
+                        }
+                        match self.index_batch(i, &tail[q..])? {
+                            IndexBatch::Bad => q += 1,
+                            _ => break Some(q),
+                        }
+                    };
+                    let to = match found {
+                        Some(q) => q,
+                        None if sealed => tail.len(),
+                        // A batch may still start in the last 8 bytes.
+                        None => tail.len() + 1 - INDEX_ENTRY_LEN,
+                    };
+                    let seg = &self.segments[i].1;
+                    let at = seg.idx_read + pos as u64;
+                    self.damage.add(
+                        &seg.idx_path,
+                        at,
+                        (to - pos) as u64,
+                        DamageKind::BadIndex,
+                    );
+                    pos = to;
+                }
+            }
+        }
+        let seg = &mut self.segments[i].1;
+        if sealed && pos < tail.len() {
+            let at = seg.idx_read + pos as u64;
+            self.damage.add(
+                &seg.idx_path,
+                at,
+                (tail.len() - pos) as u64,
+                DamageKind::TornTail,
+            );
+            pos = tail.len();
+        }
+        seg.idx_read += pos as u64;
+        Ok(added)
+    }
+
+    /// Classifies the index bytes at the front of `idx` (of segment `i`) as a batch.
+    fn index_batch(&self, i: usize, idx: &[u8]) -> Result<IndexBatch> {
+        let seg = &self.segments[i].1;
+        let Some(own) = decode_index_entry(idx) else {
+            return Ok(IndexBatch::Partial);
+        };
+        if own.key.id != 0 || (own.seek as usize) < HEADER_LEN {
+            return Ok(IndexBatch::Bad);
+        }
+        let data = seg.data.as_ref().expect("opened by the caller");
+        let mut raw = [0u8; DATA_MARKER_LEN];
+        let n = read_full_at(data, &seg.data_path, &mut raw, u64::from(own.seek))?;
+        let Probe::Valid(m) = DataMarker::probe(&raw[..n]) else {
+            return Ok(IndexBatch::Bad);
+        };
+        let need = (1 + m.count as usize) * INDEX_ENTRY_LEN;
+        let Some(entries) = idx.get(INDEX_ENTRY_LEN..need) else {
+            return Ok(IndexBatch::Partial);
+        };
+        let body = u64::from(own.seek) + DATA_MARKER_LEN as u64;
+        Ok(match check_index_entries(&m, entries, body) {
+            Some(_) => IndexBatch::Whole(need, own.seek, m),
+            None => IndexBatch::Bad,
+        })
+    }
+
+    fn insert(&mut self, key: FrameKey, segment: usize, seek: u32, batch: u32) {
+        let loc = Loc {
+            segment: segment as u32,
+            seek,
+            batch,
+        };
+        match self.index.get_mut(&key) {
+            Some(locs) => locs.push(loc),
+            None => {
+                self.index.insert(key, Locs::One(loc));
+            }
+        }
+    }
+
+    /// The raw BSON documents of `key`, in file order (each checked against the index, and
+    /// in framed files against its batch's checksum).
     pub fn raw_entries(&mut self, key: FrameKey) -> Result<Vec<Vec<u8>>> {
         let Some(locs) = self.index.get(&key) else {
             return Ok(Vec::new());
@@ -160,36 +341,60 @@ impl DataStore {
         let locs = locs.as_slice().to_vec();
         let mut out = Vec::with_capacity(locs.len());
         for loc in locs {
-            let (_, seg) = &mut self.segments[loc.segment as usize];
             let seek = loc.seek as usize;
-            let idx_path = seg.idx_path.clone();
-            let bytes = mapped_from(seg, seek)?;
+            let si = loc.segment as usize;
+            // The end of the bytes the entry may use: its batch's end in framed files.
+            let end = if loc.batch == UNFRAMED {
+                mapped_from(&mut self.segments[si].1, seek)?;
+                None
+            } else {
+                let batch = &mut self.batches[loc.batch as usize];
+                let seg = &mut self.segments[si].1;
+                let body = batch.body();
+                let map = map_covered(seg)?;
+                if batch.checked == Checked::Unknown {
+                    batch.checked = if batch.marker_info.body_matches(&map[body.clone()]) {
+                        Checked::Good
+                    } else {
+                        Checked::Bad
+                    };
+                }
+                if batch.checked == Checked::Bad {
+                    return Err(corrupt(
+                        &seg.data_path,
+                        u64::from(batch.marker),
+                        format!(
+                            "the data batch holding frame {key} fails its CRC32C checksum ({} bytes skipped)",
+                            DATA_MARKER_LEN + body.len()
+                        ),
+                    ));
+                }
+                Some(body.end)
+            };
+            let seg = &self.segments[si].1;
+            let map = seg.map.as_ref().expect("mapped above");
+            let bytes = match end {
+                None => &map[seek..],
+                Some(end) => map.get(seek..end).unwrap_or_default(),
+            };
             let entry = match decode_data_entry(bytes) {
                 Ok(Some(e)) => e,
                 Ok(None) => {
-                    return Err(Error::corrupt(
+                    return Err(corrupt(
                         &seg.data_path,
                         seek as u64,
-                        formats::DecodeError::new(
-                            0,
-                            formats::ErrorKind::BadDocument(
-                                "the entry runs past the end of the data file".into(),
-                            ),
-                        ),
+                        "the entry runs past the end of its data",
                     ));
                 }
                 Err(e) => return Err(Error::corrupt(&seg.data_path, seek as u64, e)),
             };
             if entry.key != key {
-                return Err(Error::corrupt(
-                    &idx_path,
+                return Err(corrupt(
+                    &seg.idx_path,
                     0,
-                    formats::DecodeError::new(
-                        0,
-                        formats::ErrorKind::BadDocument(format!(
-                            "index entry for {key} points at seek {seek}, which holds data of {}",
-                            entry.key
-                        )),
+                    format!(
+                        "index entry for {key} points at seek {seek}, which holds data of {}",
+                        entry.key
                     ),
                 ));
             }
@@ -206,13 +411,8 @@ impl DataStore {
         }
         let mut merged = bson::Document::new();
         for doc in raw {
-            let d = bson::Document::from_reader(&doc[..]).map_err(|e| {
-                Error::corrupt(
-                    &self.dir,
-                    0,
-                    formats::DecodeError::new(0, formats::ErrorKind::BadDocument(e.to_string())),
-                )
-            })?;
+            let d = bson::Document::from_reader(&doc[..])
+                .map_err(|e| corrupt(&self.dir, 0, e.to_string()))?;
             for (k, v) in d {
                 merged.insert(k, v);
             }
@@ -221,7 +421,44 @@ impl DataStore {
     }
 }
 
-/// The mapped bytes of `seg` from `seek` on, remapping if the file grew past the mapping.
+/// What the index bytes at a position are.
+enum IndexBatch {
+    /// A whole batch: its index bytes (marker entry included), marker seek and marker.
+    Whole(usize, u32, DataMarker),
+    /// The start of a batch whose index entries are still being written.
+    Partial,
+    /// Not the start of a valid batch.
+    Bad,
+}
+
+/// The mapping of a framed segment's covered bytes, extended if more batches were indexed.
+fn map_covered(seg: &mut Segment) -> Result<&Mmap> {
+    let have = seg.map.as_ref().map_or(0, |m| m.len() as u64);
+    if have < seg.covered {
+        let file = File::open(&seg.data_path).at(&seg.data_path)?;
+        let len = file.metadata().at(&seg.data_path)?.len();
+        if len < seg.covered {
+            return Err(corrupt(
+                &seg.data_path,
+                len,
+                format!(
+                    "the data file is {len} bytes, shorter than its index says ({})",
+                    seg.covered
+                ),
+            ));
+        }
+        // SAFETY: only bytes of whole, indexed batches are mapped. Writers never change or
+        // cut those (they append, and cut only an unfinished batch after the last whole one:
+        // docs/FORMAT.md, "Torn tails"), so the mapped pages stay backed by the file. A
+        // program outside this protocol that truncates the file can break this (SIGBUS).
+        let map = unsafe { MmapOptions::new().len(seg.covered as usize).map(&file) }
+            .at(&seg.data_path)?;
+        seg.map = Some(map);
+    }
+    Ok(seg.map.as_ref().expect("mapped"))
+}
+
+/// The mapped bytes of an unframed `seg` from `seek` on, remapping if the file grew.
 fn mapped_from(seg: &mut Segment, seek: usize) -> Result<&[u8]> {
     let need_remap = match &seg.map {
         // An entry's header and length prefix must be inside the mapping; a longer
@@ -230,19 +467,14 @@ fn mapped_from(seg: &mut Segment, seek: usize) -> Result<&[u8]> {
         None => true,
     };
     if need_remap {
-        remap(seg)?;
+        remap_whole(seg)?;
     }
     let len = seg.map.as_ref().map_or(0, |m| m.len());
     if seek < HEADER_LEN || seek >= len {
-        return Err(Error::corrupt(
+        return Err(corrupt(
             &seg.data_path,
             seek as u64,
-            formats::DecodeError::new(
-                0,
-                formats::ErrorKind::BadDocument(format!(
-                    "index points at seek {seek}, outside the data file ({len} bytes)"
-                )),
-            ),
+            format!("index points at seek {seek}, outside the data file ({len} bytes)"),
         ));
     }
     // If the document runs past the mapping, the file may have grown since: remap once.
@@ -252,16 +484,16 @@ fn mapped_from(seg: &mut Segment, seek: usize) -> Result<&[u8]> {
         i32::from_le_bytes(b.try_into().expect("4 bytes")).max(0) as usize
     };
     if seek + 5 + doc_len > len {
-        remap(seg)?;
+        remap_whole(seg)?;
     }
     Ok(&seg.map.as_ref().expect("mapped")[seek..])
 }
 
-fn remap(seg: &mut Segment) -> Result<()> {
+fn remap_whole(seg: &mut Segment) -> Result<()> {
     let file = File::open(&seg.data_path).at(&seg.data_path)?;
-    // SAFETY: data files are append-only; bytes already written are never changed, so the
-    // mapped prefix stays valid. A writer cutting a torn tail only removes bytes no index
-    // entry points at, and every slice is bounds-checked against the mapping's length.
+    // SAFETY: unframed data files were written by writers that predate batch framing; they
+    // only append. Writers of this version never cut or write them (they start a new segment
+    // instead), and every slice is bounds-checked against the mapping's length.
     let map = unsafe { Mmap::map(&file) }.at(&seg.data_path)?;
     seg.map = Some(map);
     Ok(())

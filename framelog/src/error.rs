@@ -17,7 +17,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Bytes in `path` at `offset` do not follow the format.
-    #[error("{} at byte {offset}: {source}", path.display())]
+    #[error("{} at byte {offset}: {}", path.display(), source.kind)]
     Corrupt {
         /// The file with the bad bytes.
         path: PathBuf,
@@ -35,6 +35,17 @@ pub enum Error {
     /// All 256 worker ids are held by live processes.
     #[error("{}: all 256 worker ids are in use", .0.display())]
     NoFreeWorker(PathBuf),
+    /// Bytes given to append are not whole encoded records.
+    #[error("cannot append: {0}")]
+    BadAppend(String),
+    /// A segment holds damage that is not a torn tail: it was left untouched.
+    #[error("{} at byte {offset}: damaged bytes that are not a torn tail; the segment is left untouched and appends go to the next one", path.display())]
+    SegmentDamaged {
+        /// The damaged file.
+        path: PathBuf,
+        /// Where the damage starts.
+        offset: u64,
+    },
     /// A data batch cannot fit a data segment (seek offsets are u32).
     #[error("{}: a data batch of {len} bytes does not fit in a 4 GiB data segment", path.display())]
     BatchTooLarge {

@@ -8,21 +8,26 @@
 //!
 //! The byte layouts live in the `formats` crate and are described in `docs/FORMAT.md`.
 
-pub mod append;
+mod append;
 pub mod check;
+mod damage;
 pub mod data_store;
 mod error;
 pub mod follow;
+mod pread;
 pub mod reader;
+pub mod recover;
 mod repair;
 pub mod segments;
 pub mod stats;
-pub mod worker;
+mod worker;
 pub mod writer;
 
+pub use append::{DamageHook, DataBatch, SyncPolicy};
+pub use damage::{Damage, DamageLog};
 pub use data_store::DataStore;
 pub use error::{Error, Result};
 pub use reader::{LogReader, Position};
-pub use writer::{DataBatch, LogWriter, WriterOptions};
+pub use writer::{LogWriter, WriterOptions};
 
 pub use formats;

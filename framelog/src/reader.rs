@@ -4,11 +4,15 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use formats::{Decoded, FileKind, Record, decode_record};
+use formats::{
+    BATCH_RECORD_LEN, DamageKind, Decoded, FLAG_BATCHES, FileKind, Framing, MAX_FRAMES_BATCH_LEN,
+    Record, RecordIter, Unit, decode_record,
+};
 
+use crate::damage::{Damage, DamageLog};
 use crate::error::{Error, IoContext, Result};
 use crate::follow::DirWatch;
-use crate::repair::{read_full_at, read_header};
+use crate::pread::{read_full_at, read_header};
 use crate::segments::{self, segment_path};
 
 /// Where a record starts: segment number and byte offset in that segment.
@@ -22,6 +26,8 @@ pub struct Position {
 
 /// Bytes read per system call.
 const CHUNK: usize = 4 << 20;
+/// The smallest read: one whole batch of the largest size always fits.
+const MIN_READ: usize = (BATCH_RECORD_LEN + MAX_FRAMES_BATCH_LEN).next_power_of_two();
 
 /// Reads a log's records in order, resumable, and able to follow a growing log.
 pub struct LogReader {
@@ -30,6 +36,10 @@ pub struct LogReader {
     /// (0 until its header has been read).
     pos: Position,
     file: Option<(File, PathBuf)>,
+    /// Whether the current segment is batch-framed (known once its header was read).
+    framed: bool,
+    /// Damaged bytes skipped so far.
+    damage: DamageLog,
     /// File length seen by the last read of the current segment, to detect growth.
     seen_len: u64,
     buf: Vec<u8>,
@@ -53,6 +63,8 @@ impl LogReader {
             dir,
             pos,
             file: None,
+            framed: false,
+            damage: DamageLog::default(),
             seen_len: 0,
             buf: Vec::new(),
             bytes_read: 0,
@@ -87,11 +99,23 @@ impl LogReader {
 
     /// Delivers every whole record available now, in file order; returns how many.
     ///
-    /// Stops cleanly at a partial record (a batch being written); the next call picks it up.
-    /// On corrupt bytes, returns an error naming the file and offset after delivering every
-    /// record before them; [`LogReader::skip_segment`] moves past the damaged segment.
+    /// Stops cleanly at a partial batch (one being written); the next call picks it up.
+    /// Damaged bytes (a batch that fails its checksum, bytes that are not a batch) are skipped
+    /// and reported through [`LogReader::take_damage`]; reading goes on at the next valid batch.
+    /// Errors are I/O errors and segment headers this reader refuses (wrong magic, newer
+    /// version); [`LogReader::skip_segment`] moves past such a segment.
     pub fn read_available(&mut self, f: impl FnMut(Position, Record<'_>)) -> Result<u64> {
         self.read_some(usize::MAX, f)
+    }
+
+    /// Damage skipped since the last call, each with file, offset, length and reason.
+    pub fn take_damage(&mut self) -> Vec<Damage> {
+        self.damage.take()
+    }
+
+    /// All damage skipped so far: (bytes, places).
+    pub fn damage_totals(&self) -> (u64, u64) {
+        (self.damage.bytes(), self.damage.places())
     }
 
     /// Like [`LogReader::read_available`], but returns after about `max_bytes` of records.
@@ -127,9 +151,14 @@ impl LogReader {
                 self.seen_len = 0;
             }
             let (file, path) = self.file.as_ref().expect("opened above");
-            if self.pos.offset == 0 {
+            if self.pos.offset == 0 || self.seen_len == 0 {
                 match read_header(file, path, FileKind::FrameLog)? {
-                    Some(h) => self.pos.offset = u64::from(h.header_len),
+                    Some(h) => {
+                        self.framed = h.flags & FLAG_BATCHES != 0;
+                        if self.pos.offset == 0 {
+                            self.pos.offset = u64::from(h.header_len);
+                        }
+                    }
                     // Being created: its header is not written yet.
                     None if !self.next_exists() => return Ok(delivered),
                     None => {
@@ -141,40 +170,82 @@ impl LogReader {
             // Whether the segment is sealed must be known before reading it, so that no
             // byte written before the seal can be missed.
             let sealed = self.next_exists();
-            // At least 128 KiB so the largest record (16 + 65,535 bytes) always fits.
-            let want = CHUNK.min(budget.max(1 << 17));
+            let want = CHUNK.min(budget.max(MIN_READ));
             let n = read_full_at(file, path, &mut self.buf[..want], self.pos.offset)?;
             self.seen_len = self.pos.offset + n as u64;
-            let mut used = 0usize;
+            // The bytes read reach the end of a segment no one will write again.
+            let at_end = sealed && n < want;
             let base = self.pos.offset;
-            loop {
-                match decode_record(&self.buf[used..n]) {
-                    Ok(Decoded::Record(rec, len)) => {
-                        f(
-                            Position {
-                                segment: self.pos.segment,
-                                offset: base + used as u64,
-                            },
-                            rec,
-                        );
+            let mut used = 0usize;
+            let mut records = 0usize;
+            while used < n {
+                let rest = &self.buf[used..n];
+                let unit = if self.framed {
+                    Framing::Frames.next_unit(rest, true, at_end)
+                } else {
+                    // Older, unframed segment: records one by one.
+                    match decode_record(rest) {
+                        Ok(Decoded::Record(rec, len)) => {
+                            f(
+                                Position {
+                                    segment: self.pos.segment,
+                                    offset: base + used as u64,
+                                },
+                                rec,
+                            );
+                            delivered += 1;
+                            used += len;
+                            records += len;
+                            continue;
+                        }
+                        _ => Framing::Frames.next_unit(rest, false, at_end),
+                    }
+                };
+                match unit {
+                    Unit::Batch { len, body, .. } => {
+                        let body_at = base + (used + BATCH_RECORD_LEN) as u64;
+                        for item in RecordIter::new(body, body_at) {
+                            match item {
+                                Ok((offset, rec)) => {
+                                    f(
+                                        Position {
+                                            segment: self.pos.segment,
+                                            offset,
+                                        },
+                                        rec,
+                                    );
+                                    delivered += 1;
+                                }
+                                // A batch whose checksum holds but whose records do not
+                                // decode was written wrong: skip the rest of it.
+                                Err(e) => {
+                                    let end = body_at + body.len() as u64;
+                                    self.damage.add(
+                                        path,
+                                        e.offset,
+                                        end - e.offset,
+                                        DamageKind::BadRecord(e.kind),
+                                    );
+                                }
+                            }
+                        }
                         used += len;
-                        delivered += 1;
+                        records += len;
                     }
-                    Ok(Decoded::NeedMore) => break,
-                    Err(e) => {
-                        self.pos.offset = base + used as u64;
-                        self.bytes_read += used as u64;
-                        return Err(Error::corrupt(path.clone(), base + used as u64, e));
+                    Unit::Unframed(len) => used += len,
+                    Unit::Damaged { len, why } => {
+                        self.damage.add(path, base + used as u64, len as u64, why);
+                        used += len;
                     }
+                    Unit::NeedMore => break,
                 }
             }
             self.pos.offset += used as u64;
-            self.bytes_read += used as u64;
+            self.bytes_read += records as u64;
             budget = budget.saturating_sub(used);
             if used == 0 || n < want {
                 // At the end of what this segment holds now.
                 if sealed {
-                    // Whatever partial bytes remain were torn by a crash: skip them.
                     self.advance();
                     continue;
                 }
@@ -197,6 +268,7 @@ impl LogReader {
             offset: 0,
         };
         self.file = None;
+        self.framed = false;
         self.seen_len = 0;
     }
 

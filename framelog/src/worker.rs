@@ -90,3 +90,25 @@ impl WorkerSlot {
         Ok(first as u32)
     }
 }
+
+/// Writes into `dst` the id high-water mark of every worker slot of `src`, so that writers of
+/// `dst` (a copy of `src`) continue past every id `src` used.
+pub(crate) fn copy_high_water_marks(src: &Path, dst: &Path) -> Result<()> {
+    for w in 0..=u8::MAX {
+        let from = slot_path(src, w);
+        let mark = match std::fs::read(&from) {
+            Ok(b) if !b.is_empty() => {
+                let mut m = [0u8; 8];
+                let n = b.len().min(8);
+                m[..n].copy_from_slice(&b[..n]);
+                m
+            }
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(from, e)),
+        };
+        let to = slot_path(dst, w);
+        std::fs::write(&to, mark).at(&to)?;
+    }
+    Ok(())
+}

@@ -3,14 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use formats::{FrameKey, WorkerInfo, encode_data_entry};
+use formats::WorkerInfo;
 
-use crate::append::{DataAppender, FramesAppender};
+use crate::append::{AppendConfig, DamageHook, DataAppender, DataBatch, FramesAppender, SyncPolicy};
 use crate::error::{IoContext, Result};
 use crate::worker::WorkerSlot;
 
 /// Settings for opening a [`LogWriter`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WriterOptions {
     /// A frame-log segment is closed once it passes this many bytes.
     pub frames_segment_bytes: u64,
@@ -20,6 +20,23 @@ pub struct WriterOptions {
     pub worker: Option<u8>,
     /// The process name written in the worker info record (default: the executable's name).
     pub process_name: Option<String>,
+    /// When appended bytes are forced to stable storage.
+    pub sync: SyncPolicy,
+    /// Told (once per segment) when a segment holds damage and is left untouched.
+    pub on_damage: Option<DamageHook>,
+}
+
+impl std::fmt::Debug for WriterOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriterOptions")
+            .field("frames_segment_bytes", &self.frames_segment_bytes)
+            .field("data_segment_bytes", &self.data_segment_bytes)
+            .field("worker", &self.worker)
+            .field("process_name", &self.process_name)
+            .field("sync", &self.sync)
+            .field("on_damage", &self.on_damage.is_some())
+            .finish()
+    }
 }
 
 impl Default for WriterOptions {
@@ -29,56 +46,9 @@ impl Default for WriterOptions {
             data_segment_bytes: 1 << 30,
             worker: None,
             process_name: None,
+            sync: SyncPolicy::Never,
+            on_damage: None,
         }
-    }
-}
-
-/// A batch of frame-data entries, appended together with their index entries.
-#[derive(Debug, Default, Clone)]
-pub struct DataBatch {
-    bytes: Vec<u8>,
-    offsets: Vec<(FrameKey, u32)>,
-}
-
-impl DataBatch {
-    /// An empty batch.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds one data entry for `key` with BSON `document` bytes (from [`formats::to_document`]).
-    pub fn push(&mut self, key: FrameKey, document: &[u8]) {
-        self.offsets.push((key, self.bytes.len() as u32));
-        encode_data_entry(&mut self.bytes, key, document);
-    }
-
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.offsets.len()
-    }
-
-    /// Whether the batch has no entries.
-    pub fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
-    }
-
-    /// Bytes the batch adds to the data file.
-    pub fn byte_len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Empties the batch, keeping its memory.
-    pub fn clear(&mut self) {
-        self.bytes.clear();
-        self.offsets.clear();
-    }
-
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    pub(crate) fn offsets(&self) -> impl Iterator<Item = (FrameKey, u32)> + '_ {
-        self.offsets.iter().copied()
     }
 }
 
@@ -118,11 +88,17 @@ impl LogWriter {
         std::fs::create_dir_all(&dir).at(&dir)?;
         let slot = WorkerSlot::claim(&dir, opts.worker)?;
         let worker = slot.worker();
+        let config = |limit| AppendConfig {
+            worker,
+            limit,
+            sync: opts.sync,
+            on_damage: opts.on_damage.clone(),
+        };
         let writer = Self {
             worker,
             slot: Mutex::new(slot),
-            frames: Mutex::new(FramesAppender::new(&dir, opts.frames_segment_bytes)),
-            data: Mutex::new(DataAppender::new(&dir, opts.data_segment_bytes)),
+            frames: Mutex::new(FramesAppender::new(&dir, config(opts.frames_segment_bytes))),
+            data: Mutex::new(DataAppender::new(&dir, config(opts.data_segment_bytes))),
             dir,
         };
         let name = opts.process_name.unwrap_or_else(default_process_name);
@@ -164,6 +140,20 @@ impl LogWriter {
     /// Appends a batch of data entries and their index entries.
     pub fn append_data(&self, batch: &DataBatch) -> Result<()> {
         lock(&self.data).append(batch)
+    }
+
+    /// Forces everything appended so far to stable storage (`fdatasync`), unless the sync
+    /// policy is [`SyncPolicy::Never`].
+    pub fn sync(&self) -> Result<()> {
+        lock(&self.frames).sync()?;
+        lock(&self.data).sync()
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        // Best effort: an error here has no one left to report to.
+        let _ = self.sync();
     }
 }
 

@@ -188,7 +188,7 @@ fn check_passes_a_good_log_and_names_file_and_offset_of_a_bad_index_entry() {
         text(&ok.stderr)
     );
     assert!(text(&ok.stdout).contains("0 errors"));
-    // Point the third index entry's seek somewhere else.
+    // Point the third index entry's seek somewhere else (the first is the batch marker's).
     let idx = segments::segment_path(dir.path(), FileKind::FrameIndex, 1);
     let mut bytes = std::fs::read(&idx).unwrap();
     let third = 16 + 2 * 9;

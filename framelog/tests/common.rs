@@ -1,7 +1,7 @@
 //! Helpers for writing test logs.
 #![allow(dead_code)]
 
-use formats::{Category, FrameEnd, FrameKey, FrameStart, Record};
+use formats::{BatchHeader, Category, FrameEnd, FrameKey, FrameStart, Record};
 use framelog::{DataBatch, LogReader, LogWriter};
 
 /// Encodes `n` nested-free frames `first..first+n` of `worker` into one batch.
@@ -58,4 +58,34 @@ pub fn write_with_data(w: &LogWriter, first: u32, n: u32) {
         batch.push(FrameKey::new(w.worker(), id), &doc);
     }
     w.append_data(&batch).unwrap();
+}
+
+/// `records` framed as a writer frames them (batch records before runs of records).
+pub fn framed(worker: u8, records: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    formats::split_records(records, formats::FRAMES_BATCH_TARGET, |r, count| {
+        out.extend_from_slice(&BatchHeader::for_records(worker, 1, &records[r.clone()], count).encode());
+        out.extend_from_slice(&records[r]);
+    })
+    .unwrap();
+    out
+}
+
+/// Two framed data batches (marker + one entry each) for `keys`, the first starting at
+/// `seek` in its data file: the bytes of each.
+pub fn data_batches(worker: u8, keys: &[(u8, u32); 2], seek: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut out = Vec::new();
+    let mut at = seek;
+    for &(w, id) in keys {
+        let doc = formats::to_document(&serde_json::json!({"n": id})).unwrap();
+        let mut body = Vec::new();
+        formats::encode_data_entry(&mut body, FrameKey::new(w, id), &doc);
+        let marker = formats::frame_data_batch(worker, &body, &[(FrameKey::new(w, id), 0)], at, &mut Vec::new());
+        let mut bytes = marker.encode().to_vec();
+        bytes.extend_from_slice(&body);
+        at += bytes.len() as u64;
+        out.push(bytes);
+    }
+    let second = out.pop().unwrap();
+    (out.pop().unwrap(), second)
 }

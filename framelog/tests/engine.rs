@@ -7,7 +7,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{frames_batch, read_frames, write_with_data};
+use common::{data_batches, framed, frames_batch, read_frames, write_with_data};
 use formats::{FileKind, FrameKey, Record};
 use framelog::{DataBatch, DataStore, Error, LogReader, LogWriter, WriterOptions, segments};
 
@@ -115,30 +115,31 @@ fn a_torn_tail_is_cut_before_the_next_append_and_nothing_before_it_is_lost() {
         let w = LogWriter::open(dir.path()).unwrap();
         write_with_data(&w, 1, 20);
     }
-    // Simulate a crash mid-batch: half a record on the frame log, half an entry on the data
-    // file and a partial index entry.
+    // Simulate a crash mid-append: the first 40 bytes of a framed batch on the frame log;
+    // on the data side, one whole data batch whose index entries were never written,
+    // followed by the first bytes of the next data batch.
     let seg = |k| segments::segment_path(dir.path(), k, 1);
-    let half = &frames_batch(0, 100, 1, "torn")[..9];
-    OpenOptions::new()
-        .append(true)
-        .open(seg(FileKind::FrameLog))
-        .unwrap()
-        .write_all(half)
+    let append = |k, bytes: &[u8]| {
+        OpenOptions::new()
+            .append(true)
+            .open(seg(k))
+            .unwrap()
+            .write_all(bytes)
+            .unwrap()
+    };
+    append(FileKind::FrameLog, &framed(0, &frames_batch(0, 100, 3, "torn"))[..40]);
+    let data_len = std::fs::metadata(seg(FileKind::FrameData)).unwrap().len();
+    let (whole, next) = data_batches(0, &[(0, 100), (0, 101)], data_len);
+    append(FileKind::FrameData, &whole);
+    append(FileKind::FrameData, &next[..30]);
+    // Readers stop cleanly before the torn bytes, and report no damage.
+    let mut r = LogReader::open(dir.path()).unwrap();
+    let mut n = 0;
+    r.read_available(|_, rec| n += matches!(rec, Record::Start(_) | Record::End(_)) as usize)
         .unwrap();
-    OpenOptions::new()
-        .append(true)
-        .open(seg(FileKind::FrameData))
-        .unwrap()
-        .write_all(&[1, 2, 3, 4, 5, 60, 0])
-        .unwrap();
-    OpenOptions::new()
-        .append(true)
-        .open(seg(FileKind::FrameIndex))
-        .unwrap()
-        .write_all(&[9, 9, 9])
-        .unwrap();
-    // Readers stop cleanly before the torn bytes.
-    assert_eq!(read_frames(dir.path()).len(), 40);
+    assert_eq!((n, r.take_damage()), (40, vec![]));
+    let torn = framelog::check::check_log(dir.path()).unwrap();
+    assert!(!torn.has_errors(), "{:?}", torn.problems);
     let w = LogWriter::open(dir.path()).unwrap();
     write_with_data(&w, 21, 5);
     let frames = read_frames(dir.path());
@@ -146,8 +147,11 @@ fn a_torn_tail_is_cut_before_the_next_append_and_nothing_before_it_is_lost() {
     let report = framelog::check::check_log(dir.path()).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     let mut store = DataStore::open(dir.path()).unwrap();
-    assert_eq!(store.len(), 25);
+    assert_eq!(store.len(), 26, "20 + the re-indexed whole batch + 5");
     assert!(store.get(FrameKey::new(w.worker(), 25)).unwrap().is_some());
+    let kept = store.get(FrameKey::new(0, 100)).unwrap().unwrap();
+    assert_eq!(kept.get_i64("n").unwrap(), 100, "the whole unindexed batch was kept");
+    assert!(store.get(FrameKey::new(0, 101)).unwrap().is_none());
 }
 
 #[test]
@@ -237,57 +241,58 @@ fn a_reader_resumes_from_a_position() {
 }
 
 #[test]
-fn corrupt_bytes_are_an_error_naming_file_and_offset_after_the_valid_records() {
+fn damaged_bytes_are_skipped_and_reported_and_a_writer_leaves_them_alone() {
     let dir = tempfile::tempdir().unwrap();
     let w = LogWriter::open(dir.path()).unwrap();
     w.append_frames(&frames_batch(w.worker(), 1, 3, "ok"))
         .unwrap();
     let path = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
     let good_len = std::fs::metadata(&path).unwrap().len();
-    // A dropped marker with a 3-byte payload is malformed.
-    let mut bad = vec![0u8; 0];
-    bad.extend_from_slice(&[0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, 2, 3]);
-    OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap()
-        .write_all(&bad)
-        .unwrap();
+    // Bytes that are not a batch, then a valid batch after them.
+    let bad = [0xFFu8; 19];
+    let after = framed(w.worker(), &frames_batch(w.worker(), 10, 2, "later"));
+    let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(&bad).unwrap();
+    f.write_all(&after).unwrap();
     let mut seen = 0;
-    let err = LogReader::open(dir.path())
-        .unwrap()
-        .read_available(|_, _| seen += 1)
-        .unwrap_err();
-    assert_eq!(seen, 7, "worker info + 3 frames before the bad bytes");
-    match err {
-        Error::Corrupt {
-            path: p, offset, ..
-        } => {
-            assert_eq!(p, path);
-            assert_eq!(offset, good_len);
-        }
-        other => panic!("unexpected {other}"),
-    }
-    // A new writer leaves the damaged segment alone and starts the next one.
-    let w2 = LogWriter::open(dir.path()).unwrap();
-    w2.append_frames(&frames_batch(w2.worker(), 1, 2, "after"))
-        .unwrap();
-    assert_eq!(
-        std::fs::metadata(&path).unwrap().len(),
-        good_len + bad.len() as u64
-    );
     let mut r = LogReader::open(dir.path()).unwrap();
-    assert!(r.read_available(|_, _| {}).is_err());
-    r.skip_segment();
-    let mut after = 0;
+    r.read_available(|_, _| seen += 1).unwrap();
+    assert_eq!(seen, 1 + 6 + 4, "worker info + 3 frames, then 2 after the damage");
+    let damage = r.take_damage();
+    assert_eq!(damage.len(), 1);
+    assert_eq!(
+        (&damage[0].path, damage[0].offset, damage[0].len),
+        (&path, good_len, bad.len() as u64)
+    );
+    assert_eq!(r.damage_totals(), (19, 1));
+    // A new writer leaves the damaged segment alone and starts the next one.
+    let reported = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = reported.clone();
+    let w2 = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            on_damage: Some(std::sync::Arc::new(move |e: &Error| {
+                sink.lock().unwrap().push(e.to_string())
+            })),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    w2.append_frames(&frames_batch(w2.worker(), 1, 2, "next"))
+        .unwrap();
+    let before = good_len + (bad.len() + after.len()) as u64;
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), before);
+    let reports = reported.lock().unwrap().clone();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(reports[0].contains("frames-000001.framelog") && reports[0].contains(&format!("byte {good_len}")));
+    let mut labels = Vec::new();
     r.read_available(|_, rec| {
         if let Record::Start(s) = rec {
-            assert_eq!(s.label, "after");
-            after += 1
+            labels.push(s.label.to_owned());
         }
     })
     .unwrap();
-    assert_eq!(after, 2);
+    assert_eq!(labels, vec!["next"; 2]);
 }
 
 #[test]

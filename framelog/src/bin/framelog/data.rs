@@ -13,7 +13,14 @@ pub fn run(dir: &Path, frame: FrameKey) -> Result<ExitCode> {
     }
     let mut store = DataStore::open(dir)?;
     let Some(doc) = store.get(frame)? else {
-        bail!("frame {frame} has no data in {}", dir.display());
+        let damage: Vec<String> = store.take_damage().iter().map(|d| d.to_string()).collect();
+        if damage.is_empty() {
+            bail!("frame {frame} has no data in {}", dir.display());
+        }
+        bail!(
+            "frame {frame} has no data that could be read; damaged index bytes were skipped:\n  {}",
+            damage.join("\n  ")
+        );
     };
     let json = bson::Bson::Document(doc).into_relaxed_extjson();
     println!("{}", serde_json::to_string_pretty(&json)?);

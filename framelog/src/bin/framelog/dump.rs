@@ -109,6 +109,10 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode> {
         }
         out.flush()?;
         result?;
+        // Damaged bytes are skipped; say where on stderr and keep going.
+        for d in reader.take_damage() {
+            eprintln!("framelog: warning: {d}");
+        }
         if !args.follow {
             return Ok(ExitCode::SUCCESS);
         }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Inspect framelog profiler logs: dump records, show frame data, statistics, validate files.
+/// Inspect framelog profiler logs: dump records, show frame data, statistics, validate and recover files.
 #[derive(Parser)]
 #[command(name = "framelog", version, about)]
 struct Cli {
@@ -36,6 +36,14 @@ enum Command {
         /// The log directory.
         dir: PathBuf,
     },
+    /// Copy every valid batch of a damaged log into a new log; print what was skipped.
+    Recover {
+        /// The damaged log directory (read only).
+        dir: PathBuf,
+        /// The new log directory (must not exist, or be empty).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -45,6 +53,7 @@ fn main() -> ExitCode {
         Command::Data { dir, frame } => data::run(&dir, frame),
         Command::Stats(args) => stats::run(&args),
         Command::Check { dir } => stats::check(&dir),
+        Command::Recover { dir, out } => stats::recover(&dir, &out),
     };
     match result {
         Ok(code) => code,

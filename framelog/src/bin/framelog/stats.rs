@@ -25,6 +25,9 @@ pub struct StatsArgs {
     /// Rows of the per-label table (0 for all).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Exit with status 1 if any damaged bytes were skipped.
+    #[arg(long)]
+    strict: bool,
 }
 
 fn dir_bytes(dir: &Path, kind: FileKind) -> Result<(usize, u64)> {
@@ -42,7 +45,19 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
     let mut builder = StatsBuilder::new();
     reader.read_available(|_, rec| builder.add(&rec))?;
     let (totals, labels) = builder.finish();
-    let data_entries = DataStore::open(dir)?.len();
+    let mut store = DataStore::open(dir)?;
+    let data_entries = store.len();
+    // Damage: frame-log bytes skipped by the reader, index bytes skipped by the data store.
+    let mut damage = reader.take_damage();
+    damage.extend(store.take_damage());
+    let (r_bytes, r_places) = reader.damage_totals();
+    let (s_bytes, s_places) = store.damage_totals();
+    let (damaged_bytes, damaged_places) = (r_bytes + s_bytes, r_places + s_places);
+    let code = if args.strict && damaged_places > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    };
     let (frame_segments, frame_bytes) = dir_bytes(dir, FileKind::FrameLog)?;
     let (data_segments, data_bytes) = dir_bytes(dir, FileKind::FrameData)?;
     let (_, index_bytes) = dir_bytes(dir, FileKind::FrameIndex)?;
@@ -78,9 +93,14 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
                 "label": l.label, "count": l.count, "total_ns": l.total_ns, "mean_ns": l.mean_ns,
                 "p50_ns": l.p50_ns, "p99_ns": l.p99_ns, "max_ns": l.max_ns,
             })).collect::<Vec<_>>(),
+            "damaged_bytes": damaged_bytes,
+            "damaged_places": damaged_places,
+            "damage": damage.iter().map(|d| json!({
+                "path": d.path, "offset": d.offset, "len": d.len, "why": d.why.to_string(),
+            })).collect::<Vec<_>>(),
         });
         writeln!(out, "{v}")?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
     writeln!(out, "log        {}", dir.display())?;
     writeln!(
@@ -108,6 +128,15 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
         data_bytes + index_bytes
     )?;
     writeln!(out, "data       {data_entries} entries")?;
+    if damaged_places > 0 {
+        writeln!(
+            out,
+            "damage     skipped {damaged_bytes} damaged bytes in {damaged_places} places (framelog check lists them; framelog recover copies what is valid)"
+        )?;
+        for d in &damage {
+            eprintln!("framelog: warning: {d}");
+        }
+    }
     if let (Some(a), Some(b)) = (totals.first_ns, totals.last_ns) {
         writeln!(
             out,
@@ -147,7 +176,7 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             labels.len() - shown
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 pub fn check(dir: &Path) -> Result<ExitCode> {
@@ -178,12 +207,31 @@ pub fn check(dir: &Path) -> Result<ExitCode> {
     }
     writeln!(
         out,
-        "checked {} files: {} records, {} data entries, {} index entries; {errors} errors, {notes} notes",
-        report.files, report.records, report.data_entries, report.index_entries
+        "checked {} files: {} batches, {} records, {} data entries, {} index entries; {errors} errors, {notes} notes",
+        report.files, report.batches, report.records, report.data_entries, report.index_entries
     )?;
     Ok(if report.has_errors() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
+}
+
+pub fn recover(src: &Path, dst: &Path) -> Result<ExitCode> {
+    let r = framelog::recover::recover(src, dst)?;
+    let mut out = std::io::stdout().lock();
+    for d in &r.skipped {
+        writeln!(out, "skipped: {d}")?;
+    }
+    let bytes: u64 = r.skipped.iter().map(|d| d.len).sum();
+    writeln!(
+        out,
+        "recovered {} into {}: {} bytes of frame records, {} data entries; skipped {bytes} damaged bytes in {} places",
+        src.display(),
+        dst.display(),
+        r.frame_bytes,
+        r.data_entries,
+        r.skipped.len()
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,126 @@
+//! Recovering a damaged log: copies every valid batch (and every record of older, unframed
+//! segments that decodes) into a new log, and lists what was skipped.
+
+use std::path::Path;
+
+use formats::{FLAG_BATCHES, FileHeader, FileKind, Framing, Unit, decode_data_entry};
+
+use crate::append::{AppendConfig, DataAppender, DataBatch, FramesAppender, SyncPolicy};
+use crate::damage::{Damage, DamageLog};
+use crate::error::{Error, IoContext, Result};
+use crate::segments::{self, segment_path};
+use crate::worker;
+
+/// What a recovery copied and skipped.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Frame-log batches (or unframed records) copied.
+    pub frame_units: u64,
+    /// Bytes of frame-log records copied.
+    pub frame_bytes: u64,
+    /// Data entries copied.
+    pub data_entries: u64,
+    /// Every damaged run skipped, with file, offset, length and reason.
+    pub skipped: Vec<Damage>,
+}
+
+fn framed(path: &Path, kind: FileKind, bytes: &[u8]) -> Result<Option<(usize, bool)>> {
+    match FileHeader::decode(kind, bytes) {
+        Ok(Some(h)) => Ok(Some((h.header_len as usize, h.flags & FLAG_BATCHES != 0))),
+        Ok(None) => Ok(None),
+        Err(e) => Err(Error::corrupt(path, 0, e)),
+    }
+}
+
+/// Copies the valid contents of the log in `src` into a new log in `dst` (which must not
+/// exist or be empty). Worker id high-water marks are carried over, so programs that later
+/// append to `dst` never repeat a frame key.
+pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
+    if !segments::is_log(src) {
+        return Err(Error::NotALog(src.to_owned()));
+    }
+    if dst.exists() && std::fs::read_dir(dst).at(dst)?.next().is_some() {
+        return Err(Error::io(
+            dst,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the output directory is not empty",
+            ),
+        ));
+    }
+    std::fs::create_dir_all(dst).at(dst)?;
+    let config = |limit| AppendConfig {
+        worker: 0,
+        limit,
+        // One sync at the end instead of one per append.
+        sync: SyncPolicy::Interval(std::time::Duration::MAX),
+        on_damage: None,
+    };
+    let mut frames = FramesAppender::new(dst, config(256 << 20));
+    let mut data = DataAppender::new(dst, config(1 << 30));
+    let mut out = Recovered::default();
+    let mut damage = DamageLog::default();
+    // Records are gathered and appended in large writes (framed again into new batches).
+    let mut pending = Vec::new();
+    for n in segments::list(src, FileKind::FrameLog)? {
+        let path = segment_path(src, FileKind::FrameLog, n);
+        let bytes = std::fs::read(&path).at(&path)?;
+        let Some((mut pos, is_framed)) = framed(&path, FileKind::FrameLog, &bytes)? else {
+            continue;
+        };
+        while pos < bytes.len() {
+            let (len, records) = match Framing::Frames.next_unit(&bytes[pos..], is_framed, true) {
+                Unit::Batch { len, body, .. } => (len, body),
+                Unit::Unframed(len) => (len, &bytes[pos..pos + len]),
+                Unit::Damaged { len, why } => {
+                    damage.add(&path, pos as u64, len as u64, why);
+                    pos += len;
+                    continue;
+                }
+                Unit::NeedMore => break,
+            };
+            pending.extend_from_slice(records);
+            out.frame_units += 1;
+            out.frame_bytes += records.len() as u64;
+            if pending.len() >= 4 << 20 {
+                frames.append(&pending)?;
+                pending.clear();
+            }
+            pos += len;
+        }
+    }
+    frames.append(&pending)?;
+    for n in segments::list(src, FileKind::FrameData)? {
+        let path = segment_path(src, FileKind::FrameData, n);
+        let bytes = std::fs::read(&path).at(&path)?;
+        let Some((mut pos, is_framed)) = framed(&path, FileKind::FrameData, &bytes)? else {
+            continue;
+        };
+        let mut batch = DataBatch::new();
+        while pos < bytes.len() {
+            let (len, body) = match Framing::Data.next_unit(&bytes[pos..], is_framed, true) {
+                Unit::Batch { len, body, .. } => (len, body),
+                Unit::Unframed(len) => (len, &bytes[pos..pos + len]),
+                Unit::Damaged { len, why } => {
+                    damage.add(&path, pos as u64, len as u64, why);
+                    pos += len;
+                    continue;
+                }
+                Unit::NeedMore => break,
+            };
+            let mut at = 0;
+            while let Ok(Some(e)) = decode_data_entry(&body[at..]) {
+                batch.push(e.key, e.document);
+                at += e.encoded_len();
+            }
+            pos += len;
+        }
+        out.data_entries += batch.len() as u64;
+        data.append(&batch)?;
+    }
+    frames.sync()?;
+    data.sync()?;
+    worker::copy_high_water_marks(src, dst)?;
+    out.skipped = damage.take();
+    Ok(out)
+}
