@@ -411,7 +411,8 @@ impl Framing {
             Probe::NeedMore => true,
             Probe::Invalid => false,
         };
-        starts_batch && matches!(self.resync(tail, 1, DamageKind::TornTail, true), Unit::Damaged { len, .. } if len == tail.len())
+        starts_batch
+            && matches!(self.resync(tail, 1, DamageKind::TornTail, true), Unit::Damaged { len, .. } if len == tail.len())
     }
 
     /// Damage from the front of `buf` up to the next position (from `from` on) where a
@@ -540,7 +541,9 @@ mod tests {
     fn framed(recs: &[u8], target: usize) -> Vec<u8> {
         let mut out = Vec::new();
         split_records(recs, target, |r, count| {
-            out.extend_from_slice(&BatchHeader::for_records(7, 99, &recs[r.clone()], count).encode());
+            out.extend_from_slice(
+                &BatchHeader::for_records(7, 99, &recs[r.clone()], count).encode(),
+            );
             out.extend_from_slice(&recs[r]);
         })
         .unwrap();
@@ -627,7 +630,10 @@ mod tests {
         assert_eq!(e.key, FrameKey::new(2, 0));
         assert_eq!(e.encoded_len(), DATA_MARKER_LEN);
         let doc = e.parse().unwrap();
-        assert!(doc.get_binary_generic("batch").is_err(), "user-defined subtype");
+        assert!(
+            doc.get_binary_generic("batch").is_err(),
+            "user-defined subtype"
+        );
         assert!(doc.contains_key("batch"));
         assert_eq!(DataMarker::probe(&b), Probe::Valid(m));
         for i in 0..DATA_MARKER_LEN {
@@ -685,11 +691,17 @@ mod tests {
         for cut in 1..tail.len() {
             assert!(Framing::Frames.is_torn_tail(&tail[..cut]), "cut {cut}");
         }
-        assert!(!Framing::Frames.is_torn_tail(tail), "a whole batch is not torn");
+        assert!(
+            !Framing::Frames.is_torn_tail(tail),
+            "a whole batch is not torn"
+        );
         assert!(!Framing::Frames.is_torn_tail(&bytes[second..]));
         let mut bad = tail[..500].to_vec();
         bad[3] = 9;
-        assert!(!Framing::Frames.is_torn_tail(&bad), "a bad header is damage");
+        assert!(
+            !Framing::Frames.is_torn_tail(&bad),
+            "a bad header is damage"
+        );
         // A batch shortened in the middle, followed by a whole batch: damage, not a tail.
         let mut shortened = bytes[..second * 3].to_vec();
         shortened.drain(second + 100..second + 150);
@@ -749,14 +761,11 @@ mod tests {
         fn any_bytes_walk_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..600), framed: bool) {
             for framing in [Framing::Frames, Framing::Data] {
                 let mut pos = 0;
-                loop {
-                    match framing.next_unit(&bytes[pos..], framed, true) {
-                        Unit::Batch { len, .. } | Unit::Unframed(len) | Unit::Damaged { len, .. } => {
-                            prop_assert!(len > 0);
-                            pos += len;
-                        }
-                        Unit::NeedMore => break,
-                    }
+                while let Unit::Batch { len, .. } | Unit::Unframed(len) | Unit::Damaged { len, .. } =
+                    framing.next_unit(&bytes[pos..], framed, true)
+                {
+                    prop_assert!(len > 0);
+                    pos += len;
                 }
                 prop_assert_eq!(pos, bytes.len());
             }
@@ -797,7 +806,10 @@ mod tests {
         flipped[60] ^= 0x20;
         assert!(matches!(
             Framing::Data.next_unit(&flipped, true, true),
-            Unit::Damaged { why: DamageKind::BadChecksum, .. }
+            Unit::Damaged {
+                why: DamageKind::BadChecksum,
+                ..
+            }
         ));
     }
 }

@@ -93,8 +93,14 @@ impl DataBatch {
         let mut out = Vec::new();
         let (mut first, mut start) = (0usize, 0usize);
         for i in 0..=self.offsets.len() {
-            let at = self.offsets.get(i).map_or(self.bytes.len(), |o| o.1 as usize);
-            let end = self.offsets.get(i + 1).map_or(self.bytes.len(), |o| o.1 as usize);
+            let at = self
+                .offsets
+                .get(i)
+                .map_or(self.bytes.len(), |o| o.1 as usize);
+            let end = self
+                .offsets
+                .get(i + 1)
+                .map_or(self.bytes.len(), |o| o.1 as usize);
             let close = i == self.offsets.len() || (i > first && end - start > DATA_BATCH_TARGET);
             if close && i > first {
                 out.push((start..at, first..i));
@@ -381,7 +387,12 @@ struct Pair {
 }
 
 /// Checks a pair before the first append to it; returns whether to start the next pair.
-fn repair_pair(config: &AppendConfig, pair: &Pair, data_header: u64, idx_header: u64) -> Result<bool> {
+fn repair_pair(
+    config: &AppendConfig,
+    pair: &Pair,
+    data_header: u64,
+    idx_header: u64,
+) -> Result<bool> {
     let (cur, idx, idx_path) = (&pair.data, &pair.idx, &pair.idx_path);
     match repair::data_tail(&cur.file, &cur.path, idx, idx_path, data_header, idx_header)? {
         DataTail::Repair {

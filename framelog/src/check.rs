@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use formats::{
-    BATCH_RECORD_LEN, DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileHeader,
-    FileKind, FrameKey, Framing, INDEX_ENTRY_LEN, Probe, RecordIter, Unit, check_index_entries,
+    BATCH_RECORD_LEN, DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileHeader, FileKind,
+    FrameKey, Framing, INDEX_ENTRY_LEN, Probe, RecordIter, Unit, check_index_entries,
     decode_data_entry, decode_index_entry,
 };
 
@@ -79,7 +79,12 @@ impl Report {
         } else {
             why.to_string()
         };
-        self.add(severity, path, offset, format!("{len} bytes skipped: {why}"));
+        self.add(
+            severity,
+            path,
+            offset,
+            format!("{len} bytes skipped: {why}"),
+        );
     }
 }
 
@@ -137,7 +142,7 @@ pub fn check_log(dir: &Path) -> Result<Report> {
 }
 
 fn check_frames(report: &mut Report, path: &Path, bytes: &[u8], live: bool) {
-    let Some((mut pos, framed)) = header(report, path, FileKind::FrameLog, bytes) else {
+    let Some((mut pos, mut framed)) = header(report, path, FileKind::FrameLog, bytes) else {
         return;
     };
     while pos < bytes.len() {
@@ -176,6 +181,16 @@ fn check_frames(report: &mut Report, path: &Path, bytes: &[u8], live: bool) {
                 pos += len;
             }
             Unit::Unframed(len) => {
+                if let Unit::Batch { .. } = Framing::Frames.next_unit(&bytes[pos..], true, true) {
+                    report.add(
+                        Severity::Error,
+                        path,
+                        12,
+                        "the file holds checksummed batches but its header lacks FLAG_BATCHES (a damaged header); reading it as framed",
+                    );
+                    framed = true;
+                    continue;
+                }
                 report.records += 1;
                 pos += len;
             }
@@ -198,8 +213,9 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
     let mut framed = false;
     if let Some((mut pos, f)) = header(report, &data_path, FileKind::FrameData, &bytes) {
         framed = f;
+        let mut framed_now = f;
         while pos < bytes.len() {
-            match Framing::Data.next_unit(&bytes[pos..], framed, true) {
+            match Framing::Data.next_unit(&bytes[pos..], framed_now, true) {
                 Unit::Batch { len, body, .. } => {
                     report.batches += 1;
                     if let Probe::Valid(m) = DataMarker::probe(&bytes[pos..]) {
@@ -209,6 +225,16 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
                     pos += len;
                 }
                 Unit::Unframed(len) => {
+                    if let Unit::Batch { .. } = Framing::Data.next_unit(&bytes[pos..], true, true) {
+                        report.add(
+                            Severity::Error,
+                            &data_path,
+                            12,
+                            "the file holds checksummed batches but its header lacks FLAG_BATCHES (a damaged header); reading it as framed",
+                        );
+                        (framed, framed_now) = (true, true);
+                        continue;
+                    }
                     check_entries(report, &data_path, &bytes[pos..pos + len], pos, &mut starts);
                     pos += len;
                 }
@@ -372,7 +398,13 @@ fn check_framed_index(
         let marker = own.and_then(|o| markers.get(&o.seek).filter(|_| o.key.id == 0));
         let need = marker.map(|m| (1 + m.count as usize) * INDEX_ENTRY_LEN);
         if own.is_none() || need.is_some_and(|n| pos + n > idx.len()) {
-            report.damaged(path, pos as u64, idx.len() - pos, &DamageKind::TornTail, live);
+            report.damaged(
+                path,
+                pos as u64,
+                idx.len() - pos,
+                &DamageKind::TornTail,
+                live,
+            );
             break;
         }
         let to = (pos + 1..idx.len())

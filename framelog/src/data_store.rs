@@ -90,6 +90,11 @@ struct Segment {
     idx_read: u64,
     /// End of the data that whole indexed batches cover (framed files).
     covered: u64,
+    /// Length of the data file at the last refresh.
+    data_len: u64,
+    /// How far data batches sit from where the index says (bytes inserted or deleted by
+    /// damage earlier in the data file; 0 in an undamaged file).
+    shift: i64,
     map: Option<Mmap>,
 }
 
@@ -170,6 +175,8 @@ impl DataStore {
                         framed: false,
                         idx_read: 0,
                         covered: 0,
+                        shift: 0,
+                        data_len: 0,
                         map: None,
                     },
                 ));
@@ -191,7 +198,8 @@ impl DataStore {
             seg.idx = Some(File::open(&seg.idx_path).at(&seg.idx_path)?);
         }
         let file = seg.idx.as_ref().expect("opened above");
-        if seg.idx_read == 0 {
+        let just_opened = seg.idx_read == 0;
+        if just_opened {
             match read_header(file, &seg.idx_path, FileKind::FrameIndex)? {
                 Some(h) => {
                     seg.idx_read = u64::from(h.header_len);
@@ -200,6 +208,22 @@ impl DataStore {
                 None => return Ok(0),
             }
         }
+        if just_opened && !seg.framed {
+            // A header that lost its flag: the first entry names a batch marker.
+            let mut first = [0u8; INDEX_ENTRY_LEN];
+            let n = read_full_at(file, &seg.idx_path, &mut first, seg.idx_read)?;
+            if n == INDEX_ENTRY_LEN
+                && decode_index_entry(&first).is_some_and(|e| e.key.id == 0)
+                && let Ok(data) = File::open(&seg.data_path)
+            {
+                seg.data = Some(data);
+                let found = self.index_batch(i, &first)?;
+                self.segments[i].1.framed =
+                    matches!(found, IndexBatch::Whole(..) | IndexBatch::Partial);
+            }
+        }
+        let seg = &mut self.segments[i].1;
+        let file = seg.idx.as_ref().expect("opened above");
         let len = file.metadata().at(&seg.idx_path)?.len();
         let tail = read_vec_at(
             file,
@@ -224,11 +248,14 @@ impl DataStore {
                 Err(e) => return Err(Error::io(&seg.data_path, e)),
             }
         }
+        let data = seg.data.as_ref().expect("opened above");
+        seg.data_len = data.metadata().at(&seg.data_path)?.len();
         let mut pos = 0usize;
         let mut added = 0;
         while tail.len() - pos >= INDEX_ENTRY_LEN {
             match self.index_batch(i, &tail[pos..])? {
                 IndexBatch::Whole(need, marker_seek, m) => {
+                    let own = decode_index_entry(&tail[pos..]).expect("whole");
                     let entries = &tail[pos + INDEX_ENTRY_LEN..pos + need];
                     let batch = self.batches.len() as u32;
                     self.batches.push(Batch {
@@ -236,13 +263,16 @@ impl DataStore {
                         marker_info: m,
                         checked: Checked::Unknown,
                     });
-                    let body = u64::from(marker_seek) + DATA_MARKER_LEN as u64;
-                    let list = check_index_entries(&m, entries, body).expect("checked");
+                    let shift = i64::from(marker_seek) - i64::from(own.seek);
+                    let written_body = u64::from(own.seek) + DATA_MARKER_LEN as u64;
+                    let list = check_index_entries(&m, entries, written_body).expect("checked");
                     for e in list {
-                        self.insert(e.key, i, e.seek, batch);
+                        self.insert(e.key, i, (i64::from(e.seek) + shift) as u32, batch);
                     }
                     added += m.count as usize;
                     let seg = &mut self.segments[i].1;
+                    seg.shift = shift;
+                    let body = u64::from(marker_seek) + DATA_MARKER_LEN as u64;
                     seg.covered = seg.covered.max(body + u64::from(m.len));
                     pos += need;
                 }
@@ -267,12 +297,8 @@ impl DataStore {
                     };
                     let seg = &self.segments[i].1;
                     let at = seg.idx_read + pos as u64;
-                    self.damage.add(
-                        &seg.idx_path,
-                        at,
-                        (to - pos) as u64,
-                        DamageKind::BadIndex,
-                    );
+                    self.damage
+                        .add(&seg.idx_path, at, (to - pos) as u64, DamageKind::BadIndex);
                     pos = to;
                 }
             }
@@ -302,20 +328,52 @@ impl DataStore {
             return Ok(IndexBatch::Bad);
         }
         let data = seg.data.as_ref().expect("opened by the caller");
+        // Where the marker is: at its seek, moved by any bytes damage inserted or deleted
+        // earlier in the data file (learned at the damage, then applied to every batch).
+        let expected = i64::from(own.seek) + seg.shift;
         let mut raw = [0u8; DATA_MARKER_LEN];
-        let n = read_full_at(data, &seg.data_path, &mut raw, u64::from(own.seek))?;
-        let Probe::Valid(m) = DataMarker::probe(&raw[..n]) else {
-            return Ok(IndexBatch::Bad);
+        let n = match u64::try_from(expected) {
+            Ok(at) => read_full_at(data, &seg.data_path, &mut raw, at)?,
+            Err(_) => 0,
         };
-        let need = (1 + m.count as usize) * INDEX_ENTRY_LEN;
-        let Some(entries) = idx.get(INDEX_ENTRY_LEN..need) else {
-            return Ok(IndexBatch::Partial);
+        let matches = |m: &DataMarker, at: u64| -> Option<usize> {
+            // Data is written before its index: a batch must be whole in the data file.
+            if at + DATA_MARKER_LEN as u64 + u64::from(m.len) > seg.data_len {
+                return None;
+            }
+            let need = (1 + m.count as usize) * INDEX_ENTRY_LEN;
+            let entries = idx.get(INDEX_ENTRY_LEN..need)?;
+            let body = u64::from(own.seek) + DATA_MARKER_LEN as u64;
+            check_index_entries(m, entries, body).map(|_| need)
         };
-        let body = u64::from(own.seek) + DATA_MARKER_LEN as u64;
-        Ok(match check_index_entries(&m, entries, body) {
-            Some(_) => IndexBatch::Whole(need, own.seek, m),
-            None => IndexBatch::Bad,
-        })
+        if let Probe::Valid(m) = DataMarker::probe(&raw[..n]) {
+            let need = (1 + m.count as usize) * INDEX_ENTRY_LEN;
+            if idx.len() < need {
+                return Ok(IndexBatch::Partial);
+            }
+            if let Some(need) = matches(&m, expected as u64) {
+                return Ok(IndexBatch::Whole(need, expected as u32, m));
+            }
+        }
+        // Not there: search near it for the marker these index entries match.
+        const WINDOW: u64 = 64 << 10;
+        let from = (expected.max(0) as u64)
+            .saturating_sub(WINDOW)
+            .max(HEADER_LEN as u64);
+        let near = read_vec_at(
+            data,
+            &seg.data_path,
+            from,
+            (2 * WINDOW) as usize + DATA_MARKER_LEN,
+        )?;
+        for q in 0..near.len() {
+            if let Probe::Valid(m) = DataMarker::probe(&near[q..])
+                && let Some(need) = matches(&m, from + q as u64)
+            {
+                return Ok(IndexBatch::Whole(need, (from + q as u64) as u32, m));
+            }
+        }
+        Ok(IndexBatch::Bad)
     }
 
     fn insert(&mut self, key: FrameKey, segment: usize, seek: u32, batch: u32) {
@@ -451,8 +509,8 @@ fn map_covered(seg: &mut Segment) -> Result<&Mmap> {
         // cut those (they append, and cut only an unfinished batch after the last whole one:
         // docs/FORMAT.md, "Torn tails"), so the mapped pages stay backed by the file. A
         // program outside this protocol that truncates the file can break this (SIGBUS).
-        let map = unsafe { MmapOptions::new().len(seg.covered as usize).map(&file) }
-            .at(&seg.data_path)?;
+        let map =
+            unsafe { MmapOptions::new().len(seg.covered as usize).map(&file) }.at(&seg.data_path)?;
         seg.map = Some(map);
     }
     Ok(seg.map.as_ref().expect("mapped"))

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use formats::{
     BATCH_RECORD_LEN, DamageKind, Decoded, FLAG_BATCHES, FileKind, Framing, MAX_FRAMES_BATCH_LEN,
-    Record, RecordIter, Unit, decode_record,
+    Record, RecordIter, RecordType, Unit, decode_record,
 };
 
 use crate::damage::{Damage, DamageLog};
@@ -185,6 +185,18 @@ impl LogReader {
                 } else {
                     // Older, unframed segment: records one by one.
                     match decode_record(rest) {
+                        // A valid batch in a segment whose header lacks the flag: the header
+                        // was damaged. Read the rest of the segment as framed.
+                        Ok(Decoded::Record(rec, _))
+                            if rec.type_byte() == RecordType::Batch as u8
+                                && matches!(
+                                    Framing::Frames.next_unit(rest, true, at_end),
+                                    Unit::Batch { .. }
+                                ) =>
+                        {
+                            self.framed = true;
+                            continue;
+                        }
                         Ok(Decoded::Record(rec, len)) => {
                             f(
                                 Position {

@@ -40,11 +40,13 @@ pub(crate) fn frames_tail(file: &File, path: &Path, header_len: u64) -> Result<T
             Probe::Valid(_) | Probe::NeedMore => {
                 let max = BATCH_RECORD_LEN + MAX_FRAMES_BATCH_LEN;
                 let tail = read_vec_at(file, path, pos, max + 1)?;
-                return Ok(if tail.len() <= max && Framing::Frames.is_torn_tail(&tail) {
-                    Tail::WholeUpTo(pos)
-                } else {
-                    Tail::Damaged(pos)
-                });
+                return Ok(
+                    if tail.len() <= max && Framing::Frames.is_torn_tail(&tail) {
+                        Tail::WholeUpTo(pos)
+                    } else {
+                        Tail::Damaged(pos)
+                    },
+                );
             }
             Probe::Invalid => return Ok(Tail::Damaged(pos)),
         }

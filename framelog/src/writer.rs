@@ -5,7 +5,9 @@ use std::sync::Mutex;
 
 use formats::WorkerInfo;
 
-use crate::append::{AppendConfig, DamageHook, DataAppender, DataBatch, FramesAppender, SyncPolicy};
+use crate::append::{
+    AppendConfig, DamageHook, DataAppender, DataBatch, FramesAppender, SyncPolicy,
+};
 use crate::error::{IoContext, Result};
 use crate::worker::WorkerSlot;
 

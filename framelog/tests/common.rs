@@ -64,7 +64,9 @@ pub fn write_with_data(w: &LogWriter, first: u32, n: u32) {
 pub fn framed(worker: u8, records: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     formats::split_records(records, formats::FRAMES_BATCH_TARGET, |r, count| {
-        out.extend_from_slice(&BatchHeader::for_records(worker, 1, &records[r.clone()], count).encode());
+        out.extend_from_slice(
+            &BatchHeader::for_records(worker, 1, &records[r.clone()], count).encode(),
+        );
         out.extend_from_slice(&records[r]);
     })
     .unwrap();
@@ -80,7 +82,13 @@ pub fn data_batches(worker: u8, keys: &[(u8, u32); 2], seek: u64) -> (Vec<u8>, V
         let doc = formats::to_document(&serde_json::json!({"n": id})).unwrap();
         let mut body = Vec::new();
         formats::encode_data_entry(&mut body, FrameKey::new(w, id), &doc);
-        let marker = formats::frame_data_batch(worker, &body, &[(FrameKey::new(w, id), 0)], at, &mut Vec::new());
+        let marker = formats::frame_data_batch(
+            worker,
+            &body,
+            &[(FrameKey::new(w, id), 0)],
+            at,
+            &mut Vec::new(),
+        );
         let mut bytes = marker.encode().to_vec();
         bytes.extend_from_slice(&body);
         at += bytes.len() as u64;

@@ -127,7 +127,10 @@ fn a_torn_tail_is_cut_before_the_next_append_and_nothing_before_it_is_lost() {
             .write_all(bytes)
             .unwrap()
     };
-    append(FileKind::FrameLog, &framed(0, &frames_batch(0, 100, 3, "torn"))[..40]);
+    append(
+        FileKind::FrameLog,
+        &framed(0, &frames_batch(0, 100, 3, "torn"))[..40],
+    );
     let data_len = std::fs::metadata(seg(FileKind::FrameData)).unwrap().len();
     let (whole, next) = data_batches(0, &[(0, 100), (0, 101)], data_len);
     append(FileKind::FrameData, &whole);
@@ -150,7 +153,11 @@ fn a_torn_tail_is_cut_before_the_next_append_and_nothing_before_it_is_lost() {
     assert_eq!(store.len(), 26, "20 + the re-indexed whole batch + 5");
     assert!(store.get(FrameKey::new(w.worker(), 25)).unwrap().is_some());
     let kept = store.get(FrameKey::new(0, 100)).unwrap().unwrap();
-    assert_eq!(kept.get_i64("n").unwrap(), 100, "the whole unindexed batch was kept");
+    assert_eq!(
+        kept.get_i64("n").unwrap(),
+        100,
+        "the whole unindexed batch was kept"
+    );
     assert!(store.get(FrameKey::new(0, 101)).unwrap().is_none());
 }
 
@@ -257,7 +264,11 @@ fn damaged_bytes_are_skipped_and_reported_and_a_writer_leaves_them_alone() {
     let mut seen = 0;
     let mut r = LogReader::open(dir.path()).unwrap();
     r.read_available(|_, _| seen += 1).unwrap();
-    assert_eq!(seen, 1 + 6 + 4, "worker info + 3 frames, then 2 after the damage");
+    assert_eq!(
+        seen,
+        1 + 6 + 4,
+        "worker info + 3 frames, then 2 after the damage"
+    );
     let damage = r.take_damage();
     assert_eq!(damage.len(), 1);
     assert_eq!(
@@ -284,7 +295,10 @@ fn damaged_bytes_are_skipped_and_reported_and_a_writer_leaves_them_alone() {
     assert_eq!(std::fs::metadata(&path).unwrap().len(), before);
     let reports = reported.lock().unwrap().clone();
     assert_eq!(reports.len(), 1, "{reports:?}");
-    assert!(reports[0].contains("frames-000001.framelog") && reports[0].contains(&format!("byte {good_len}")));
+    assert!(
+        reports[0].contains("frames-000001.framelog")
+            && reports[0].contains(&format!("byte {good_len}"))
+    );
     let mut labels = Vec::new();
     r.read_available(|_, rec| {
         if let Record::Start(s) = rec {
