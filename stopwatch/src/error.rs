@@ -33,6 +33,13 @@ pub enum Error {
     /// The writer thread panicked (a bug); records are counted as dropped from then on.
     #[error("the writer thread panicked; later records are counted as dropped")]
     WriterPanicked,
+    /// The log holds damaged bytes (not a torn tail): they are left untouched and recording
+    /// goes on in a new segment. `framelog check` lists the damage, `framelog recover` copies
+    /// what is valid.
+    #[error(
+        "the log is damaged; the damaged segment is left untouched and recording continues in a new one: {0}"
+    )]
+    Damaged(#[source] SinkError),
 }
 
 impl Error {
@@ -43,6 +50,7 @@ impl Error {
             Error::ReserveIds(_) => 4,
             Error::Data(_) => 8,
             Error::WriterPanicked => 16,
+            Error::Damaged(_) => 32,
         }
     }
 }

@@ -57,7 +57,7 @@ pub(crate) struct Inner {
     pub(crate) closed: AtomicBool,
     /// Set by the writer when it stops writing (I/O error or panic).
     pub(crate) writer_failed: AtomicBool,
-    pub(crate) reporter: Reporter,
+    pub(crate) reporter: Arc<Reporter>,
     writer_thread: Mutex<Option<JoinHandle<()>>>,
     dir: Option<PathBuf>,
 }
@@ -213,6 +213,14 @@ impl Builder {
         self
     }
 
+    /// When written records are forced to stable storage (`fdatasync`); default
+    /// [`SyncPolicy::Never`](framelog::SyncPolicy::Never): a crash of the program loses
+    /// nothing, a power loss the last seconds.
+    pub fn sync(mut self, policy: framelog::SyncPolicy) -> Self {
+        self.options.sync = policy;
+        self
+    }
+
     /// Use this worker id instead of the lowest free one.
     pub fn worker(mut self, worker: u8) -> Self {
         self.options.worker = Some(worker);
@@ -227,10 +235,15 @@ impl Builder {
     }
 
     /// Builds an independent recorder (its own log and writer thread).
-    pub fn build(self) -> Result<Recorder, Error> {
+    pub fn build(mut self) -> Result<Recorder, Error> {
+        let reporter = Arc::new(Reporter::new(self.on_error));
         let (sink, dir): (Arc<dyn Sink>, Option<PathBuf>) = match (self.sink, self.dir) {
             (Some(s), dir) => (s, dir),
             (None, Some(dir)) => {
+                let r = reporter.clone();
+                self.options.on_damage = Some(Arc::new(move |e: &framelog::Error| {
+                    r.report(Error::Damaged(e.to_string().into()))
+                }));
                 let w = framelog::LogWriter::open_with(&dir, self.options)
                     .map_err(|e| Error::Open(Box::new(e)))?;
                 (Arc::new(w), Some(dir))
@@ -264,7 +277,7 @@ impl Builder {
             flush_interval: self.flush_interval,
             closed: AtomicBool::new(false),
             writer_failed: AtomicBool::new(false),
-            reporter: Reporter::new(self.on_error),
+            reporter,
             writer_thread: Mutex::new(None),
             dir,
         });

@@ -122,7 +122,14 @@ fn removing_the_log_directory_does_not_hang_block_mode() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(200));
-    std::fs::remove_dir_all(&dir).unwrap();
+    // The writer may create a segment while the directory is being removed: retry.
+    while dir.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "could not remove the log"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     // Keep recording until the failure has been reported (or give up after 10 s).
     while reported.load(Ordering::SeqCst) == 0 && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
@@ -140,4 +147,54 @@ fn removing_the_log_directory_does_not_hang_block_mode() {
         stats.dropped > 0 && stats.dropped < emitted,
         "{stats:?} of {emitted}"
     );
+}
+
+#[test]
+fn a_damaged_log_is_reported_once_left_untouched_and_recording_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let rec = Stopwatch::builder().dir(dir.path()).build().unwrap();
+        for _ in 0..10 {
+            drop(rec.start("before"));
+        }
+    }
+    // Bytes after the last batch that cannot start one (bit rot, a foreign writer): damage,
+    // not a torn tail.
+    let seg = dir.path().join("frames-000001.framelog");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes.extend_from_slice(&[0xAA; 40]);
+    std::fs::write(&seg, &bytes).unwrap();
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let e2 = errors.clone();
+    {
+        let rec = Stopwatch::builder()
+            .dir(dir.path())
+            .on_error(move |e| e2.lock().unwrap().push(e.to_string()))
+            .build()
+            .unwrap();
+        for _ in 0..10 {
+            drop(rec.start("after"));
+        }
+    }
+    let errors = errors.lock().unwrap().clone();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("damaged") && errors[0].contains("frames-000001.framelog"),
+        "{errors:?}"
+    );
+    assert_eq!(
+        std::fs::read(&seg).unwrap(),
+        bytes,
+        "the damaged segment is untouched"
+    );
+    let mut after = 0;
+    let mut r = framelog::LogReader::open(dir.path()).unwrap();
+    r.read_available(|_, rec| {
+        if matches!(rec, Record::Start(s) if s.label == "after") {
+            after += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(after, 10);
+    assert_eq!(r.take_damage().len(), 1);
 }
