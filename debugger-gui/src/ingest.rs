@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use formats::{Decoded, EXT_HEADER_LEN, FRAME_END_LEN, FrameEnd, Record, decode_record};
+use formats::{Decoded, FrameEnd, Record, decode_record};
 use framelog::{Error, LogReader};
 
 use crate::model::intern::Interner;
@@ -179,18 +179,6 @@ impl Drop for Ingest {
     }
 }
 
-/// Exact encoded length of a record (so the copy buffer grows by just that much).
-fn encoded_len(rec: &Record<'_>) -> usize {
-    match rec {
-        Record::Start(s) => s.encoded_len(),
-        Record::End(_) => FRAME_END_LEN,
-        Record::Dropped(_) => EXT_HEADER_LEN + 8,
-        Record::WorkerInfo(w) => EXT_HEADER_LEN + 4 + formats::truncate_label(w.name).len(),
-        Record::ThreadInfo(t) => EXT_HEADER_LEN + formats::truncate_label(t.name).len(),
-        Record::Unknown(u) => EXT_HEADER_LEN + u.payload.len(),
-    }
-}
-
 fn run(dir: &Path, follow: bool, shared: &Shared) {
     let stopped = || shared.stop.load(Ordering::Relaxed);
     // Open, waiting for the log to appear if it is not there yet.
@@ -243,10 +231,15 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             let mut buf = recycle_rx.try_recv().unwrap_or_default();
             buf.clear();
             let result = reader.read_some(SLICE_BYTES, |_, rec| buf.push(&rec, &mut labels));
+            // Damaged bytes were skipped (reading went on at the next valid batch): say where.
+            for d in reader.take_damage() {
+                shared.push_error(d.to_string());
+                shared.repaint();
+            }
             let delivered = match result {
                 Ok(n) => n,
                 Err(e) => {
-                    // What was read before the bad bytes still counts; skip the damaged segment.
+                    // A segment this reader refuses (bad header, newer version): skip it.
                     shared.push_error(e.to_string());
                     shared.repaint();
                     if matches!(e, Error::Corrupt { .. }) {
@@ -378,7 +371,7 @@ impl Batch {
             Record::End(e) => self.events.push(Event::End(*e)),
             other => {
                 let start = self.raw.len();
-                self.raw.resize(start + encoded_len(other), 0);
+                self.raw.resize(start + other.encoded_len(), 0);
                 let n = other.encode(&mut self.raw[start..]).unwrap_or(0);
                 self.raw.truncate(start + n);
                 self.events.push(Event::Raw(start as u32, n as u32));

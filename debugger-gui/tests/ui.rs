@@ -392,10 +392,36 @@ fn a_corrupt_log_keeps_its_valid_part_visible() {
     step_until(&mut h, "error message", |h| {
         h.query_by_label_contains("frames-000001.framelog")
             .is_some()
+            && h.query_by_label_contains("damaged bytes").is_some()
             && !boxes(h, "GET /users/:id").is_empty()
     });
     assert_eq!(h.state().model().unwrap().frame_count(), 3);
     assert!(h.query_by_label_contains("⚠").is_some());
+}
+
+#[test]
+fn zeroed_bytes_mid_log_are_reported_and_the_frames_after_them_still_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /first");
+    let seg = dir.path().join("frames-000001.framelog");
+    let first_end = std::fs::metadata(&seg).unwrap().len();
+    write_request(&w, 1, T0 + 5_000_000, "GET /second");
+    drop(w);
+    // 30 zero bytes over the middle of the first request's batch.
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let mid = (first_end - 60) as usize;
+    bytes[mid..mid + 30].fill(0);
+    std::fs::write(&seg, &bytes).unwrap();
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "damage message and the second request", |h| {
+        h.query_by_label_contains("damaged bytes").is_some() && !boxes(h, "GET /second").is_empty()
+    });
+    assert!(
+        boxes(&h, "GET /first").is_empty(),
+        "no frame from the damaged batch"
+    );
+    assert_eq!(h.state().model().unwrap().frame_count(), 3);
 }
 
 #[test]
