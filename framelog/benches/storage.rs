@@ -1,6 +1,9 @@
 //! Storage-engine benchmarks, each read as a ratio to a floor measured in the same run:
-//! - read: records decoded per second by `LogReader` vs. reading the same bytes;
-//! - write: `LogWriter` batch appends vs. plain 1 MiB `write`s to the same disk (what `dd` does);
+//! - read: records decoded per second by `LogReader` vs. reading the same bytes, and vs. the
+//!   same records in an unframed (pre-checksum) segment: the cost of verifying batches;
+//! - write: `LogWriter` batch appends vs. plain 1 MiB `write`s to the same disk (what `dd` does),
+//!   and CRC32C alone over the same bytes;
+//! - sync: appends under each `SyncPolicy` (never, every 100 ms, every batch);
 //! - lookup: one random frame's data from a 1 GiB data file vs. parsing the same BSON in memory.
 
 use std::hint::black_box;
@@ -9,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use formats::{Category, FrameEnd, FrameKey, FrameStart, Record};
-use framelog::{DataBatch, DataStore, LogReader, LogWriter, WriterOptions};
+use framelog::{DataBatch, DataStore, LogReader, LogWriter, SyncPolicy, WriterOptions};
 use rand::{Rng, SeedableRng};
 
 fn encode_frames(worker: u8, first: u32, n: u32) -> Vec<u8> {
@@ -76,6 +79,32 @@ fn read(c: &mut Criterion) {
             black_box(sum)
         })
     });
+    // The same records without batch framing, as a log written before checksums existed.
+    let old_dir = tempfile::tempdir().unwrap();
+    {
+        let mut bytes = formats::FileHeader::new(formats::FileKind::FrameLog)
+            .encode()
+            .to_vec();
+        let mut r = LogReader::open(dir.path()).unwrap();
+        r.read_available(|_, rec| rec.encode_to_vec(&mut bytes))
+            .unwrap();
+        std::fs::write(
+            framelog::segments::segment_path(old_dir.path(), formats::FileKind::FrameLog, 1),
+            bytes,
+        )
+        .unwrap();
+    }
+    g.bench_function("log_reader_records_unframed", |b| {
+        b.iter(|| {
+            let mut n = 0u64;
+            LogReader::open(old_dir.path())
+                .unwrap()
+                .read_available(|_, _| n += 1)
+                .unwrap();
+            assert_eq!(n, records);
+            black_box(n)
+        })
+    });
     g.bench_function("log_reader_records", |b| {
         b.iter(|| {
             let mut n = 0u64;
@@ -129,6 +158,16 @@ fn write(c: &mut Criterion) {
             total
         })
     });
+    // The checksum alone over the same bytes (what framing adds to each append).
+    g.bench_function("crc32c_only", |b| {
+        b.iter(|| {
+            let mut acc = 0u32;
+            for _ in 0..batches {
+                acc ^= crc32c::crc32c(black_box(&batch));
+            }
+            black_box(acc)
+        })
+    });
     g.bench_function("log_writer_append_frames", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
@@ -147,6 +186,49 @@ fn write(c: &mut Criterion) {
             total
         })
     });
+    g.finish();
+}
+
+/// Appends under each sync policy: 64 MiB in 256 KiB appends per sample.
+fn sync(c: &mut Criterion) {
+    let root = tempfile::tempdir().unwrap();
+    let batch = encode_frames(0, 1, 7_500); // ≈ 256 KiB
+    let appends = (64 << 20) / batch.len();
+    let mut g = c.benchmark_group("sync");
+    g.throughput(Throughput::Bytes((appends * batch.len()) as u64));
+    g.sample_size(10);
+    let mut round = 0;
+    for (name, policy) in [
+        ("never", SyncPolicy::Never),
+        (
+            "interval_100ms",
+            SyncPolicy::Interval(Duration::from_millis(100)),
+        ),
+        ("every_batch", SyncPolicy::EveryBatch),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    round += 1;
+                    let dir = root.path().join(format!("log-{round}"));
+                    let opts = WriterOptions {
+                        sync: policy,
+                        ..Default::default()
+                    };
+                    let t = Instant::now();
+                    let w = LogWriter::open_with(&dir, opts).unwrap();
+                    for _ in 0..appends {
+                        w.append_frames(&batch).unwrap();
+                    }
+                    drop(w);
+                    total += t.elapsed();
+                    std::fs::remove_dir_all(&dir).unwrap();
+                }
+                total
+            })
+        });
+    }
     g.finish();
 }
 
@@ -230,5 +312,5 @@ fn lookup(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, read, write, lookup);
+criterion_group!(benches, read, write, sync, lookup);
 criterion_main!(benches);
