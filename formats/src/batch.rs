@@ -224,17 +224,26 @@ pub fn split_records(
     target: usize,
     mut f: impl FnMut(Range<usize>, u32),
 ) -> Result<(), DecodeError> {
+    let n = records.len();
+    let partial = |pos: usize| DecodeError::new(pos as u64, ErrorKind::PartialRecord(n - pos));
     let (mut start, mut pos, mut count) = (0usize, 0usize, 0u32);
-    while pos < records.len() {
-        let len = match record_len(&records[pos..]) {
-            Some(l) if pos + l <= records.len() => l,
-            _ => {
-                return Err(DecodeError::new(
-                    pos as u64,
-                    ErrorKind::PartialRecord(records.len() - pos),
-                ));
-            }
+    while pos < n {
+        // Hot loop: with a FrameStart header's worth of bytes present, every length field is
+        // at a fixed offset of a fixed-size array (no bounds checks).
+        let len = match records
+            .get(pos..pos + FRAME_START_HEADER_LEN)
+            .and_then(|h| <&[u8; FRAME_START_HEADER_LEN]>::try_from(h).ok())
+        {
+            Some(h) => match h[5] {
+                1 => FRAME_END_LEN,
+                0 => FRAME_START_HEADER_LEN + h[19] as usize,
+                _ => EXT_HEADER_LEN + u16::from_le_bytes([h[14], h[15]]) as usize,
+            },
+            None => record_len(&records[pos..]).ok_or_else(|| partial(pos))?,
         };
+        if pos + len > n {
+            return Err(partial(pos));
+        }
         if count > 0 && pos + len - start > target {
             f(start..pos, count);
             start = pos;
@@ -550,29 +559,15 @@ mod tests {
         out
     }
 
-    /// Walks `bytes` to the end; returns (record bytes delivered, damage (offset, len)).
-    fn walk(bytes: &[u8], framing: Framing, at_end: bool) -> (Vec<u8>, Vec<(usize, usize)>) {
+    /// Walks framed `bytes` to the end: the bodies of valid batches, and damage (offset, len).
+    fn walk_batches(
+        bytes: &[u8],
+        framing: Framing,
+        at_end: bool,
+    ) -> (Vec<&[u8]>, Vec<(usize, usize)>) {
         let (mut pos, mut good, mut bad) = (0, Vec::new(), Vec::new());
         loop {
             match framing.next_unit(&bytes[pos..], true, at_end) {
-                Unit::Batch { len, body, .. } => {
-                    good.extend_from_slice(body);
-                    pos += len;
-                }
-                Unit::Damaged { len, .. } => {
-                    bad.push((pos, len));
-                    pos += len;
-                }
-                Unit::Unframed(_) => unreachable!("framed"),
-                Unit::NeedMore => return (good, bad),
-            }
-        }
-    }
-
-    fn walk_batches(bytes: &[u8]) -> (Vec<&[u8]>, Vec<(usize, usize)>) {
-        let (mut pos, mut good, mut bad) = (0, Vec::new(), Vec::new());
-        loop {
-            match Framing::Frames.next_unit(&bytes[pos..], true, true) {
                 Unit::Batch { len, body, .. } => {
                     good.push(body);
                     pos += len;
@@ -585,6 +580,12 @@ mod tests {
                 Unit::NeedMore => return (good, bad),
             }
         }
+    }
+
+    /// Like [`walk_batches`], with the bodies joined.
+    fn walk(bytes: &[u8], framing: Framing, at_end: bool) -> (Vec<u8>, Vec<(usize, usize)>) {
+        let (good, bad) = walk_batches(bytes, framing, at_end);
+        (good.concat(), bad)
     }
 
     #[test]
@@ -727,7 +728,7 @@ mod tests {
                 2 => { bytes.splice(pos..pos, std::iter::repeat_n(seed, len)); }
                 _ => { bytes.drain(pos..end); }
             }
-            let (delivered, bad) = walk_batches(&bytes);
+            let (delivered, bad) = walk_batches(&bytes, Framing::Frames, true);
             // Where each batch was in the clean file, and whether the damage touched it.
             let mut at_byte = 0usize;
             let mut expected = Vec::new();

@@ -210,6 +210,7 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
     // Start offset of every whole, valid data entry, and the markers of valid batches.
     let mut starts: HashMap<u32, FrameKey> = HashMap::new();
     let mut markers: HashMap<u32, DataMarker> = HashMap::new();
+    let mut lost = std::collections::HashSet::new();
     let mut framed = false;
     if let Some((mut pos, f)) = header(report, &data_path, FileKind::FrameData, &bytes) {
         framed = f;
@@ -239,6 +240,14 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
                     pos += len;
                 }
                 Unit::Damaged { len, why } => {
+                    // A batch whose header holds but whose entries do not: its index entries
+                    // are still checked against the marker, but not against the lost entries.
+                    if why == DamageKind::BadChecksum
+                        && let Probe::Valid(m) = DataMarker::probe(&bytes[pos..])
+                    {
+                        markers.insert(pos as u32, m);
+                        lost.insert(pos as u32);
+                    }
                     report.damaged(&data_path, pos as u64, len, &why, live);
                     pos += len;
                 }
@@ -265,7 +274,9 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
         return Ok(());
     };
     if framed {
-        check_framed_index(report, &idx_path, &idx, start, &markers, &starts, live);
+        check_framed_index(
+            report, &idx_path, &idx, start, &markers, &lost, &starts, live,
+        );
     } else {
         check_unframed_index(report, &idx_path, &idx, start, &starts);
     }
@@ -375,6 +386,7 @@ fn check_framed_index(
     idx: &[u8],
     start: usize,
     markers: &HashMap<u32, DataMarker>,
+    lost: &std::collections::HashSet<u32>,
     starts: &HashMap<u32, FrameKey>,
     live: bool,
 ) {
@@ -384,6 +396,11 @@ fn check_framed_index(
         if let Some(need) = index_batch_len(&idx[pos..], markers) {
             let own = decode_index_entry(&idx[pos..]).expect("checked");
             indexed.insert(own.seek);
+            if lost.contains(&own.seek) {
+                // Its data batch is damaged (reported there); the entries point into it.
+                pos += need;
+                continue;
+            }
             for k in 1..need / INDEX_ENTRY_LEN {
                 let at = pos + k * INDEX_ENTRY_LEN;
                 let e = decode_index_entry(&idx[at..]).expect("whole");

@@ -32,6 +32,42 @@ fn framed(path: &Path, kind: FileKind, bytes: &[u8]) -> Result<Option<(usize, bo
     }
 }
 
+/// Calls `f` with the contents of every valid batch (or unframed record or entry) of the
+/// frame-log or data file at `path`, and records the damage between them.
+fn valid_units(
+    path: &Path,
+    kind: FileKind,
+    damage: &mut DamageLog,
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let bytes = std::fs::read(path).at(path)?;
+    let Some((mut pos, is_framed)) = framed(path, kind, &bytes)? else {
+        return Ok(());
+    };
+    let framing = match kind {
+        FileKind::FrameLog => Framing::Frames,
+        _ => Framing::Data,
+    };
+    while pos < bytes.len() {
+        match framing.next_unit(&bytes[pos..], is_framed, true) {
+            Unit::Batch { len, body, .. } => {
+                f(body)?;
+                pos += len;
+            }
+            Unit::Unframed(len) => {
+                f(&bytes[pos..pos + len])?;
+                pos += len;
+            }
+            Unit::Damaged { len, why } => {
+                damage.add(path, pos as u64, len as u64, why);
+                pos += len;
+            }
+            Unit::NeedMore => break,
+        }
+    }
+    Ok(())
+}
+
 /// Copies the valid contents of the log in `src` into a new log in `dst` (which must not
 /// exist or be empty). Worker id high-water marks are carried over, so programs that later
 /// append to `dst` never repeat a frame key.
@@ -64,21 +100,7 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
     let mut pending = Vec::new();
     for n in segments::list(src, FileKind::FrameLog)? {
         let path = segment_path(src, FileKind::FrameLog, n);
-        let bytes = std::fs::read(&path).at(&path)?;
-        let Some((mut pos, is_framed)) = framed(&path, FileKind::FrameLog, &bytes)? else {
-            continue;
-        };
-        while pos < bytes.len() {
-            let (len, records) = match Framing::Frames.next_unit(&bytes[pos..], is_framed, true) {
-                Unit::Batch { len, body, .. } => (len, body),
-                Unit::Unframed(len) => (len, &bytes[pos..pos + len]),
-                Unit::Damaged { len, why } => {
-                    damage.add(&path, pos as u64, len as u64, why);
-                    pos += len;
-                    continue;
-                }
-                Unit::NeedMore => break,
-            };
+        valid_units(&path, FileKind::FrameLog, &mut damage, |records| {
             pending.extend_from_slice(records);
             out.frame_units += 1;
             out.frame_bytes += records.len() as u64;
@@ -86,35 +108,21 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
                 frames.append(&pending)?;
                 pending.clear();
             }
-            pos += len;
-        }
+            Ok(())
+        })?;
     }
     frames.append(&pending)?;
     for n in segments::list(src, FileKind::FrameData)? {
         let path = segment_path(src, FileKind::FrameData, n);
-        let bytes = std::fs::read(&path).at(&path)?;
-        let Some((mut pos, is_framed)) = framed(&path, FileKind::FrameData, &bytes)? else {
-            continue;
-        };
         let mut batch = DataBatch::new();
-        while pos < bytes.len() {
-            let (len, body) = match Framing::Data.next_unit(&bytes[pos..], is_framed, true) {
-                Unit::Batch { len, body, .. } => (len, body),
-                Unit::Unframed(len) => (len, &bytes[pos..pos + len]),
-                Unit::Damaged { len, why } => {
-                    damage.add(&path, pos as u64, len as u64, why);
-                    pos += len;
-                    continue;
-                }
-                Unit::NeedMore => break,
-            };
+        valid_units(&path, FileKind::FrameData, &mut damage, |entries| {
             let mut at = 0;
-            while let Ok(Some(e)) = decode_data_entry(&body[at..]) {
+            while let Ok(Some(e)) = decode_data_entry(&entries[at..]) {
                 batch.push(e.key, e.document);
                 at += e.encoded_len();
             }
-            pos += len;
-        }
+            Ok(())
+        })?;
         out.data_entries += batch.len() as u64;
         data.append(&batch)?;
     }

@@ -317,3 +317,105 @@ fn dump_into_a_closed_pipe_exits_quietly() {
     );
     let _ = std::io::stdout().flush();
 }
+
+#[test]
+fn damage_mid_log_is_skipped_by_every_command_and_recover_copies_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = sample_log(dir.path());
+    let used = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            worker: Some(worker),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .reserve_ids(500)
+    .unwrap();
+    // The "db/query" frames are the second batch; zero 30 bytes in its middle, and flip a
+    // byte inside a BSON document of the data file.
+    let seg = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let second = 16 + 32 + 16 + 4 + "sample".len();
+    bytes[second + 200..second + 230].fill(0);
+    std::fs::write(&seg, &bytes).unwrap();
+    let data = segments::segment_path(dir.path(), FileKind::FrameData, 1);
+    let mut d = std::fs::read(&data).unwrap();
+    let n = d.len();
+    d[n - 10] ^= 0x40;
+    std::fs::write(&data, &d).unwrap();
+
+    let stats = framelog(&["stats", dir_arg(&dir)]);
+    assert!(stats.status.success(), "{}", text(&stats.stderr));
+    let out = text(&stats.stdout);
+    assert!(out.contains("http/request"), "{out}");
+    assert!(
+        !out.contains("db/query"),
+        "frames of the damaged batch are not counted: {out}"
+    );
+    let line = out.lines().find(|l| l.starts_with("damage")).expect(&out);
+    assert!(line.contains("damaged bytes in 1 places"), "{line}");
+    assert!(text(&stats.stderr).contains("frames-000001.framelog at byte"));
+    assert_eq!(
+        framelog(&["stats", "--strict", dir_arg(&dir)])
+            .status
+            .code(),
+        Some(1)
+    );
+
+    let check = framelog(&["check", dir_arg(&dir)]);
+    assert_eq!(check.status.code(), Some(1));
+    let report = text(&check.stdout);
+    assert!(
+        report.contains(&format!("frames-000001.framelog at byte {second}")),
+        "{report}"
+    );
+    assert!(
+        report.contains("data-000001.framedata") && report.contains("CRC32C"),
+        "{report}"
+    );
+
+    let dump = framelog(&["dump", dir_arg(&dir)]);
+    assert!(dump.status.success());
+    assert!(text(&dump.stdout).contains("http/request"));
+    assert!(
+        text(&dump.stderr).contains("skipped"),
+        "{}",
+        text(&dump.stderr)
+    );
+
+    let last = FrameKey::new(worker, 20);
+    let lookup = framelog(&["data", dir_arg(&dir), &last.to_string()]);
+    assert_eq!(lookup.status.code(), Some(1));
+    assert!(
+        text(&lookup.stderr).contains("data-000001.framedata"),
+        "{}",
+        text(&lookup.stderr)
+    );
+
+    let out_dir = dir.path().join("recovered");
+    let rec = framelog(&["recover", dir_arg(&dir), "--out", out_dir.to_str().unwrap()]);
+    assert!(rec.status.success(), "{}", text(&rec.stderr));
+    let said = text(&rec.stdout);
+    assert!(
+        said.contains("skipped: ") && said.contains("in 2 places"),
+        "{said}"
+    );
+    let clean = framelog(&["check", out_dir.to_str().unwrap()]);
+    assert!(clean.status.success(), "{}", text(&clean.stdout));
+    let stats = text(&framelog(&["stats", out_dir.to_str().unwrap()]).stdout);
+    assert!(
+        stats.contains("http/request") && !stats.contains("damage"),
+        "{stats}"
+    );
+    // Ids keep going past the old log's in the recovered one.
+    let w = LogWriter::open_with(
+        &out_dir,
+        WriterOptions {
+            worker: Some(worker),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(w.reserve_ids(1).unwrap() >= used + 500);
+}
