@@ -274,9 +274,12 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
         return Ok(());
     };
     if framed {
-        check_framed_index(
-            report, &idx_path, &idx, start, &markers, &lost, &starts, live,
-        );
+        let data = DataFacts {
+            markers: &markers,
+            lost: &lost,
+            starts: &starts,
+        };
+        check_framed_index(report, &idx_path, &idx, start, &data, live);
     } else {
         check_unframed_index(report, &idx_path, &idx, start, &starts);
     }
@@ -380,16 +383,25 @@ fn index_batch_len(idx: &[u8], markers: &HashMap<u32, DataMarker>) -> Option<usi
     check_index_entries(m, idx.get(INDEX_ENTRY_LEN..need)?, body).map(|_| need)
 }
 
+/// What the walk of a data file found, for checking its index.
+struct DataFacts<'a> {
+    /// Markers of batches whose header holds, by offset.
+    markers: &'a HashMap<u32, DataMarker>,
+    /// Offsets of those whose entries fail their checksum.
+    lost: &'a std::collections::HashSet<u32>,
+    /// Start offsets of valid data entries and their keys.
+    starts: &'a HashMap<u32, FrameKey>,
+}
+
 fn check_framed_index(
     report: &mut Report,
     path: &Path,
     idx: &[u8],
     start: usize,
-    markers: &HashMap<u32, DataMarker>,
-    lost: &std::collections::HashSet<u32>,
-    starts: &HashMap<u32, FrameKey>,
+    data: &DataFacts<'_>,
     live: bool,
 ) {
+    let (markers, lost, starts) = (data.markers, data.lost, data.starts);
     let mut indexed = std::collections::HashSet::new();
     let mut pos = start;
     while pos < idx.len() {

@@ -64,7 +64,8 @@ impl Clock {
     pub fn new(source: ClockSource) -> Clock {
         // quanta itself falls back to the OS monotonic clock on a CPU without an invariant
         // counter, so `Tsc` is always safe to ask for.
-        let tsc = source == ClockSource::Tsc;
+        // Miri cannot run the TSC calibration (inline assembly).
+        let tsc = source == ClockSource::Tsc && !cfg!(miri);
         // Read the monotonic source and the wall clock back to back; the pair is the anchor.
         let source = if tsc {
             let clock = quanta::Clock::new();

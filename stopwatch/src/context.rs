@@ -61,8 +61,7 @@ impl Context {
                 sampled: self.sampled,
                 ctx: self.ctx,
             });
-            // SAFETY: every `Entry` lives in an `Rc` owned by the thread-local registry.
-            (unsafe { local::rc_of(e) }, saved)
+            (e.clone(), saved)
         });
         ContextGuard {
             entered,

@@ -45,8 +45,7 @@ impl Frame {
         local::with_entry(inner, |e| {
             let (id, flags) = e.start(label, category);
             Frame {
-                // SAFETY: every `Entry` lives in an `Rc` owned by the thread-local registry.
-                entry: Some(unsafe { local::rc_of(e) }),
+                entry: Some(e.clone()),
                 id,
                 flags,
                 _not_send: PhantomData,

@@ -34,21 +34,38 @@ impl IdSource {
     ///
     /// On a reservation error the ids continue past the last block (unpersisted) and the
     /// error goes to `report`: recording must not stop because the id file is unwritable.
+    /// Neither the sink nor `report` runs with the lock held: a callback that starts frames
+    /// on this recorder (needing ids) must not deadlock.
     pub(crate) fn chunk(&self, sink: &dyn Sink, report: impl FnOnce(Error)) -> u32 {
-        let mut b = self.block.lock().unwrap_or_else(|e| e.into_inner());
-        if b.1 < CHUNK {
-            match sink.reserve_ids(BLOCK) {
-                Ok(first) => *b = (first, BLOCK),
+        let mut report = Some(report);
+        loop {
+            {
+                let mut b = self.block.lock().unwrap_or_else(|e| e.into_inner());
+                if b.1 >= CHUNK {
+                    let first = b.0;
+                    b.0 = b.0.wrapping_add(CHUNK);
+                    b.1 -= CHUNK;
+                    return first;
+                }
+            }
+            let reserved = sink.reserve_ids(BLOCK);
+            let mut b = self.block.lock().unwrap_or_else(|e| e.into_inner());
+            // Another thread may have refilled meanwhile; then this block is simply unused.
+            let refill = b.1 < CHUNK;
+            match reserved {
+                Ok(first) if refill => *b = (first, BLOCK),
+                Ok(_) => {}
                 Err(e) => {
-                    report(Error::ReserveIds(e));
-                    b.1 = BLOCK;
+                    if refill {
+                        b.1 = BLOCK;
+                    }
+                    drop(b);
+                    if let Some(r) = report.take() {
+                        r(Error::ReserveIds(e));
+                    }
                 }
             }
         }
-        let first = b.0;
-        b.0 = b.0.wrapping_add(CHUNK);
-        b.1 -= CHUNK;
-        first
     }
 }
 

@@ -9,12 +9,26 @@ use std::task::{Context as TaskContext, Poll};
 use crate::context::Context;
 use crate::frame::{Detached, Frame};
 
-/// A future running inside a frame; see [`Frame::instrument`].
-#[must_use = "futures do nothing unless polled"]
-pub struct InFrame<F> {
-    fut: F,
-    frame: Option<Detached>,
-    context: Option<Context>,
+pin_project_lite::pin_project! {
+    /// A future running inside a frame; see [`Frame::instrument`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct InFrame<F> {
+        // `None` once finished: the future is dropped as soon as it completes (or when the
+        // `InFrame` is), inside the frame's context, as `tracing::Instrumented` does.
+        #[pin]
+        fut: Option<F>,
+        frame: Option<Detached>,
+        context: Option<Context>,
+    }
+
+    impl<F> PinnedDrop for InFrame<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            // Frames started by the future's destructors belong to its context.
+            let _entered = this.context.as_ref().map(Context::enter);
+            this.fut.set(None);
+        }
+    }
 }
 
 impl Frame {
@@ -24,7 +38,7 @@ impl Frame {
         let frame = self.detach();
         let context = frame.as_ref().map(|d| d.context());
         InFrame {
-            fut,
+            fut: Some(fut),
             frame,
             context,
         }
@@ -49,13 +63,18 @@ impl<F: Future> Future for InFrame<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
-        // SAFETY: `fut` is structurally pinned: it is never moved out of `self` and is only
-        // exposed as `Pin<&mut F>`; the other fields are not pinned (plain data).
-        let this = unsafe { self.get_unchecked_mut() };
+        let mut this = self.project();
         let out = {
             let _entered = this.context.as_ref().map(Context::enter);
-            // SAFETY: see above.
-            unsafe { Pin::new_unchecked(&mut this.fut) }.poll(cx)
+            let Some(fut) = this.fut.as_mut().as_pin_mut() else {
+                panic!("`InFrame` polled after it completed");
+            };
+            let out = fut.poll(cx);
+            if out.is_ready() {
+                // Drop the finished future inside its context too.
+                this.fut.set(None);
+            }
+            out
         };
         if out.is_ready()
             && let Some(mut frame) = this.frame.take()

@@ -317,10 +317,13 @@ impl Entry {
         self.base.set(NonNull::dangling());
         self.cap.set(0);
         self.len.set(0);
-        // SAFETY: `raw` came from `Box::into_raw` in `install`; the writer only borrows it
-        // under the slot lock we take below before giving up ownership.
-        let buf = unsafe { Box::from_raw(raw) };
+        // The writer thread reads the buffer (`steal_all`) under the slot lock: take it before
+        // reclaiming ownership, so no reference of ours exists while it may still read.
         let mut st = self.slot.lock();
+        // SAFETY: `raw` came from `Box::into_raw` in `install` and is still the slot's current
+        // buffer; with the slot lock held the writer cannot be reading it, and clearing
+        // `current` below (before unlocking) means it never will again through the slot.
+        let buf = unsafe { Box::from_raw(raw) };
         st.current = std::ptr::null();
         self.slot.committed.store(0, Ordering::Release);
         if len <= buf.stolen() {
@@ -379,9 +382,13 @@ pub(crate) const RECORDING: u8 = 1;
 pub(crate) const ROOT: u8 = 2;
 
 /// The thread's entries.
+///
+/// Entries are handed out as `Rc<Entry>`: a call that uses one holds a strong reference for
+/// its whole duration, so user code that runs inside it (a `Serialize` impl, an error
+/// callback) and starts frames on other recorders can never free the entry under it.
 pub(crate) struct LocalState {
-    /// The entry used last (fast path), or null.
-    last: Cell<*const Entry>,
+    /// The entry used last (fast path).
+    last: RefCell<Option<Rc<Entry>>>,
     entries: RefCell<Vec<Rc<Entry>>>,
     thread: Cell<u32>,
 }
@@ -389,7 +396,7 @@ pub(crate) struct LocalState {
 impl LocalState {
     const fn new() -> LocalState {
         LocalState {
-            last: Cell::new(std::ptr::null()),
+            last: RefCell::new(None),
             entries: RefCell::new(Vec::new()),
             thread: Cell::new(u32::MAX),
         }
@@ -397,46 +404,53 @@ impl LocalState {
 
     /// The entry for `inner`, registering this thread with it on first use.
     #[inline(always)]
-    fn entry(&self, inner: &Arc<Inner>) -> &Entry {
-        let last = self.last.get();
-        // SAFETY: `last` points into an `Rc<Entry>` held by `entries` until the thread-local
-        // is destroyed (it is reset to null before that).
-        if !last.is_null() && unsafe { Arc::ptr_eq(&(*last).inner, inner) } {
-            return unsafe { &*last };
+    fn entry(&self, inner: &Arc<Inner>) -> Rc<Entry> {
+        if let Ok(last) = self.last.try_borrow()
+            && let Some(e) = last.as_ref()
+            && Arc::ptr_eq(&e.inner, inner)
+        {
+            return e.clone();
         }
         self.entry_slow(inner)
     }
 
     #[cold]
     #[inline(never)]
-    fn entry_slow(&self, inner: &Arc<Inner>) -> &Entry {
-        let mut entries = self.entries.borrow_mut();
-        let found = entries
-            .iter()
-            .find(|e| Arc::ptr_eq(&e.inner, inner))
-            .map(Rc::as_ptr);
-        let ptr = match found {
-            Some(p) => p,
-            None => {
-                // Forget recorders that were shut down (their buffers go back first).
-                entries.retain(|e| {
-                    let closed = e.inner.closed.load(Ordering::Acquire);
-                    if closed {
-                        e.retire();
+    fn entry_slow(&self, inner: &Arc<Inner>) -> Rc<Entry> {
+        // Entries of recorders that were shut down are dropped only after every borrow of the
+        // registry is released: dropping one may run arbitrary code (its recorder's drop).
+        let mut forgotten = Vec::new();
+        let last = self.last.take();
+        let found = {
+            let mut entries = self.entries.borrow_mut();
+            match entries.iter().find(|e| Arc::ptr_eq(&e.inner, inner)) {
+                Some(e) => e.clone(),
+                None => {
+                    // Forget recorders that were shut down (their buffers go back first).
+                    let mut i = 0;
+                    while i < entries.len() {
+                        if entries[i].inner.closed.load(Ordering::Acquire) {
+                            let e = entries.swap_remove(i);
+                            e.retire();
+                            forgotten.push(e);
+                        } else {
+                            i += 1;
+                        }
                     }
-                    !closed
-                });
-                let slot = Arc::new(Slot::new(self.thread_number(), thread_name()));
-                inner.register_slot(slot.clone());
-                let e = Rc::new(Entry::new(inner.clone(), slot));
-                let p = Rc::as_ptr(&e);
-                entries.push(e);
-                p
+                    let slot = Arc::new(Slot::new(self.thread_number(), thread_name()));
+                    inner.register_slot(slot.clone());
+                    let e = Rc::new(Entry::new(inner.clone(), slot));
+                    entries.push(e.clone());
+                    e
+                }
             }
         };
-        self.last.set(ptr);
-        // SAFETY: `ptr` is kept alive by `entries` (see `entry`).
-        unsafe { &*ptr }
+        if let Ok(mut l) = self.last.try_borrow_mut() {
+            *l = Some(found.clone());
+        }
+        drop(last);
+        drop(forgotten);
+        found
     }
 
     fn thread_number(&self) -> u32 {
@@ -455,7 +469,7 @@ fn thread_name() -> String {
 impl Drop for LocalState {
     fn drop(&mut self) {
         // Thread exit: every recorder gets this thread's last records.
-        self.last.set(std::ptr::null());
+        self.last.get_mut().take();
         for e in self.entries.get_mut().drain(..) {
             e.retire();
         }
@@ -466,24 +480,14 @@ thread_local! {
     static LOCAL: LocalState = const { LocalState::new() };
 }
 
-/// A strong reference to the entry `e` (which lives in an `Rc`).
-///
-/// # Safety
-/// `e` must be the contents of a live `Rc<Entry>` (every `Entry` is).
-#[inline(always)]
-pub(crate) unsafe fn rc_of(e: &Entry) -> Rc<Entry> {
-    let p = e as *const Entry;
-    // SAFETY: per the contract, `p` came from `Rc::as_ptr` of a live Rc.
-    unsafe {
-        Rc::increment_strong_count(p);
-        Rc::from_raw(p)
-    }
-}
-
 /// Runs `f` with this thread's entry for `inner`; `None` during thread teardown.
+///
+/// `f` gets a strong reference: the entry outlives the call even if code inside it (user
+/// code included) makes the registry forget it.
 #[inline(always)]
-pub(crate) fn with_entry<R>(inner: &Arc<Inner>, f: impl FnOnce(&Entry) -> R) -> Option<R> {
-    LOCAL.try_with(|l| f(l.entry(inner))).ok()
+pub(crate) fn with_entry<R>(inner: &Arc<Inner>, f: impl FnOnce(&Rc<Entry>) -> R) -> Option<R> {
+    let e = LOCAL.try_with(|l| l.entry(inner)).ok()?;
+    Some(f(&e))
 }
 
 impl Inner {

@@ -1,0 +1,188 @@
+//! User code that runs inside the stopwatch (a `Serialize` impl, an error callback, a
+//! future's destructor) and re-enters it: starting frames on another recorder after this one was shut down must not
+//! free the thread's entry under the call that is using it (a use-after-free found with
+//! valgrind and Miri), nor send one recorder's data into another's log.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use formats::{FrameKey, Record, RecordIter};
+use stopwatch::{FutureExt, InstallGuard, Recorder, Sink, SinkError, Stopwatch};
+
+/// Keeps what a recorder writes in memory.
+#[derive(Default)]
+struct MemSink {
+    worker: u8,
+    fail_ids: bool,
+    records: Mutex<Vec<u8>>,
+    data: Mutex<Vec<FrameKey>>,
+    next: AtomicU32,
+}
+
+impl MemSink {
+    fn new(worker: u8, fail_ids: bool) -> Arc<Self> {
+        Arc::new(Self {
+            worker,
+            fail_ids,
+            next: AtomicU32::new(1),
+            ..Default::default()
+        })
+    }
+
+    /// (worker, label) of every FrameStart written.
+    fn starts(&self) -> Vec<(u8, String)> {
+        self.starts_with_context()
+            .into_iter()
+            .map(|(w, l, _, _)| (w, l))
+            .collect()
+    }
+
+    /// (worker, label, id, context) of every FrameStart written.
+    fn starts_with_context(&self) -> Vec<(u8, String, u32, u32)> {
+        let bytes = self.records.lock().unwrap();
+        RecordIter::new(&bytes, 0)
+            .filter_map(|r| match r.unwrap().1 {
+                Record::Start(s) => Some((s.worker, s.label.to_owned(), s.id, s.context)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl Sink for MemSink {
+    fn worker(&self) -> u8 {
+        self.worker
+    }
+    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError> {
+        if self.fail_ids {
+            return Err("No space left on device (simulated)".into());
+        }
+        Ok(self.next.fetch_add(count, Ordering::SeqCst))
+    }
+    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError> {
+        self.records.lock().unwrap().extend_from_slice(records);
+        Ok(())
+    }
+    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
+        self.data
+            .lock()
+            .unwrap()
+            .extend(entries.iter().map(|(k, _)| *k));
+        Ok(())
+    }
+}
+
+fn recorder(sink: &Arc<MemSink>) -> Recorder {
+    Stopwatch::builder()
+        .sink(sink.clone() as Arc<dyn Sink>)
+        .build()
+        .unwrap()
+}
+
+/// A value whose serialization starts (and ends) a frame on another recorder.
+struct StartsAFrame<'a>(&'a Recorder);
+
+impl serde::Serialize for StartsAFrame<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        drop(self.0.start("inside serialize"));
+        s.serialize_str("value")
+    }
+}
+
+#[test]
+fn frame_data_whose_serialize_starts_a_frame_on_another_recorder() {
+    let (sink_a, sink_b) = (MemSink::new(1, false), MemSink::new(2, false));
+    let a = recorder(&sink_a);
+    let b = recorder(&sink_b);
+    // This thread uses A, then A is shut down while a frame of it lives on in a future.
+    let fut = std::future::ready(()).in_frame(a.start("outer"));
+    let stats = a.shutdown();
+    assert_eq!(stats.dropped_data, 0);
+    // B's first frame on this thread makes the registry forget A's entry, while the data
+    // call below is still using it.
+    fut.data(&StartsAFrame(&b));
+    drop(fut);
+    let b_stats = b.shutdown();
+    assert_eq!(
+        sink_b.starts(),
+        vec![(2, "inside serialize".to_owned())],
+        "B's log holds B's frame only"
+    );
+    assert!(sink_b.data.lock().unwrap().is_empty(), "A's data went to B");
+    assert_eq!(b_stats.dropped_data, 0);
+    assert!(
+        sink_a.data.lock().unwrap().is_empty(),
+        "A was already shut down"
+    );
+}
+
+static GUARD: Mutex<Option<InstallGuard>> = Mutex::new(None);
+static OTHER: Mutex<Option<Recorder>> = Mutex::new(None);
+
+#[test]
+fn an_error_callback_that_uninstalls_and_records_elsewhere() {
+    let (sink_a, sink_b) = (MemSink::new(1, true), MemSink::new(2, false));
+    *OTHER.lock().unwrap() = Some(recorder(&sink_b));
+    let reported = Arc::new(AtomicU32::new(0));
+    let r = reported.clone();
+    let guard = Stopwatch::builder()
+        .sink(sink_a.clone() as Arc<dyn Sink>)
+        .on_error(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            // Uninstall the global stopwatch (shutting it down) and record on another one,
+            // from inside the id refill of the global's first frame on this thread.
+            drop(GUARD.lock().unwrap().take());
+            if let Some(other) = OTHER.lock().unwrap().as_ref() {
+                drop(other.start("from the callback"));
+            }
+        })
+        .install()
+        .unwrap();
+    *GUARD.lock().unwrap() = Some(guard);
+    // The first frame needs ids: reserving them fails and calls the callback.
+    drop(Stopwatch::start("first"));
+    assert_eq!(reported.load(Ordering::SeqCst), 1);
+    assert!(!Stopwatch::is_installed());
+    let other = OTHER.lock().unwrap().take().unwrap();
+    other.shutdown();
+    assert_eq!(sink_b.starts(), vec![(2, "from the callback".to_owned())]);
+    // A's frame was recorded (ids continue unpersisted) or counted: never written to B.
+    assert!(sink_a.starts().iter().all(|(w, _)| *w == 1));
+}
+
+/// Starts a frame when dropped.
+struct StartsOnDrop<'a>(&'a Recorder);
+
+impl Drop for StartsOnDrop<'_> {
+    fn drop(&mut self) {
+        drop(self.0.start("in drop"));
+    }
+}
+
+#[test]
+fn an_unfinished_future_is_dropped_inside_its_frames_context() {
+    let sink = MemSink::new(3, false);
+    let rec = recorder(&sink);
+    {
+        let guard = StartsOnDrop(&rec);
+        let fut = async move {
+            let _g = guard;
+            std::future::pending::<()>().await
+        };
+        let mut fut = Box::pin(fut.in_frame(rec.start("request")));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        drop(fut);
+    }
+    rec.shutdown();
+    let starts = sink.starts_with_context();
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    let (_, _, request_id, request_ctx) = starts.iter().find(|s| s.1 == "request").unwrap();
+    let (_, _, _, drop_ctx) = starts.iter().find(|s| s.1 == "in drop").unwrap();
+    assert_eq!(request_ctx, request_id);
+    assert_eq!(
+        drop_ctx, request_ctx,
+        "the destructor's frame joins the request's context"
+    );
+}
