@@ -1,4 +1,7 @@
 //! Record decoding throughput against a floor: summing the same bytes as u64 words.
+
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use formats::{Category, FrameEnd, FrameStart, Record, RecordIter};
 use std::hint::black_box;

@@ -5,6 +5,8 @@
 //! It encodes into caller-provided buffers and decodes from byte slices; it never does I/O.
 //! The authoritative description is `docs/FORMAT.md` at the repository root.
 
+#![forbid(unsafe_code)]
+
 mod batch;
 mod category;
 mod data;

@@ -6,6 +6,9 @@
 //! - sync: appends under each `SyncPolicy` (never, every 100 ms, every batch);
 //! - lookup: one random frame's data from a 1 GiB data file vs. parsing the same BSON in memory.
 
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -6,6 +6,10 @@
 //! used only after its batch's CRC32C held, and only the bytes of whole indexed batches are
 //! mapped: the only bytes a writer ever cuts lie after them, so a mapping never loses a page.
 
+// Memory-mapping a file is `unsafe` (the mapping must stay backed): the two maps below say
+// why they are.
+#![allow(unsafe_code)]
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};

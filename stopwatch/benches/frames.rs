@@ -12,6 +12,9 @@
 //! At the end a summary table (ns/frame and ratio to the two-timestamp floor) and the
 //! recorder's drop counters are printed.
 
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};

@@ -7,6 +7,10 @@
 //! `committed` length (see `slot`); the producer only ever writes above it, so the two never
 //! touch the same bytes.
 
+// Buffers are raw allocations shared between a recording thread and the writer thread
+// (which steals committed bytes): the unsafe blocks below each say why they are sound.
+#![allow(unsafe_code)]
+
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::local::{self, CtxState, Entry};
-use crate::recorder::Inner;
+use crate::inner::Inner;
 
 /// A unit of work's identity, to carry frames of one request across threads (`Send + Sync`).
 #[derive(Clone)]

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::context::Context;
 use crate::local::{self, Entry, RECORDING, ROOT};
-use crate::recorder::Inner;
+use crate::inner::Inner;
 
 /// A running frame; it ends when dropped or on [`Frame::end`].
 ///

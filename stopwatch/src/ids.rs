@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 
 use crate::error::Error;
-use crate::writer::Sink;
+use crate::sink::Sink;
 
 /// Ids reserved from the log per disk round-trip.
 const BLOCK: u32 = 1 << 16;
@@ -72,7 +72,7 @@ impl IdSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::MemSink;
+    use crate::mem_sink::MemSink;
 
     #[test]
     fn chunks_never_overlap_and_come_from_reserved_blocks() {

@@ -7,6 +7,10 @@
 //! Release store. No lock, no read-modify-write, no allocation (for `&'static str` labels).
 //! Everything else (buffer swaps, id refills, registration) is out of line and `#[cold]`.
 
+// The hot path writes records into the current buffer through a cached raw pointer (no lock,
+// no bounds re-derivation): see the SAFETY comments below.
+#![allow(unsafe_code)]
+
 use std::cell::{Cell, RefCell};
 use std::ptr::NonNull;
 use std::rc::Rc;
@@ -20,10 +24,9 @@ use crate::buffer::Buf;
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::ids::CHUNK;
-use crate::pool::BufferingMode;
-use crate::recorder::Inner;
+use crate::inner::Inner;
 use crate::slot::Slot;
-use crate::writer::{DataMsg, Msg, count_frame_records};
+use crate::sink::{DataMsg, Msg, count_frame_records};
 
 /// The outermost frame of a thread asks the writer to flush when the thread's records have
 /// waited this long (the writer's own periodic pass covers threads that go idle).
@@ -488,43 +491,4 @@ thread_local! {
 pub(crate) fn with_entry<R>(inner: &Arc<Inner>, f: impl FnOnce(&Rc<Entry>) -> R) -> Option<R> {
     let e = LOCAL.try_with(|l| l.entry(inner)).ok()?;
     Some(f(&e))
-}
-
-impl Inner {
-    /// Queues one frame-data update per the buffering mode.
-    pub(crate) fn send_data(&self, msg: DataMsg) {
-        use crossbeam_channel::{SendTimeoutError, TrySendError};
-        match self.pool.mode() {
-            BufferingMode::Drop => {
-                if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-                    self.data_tx.try_send(msg)
-                {
-                    self.dropped_data.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            BufferingMode::Block => {
-                let mut msg = msg;
-                loop {
-                    if self.pool.is_aborted() {
-                        // Shutdown or writer failure: never wait on a writer that is gone.
-                        if self.data_tx.try_send(msg).is_err() {
-                            self.dropped_data.fetch_add(1, Ordering::Relaxed);
-                        }
-                        return;
-                    }
-                    match self
-                        .data_tx
-                        .send_timeout(msg, std::time::Duration::from_millis(20))
-                    {
-                        Ok(()) => return,
-                        Err(SendTimeoutError::Timeout(m)) => msg = m,
-                        Err(SendTimeoutError::Disconnected(_)) => {
-                            self.dropped_data.fetch_add(1, Ordering::Relaxed);
-                            return;
-                        }
-                    }
-                }
-            }
-        }
-    }
 }

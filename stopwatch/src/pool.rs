@@ -189,6 +189,33 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Sends `msg` on a bounded queue to the writer per the buffering mode, the same policy
+    /// as for buffers: Drop gives up at once when the queue is full; Block waits (in short
+    /// steps) until there is room, unless the pool is aborted (shutdown, writer failure).
+    /// Returns whether the message was queued (if not, the caller counts it as dropped).
+    pub(crate) fn send_per_mode<T>(&self, tx: &Sender<T>, msg: T) -> bool {
+        use crossbeam_channel::SendTimeoutError;
+        match self.mode {
+            BufferingMode::Drop => tx.try_send(msg).is_ok(),
+            BufferingMode::Block => {
+                let mut msg = msg;
+                loop {
+                    if self.is_aborted() {
+                        // Never wait on a writer that is gone.
+                        return tx.try_send(msg).is_ok();
+                    }
+                    match tx.send_timeout(msg, PARK_RECHECK) {
+                        Ok(()) => return true,
+                        Err(SendTimeoutError::Timeout(m)) => msg = m,
+                        Err(SendTimeoutError::Disconnected(_)) => return false,
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,15 +1,17 @@
 //! Recorders (one log each, one writer thread each), their builder, and the process-global
 //! recorder behind `Stopwatch::start`.
 
+// The global recorder is an `AtomicPtr` (a load per frame, no lock): see the SAFETY comments
+// below.
+#![allow(unsafe_code)]
+
 use std::borrow::Cow;
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
 use formats::Category;
 
 use crate::clock::Clock;
@@ -19,8 +21,9 @@ use crate::frame::Frame;
 use crate::ids::IdSource;
 use crate::pool::{BufferingMode, Pool};
 use crate::sampling::{Sampler, Sampling};
-use crate::slot::Slot;
-use crate::writer::{self, DataMsg, Msg, Sink};
+use crate::inner::{Inner, Stats};
+use crate::sink::Sink;
+use crate::writer;
 
 /// Default pool size.
 const DEFAULT_POOL_KIB: usize = 4096;
@@ -32,103 +35,6 @@ const MIN_BUFFER: usize = 4 << 10;
 const DATA_QUEUE: usize = 4096;
 /// Default period of the writer's flush pass (ended frames reach the log within ~2 of these).
 const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(25);
-
-/// Shared state of one recorder.
-pub(crate) struct Inner {
-    pub(crate) worker: u8,
-    pub(crate) clock: &'static Clock,
-    pub(crate) pool: Pool,
-    pub(crate) sampler: Sampler,
-    pub(crate) default_category: Category,
-    pub(crate) ids: IdSource,
-    pub(crate) sink: Arc<dyn Sink>,
-    pub(crate) msgs: Sender<Msg>,
-    pub(crate) data_tx: Sender<DataMsg>,
-    slots: Mutex<Vec<Arc<Slot>>>,
-    /// Drops of slots the writer has forgotten (their threads exited).
-    pub(crate) retired_dropped: AtomicU64,
-    /// Records lost because the writer could not write them.
-    pub(crate) writer_dropped: AtomicU64,
-    pub(crate) dropped_data: AtomicU64,
-    pub(crate) written_bytes: AtomicU64,
-    /// When the writer last flushed (ns since the epoch).
-    pub(crate) last_flush_ns: AtomicU64,
-    pub(crate) flush_interval: Duration,
-    pub(crate) closed: AtomicBool,
-    /// Set by the writer when it stops writing (I/O error or panic).
-    pub(crate) writer_failed: AtomicBool,
-    pub(crate) reporter: Arc<Reporter>,
-    writer_thread: Mutex<Option<JoinHandle<()>>>,
-    dir: Option<PathBuf>,
-}
-
-impl Inner {
-    /// Adds a thread's slot to the writer's list.
-    pub(crate) fn register_slot(&self, slot: Arc<Slot>) {
-        self.lock_slots().push(slot);
-    }
-
-    /// The writer's list of slots.
-    pub(crate) fn lock_slots(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn stats(&self) -> Stats {
-        let slots = self.lock_slots();
-        let live: u64 = slots
-            .iter()
-            .map(|s| s.dropped.load(Ordering::Relaxed))
-            .sum();
-        Stats {
-            dropped: live
-                + self.retired_dropped.load(Ordering::Relaxed)
-                + self.writer_dropped.load(Ordering::Relaxed),
-            dropped_data: self.dropped_data.load(Ordering::Relaxed),
-            written_bytes: self.written_bytes.load(Ordering::Relaxed),
-            writer_failed: self.writer_failed.load(Ordering::Relaxed),
-        }
-    }
-
-    fn flush(&self, timeout: Duration) -> bool {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        if self.msgs.send(Msg::Flush(Some(tx))).is_err() {
-            return false;
-        }
-        rx.recv_timeout(timeout).is_ok()
-    }
-
-    /// Writes everything and stops the writer thread (idempotent).
-    fn shutdown(&self) {
-        if self.closed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let _ = self.msgs.send(Msg::Shutdown);
-        let handle = self
-            .writer_thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(h) = handle {
-            let _ = h.join();
-        }
-        self.pool.abort();
-        self.pool.release_memory();
-    }
-}
-
-/// Counters of a recorder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Stats {
-    /// Frame-log records (starts and ends) discarded: pool exhausted in Drop mode, released
-    /// by shutdown or writer failure in Block mode, or unwritable after a writer error.
-    pub dropped: u64,
-    /// Frame-data updates discarded.
-    pub dropped_data: u64,
-    /// Bytes of frame-log records written.
-    pub written_bytes: u64,
-    /// Whether the writer has failed (records are being counted as dropped).
-    pub writer_failed: bool,
-}
 
 /// Configures a recorder; see [`crate::Stopwatch::builder`].
 #[must_use]

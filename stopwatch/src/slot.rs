@@ -11,6 +11,10 @@
 //! writer does not steal from the slot's next buffer until it has written that full one, so
 //! one thread's records stay in order in the file.
 
+// A slot hands the writer thread a raw pointer to its thread's current buffer, guarded by the
+// slot's lock: see the SAFETY comments below.
+#![allow(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 

@@ -10,72 +10,22 @@
 //! that reaches the writer is counted as dropped. The writer keeps draining its queue and
 //! recycling buffers until shutdown, so producers never wait on a dead writer.
 
+// The writer reads other threads' buffers through their slots, under the slot lock: see the
+// SAFETY comments below.
+#![allow(unsafe_code)]
+
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, select};
-use formats::{Dropped, FrameKey, Record, RecordIter, ThreadInfo};
+use formats::{Dropped, FrameKey, Record, ThreadInfo};
 
-use crate::buffer::Buf;
 use crate::error::{Error, SinkError};
-use crate::recorder::Inner;
+use crate::inner::Inner;
+use crate::sink::{DataMsg, Msg, count_frame_records};
 use crate::slot::Slot;
-
-/// Where a recorder's bytes go: the framelog `LogWriter` in production, memory in tests.
-pub trait Sink: Send + Sync + 'static {
-    /// The worker id of this process in the log.
-    fn worker(&self) -> u8;
-    /// The first of `count` ids this worker never used in the log.
-    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError>;
-    /// Appends whole encoded frame-log records.
-    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError>;
-    /// Appends frame-data entries (BSON documents).
-    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError>;
-}
-
-impl Sink for framelog::LogWriter {
-    fn worker(&self) -> u8 {
-        framelog::LogWriter::worker(self)
-    }
-
-    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError> {
-        Ok(framelog::LogWriter::reserve_ids(self, count)?)
-    }
-
-    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError> {
-        Ok(framelog::LogWriter::append_frames(self, records)?)
-    }
-
-    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
-        let mut batch = framelog::DataBatch::new();
-        for (key, doc) in entries {
-            batch.push(*key, doc);
-        }
-        Ok(framelog::LogWriter::append_data(self, &batch)?)
-    }
-}
-
-/// Messages to the writer thread.
-pub(crate) enum Msg {
-    /// A producer's full (or final) buffer: write `stolen..len`, then recycle it.
-    Full {
-        slot: Arc<Slot>,
-        buf: Box<Buf>,
-        len: usize,
-    },
-    /// Write everything committed so far; answer when done (if a channel is given).
-    Flush(Option<Sender<()>>),
-    /// Write everything and exit.
-    Shutdown,
-}
-
-/// One frame-data update.
-pub(crate) struct DataMsg {
-    pub(crate) key: FrameKey,
-    pub(crate) document: Vec<u8>,
-}
 
 /// Write the batch early once it grows past this.
 const MAX_BATCH: usize = 4 << 20;
@@ -92,13 +42,6 @@ struct Writer {
     data_failed: bool,
     acks: Vec<Sender<()>>,
     worker: u8,
-}
-
-/// Counts the frame records (starts and ends) in whole encoded records.
-pub(crate) fn count_frame_records(bytes: &[u8]) -> u64 {
-    RecordIter::new(bytes, 0)
-        .filter(|r| matches!(r, Ok((_, Record::Start(_) | Record::End(_)))))
-        .count() as u64
 }
 
 /// The writer thread's body.
@@ -391,65 +334,5 @@ impl Writer {
                 self.inner.dropped_data.fetch_add(1, Ordering::Relaxed);
             }
         }
-    }
-}
-
-/// An in-memory sink for unit tests: keeps every batch, can be told to fail.
-#[cfg(test)]
-pub(crate) struct MemSink {
-    worker: u8,
-    next_id: std::sync::Mutex<u32>,
-    reservations: std::sync::atomic::AtomicU32,
-    pub(crate) frames: std::sync::Mutex<Vec<u8>>,
-    pub(crate) data: std::sync::Mutex<Vec<(FrameKey, Vec<u8>)>>,
-    pub(crate) fail: std::sync::atomic::AtomicBool,
-    pub(crate) appends: std::sync::atomic::AtomicU32,
-}
-
-#[cfg(test)]
-impl MemSink {
-    pub(crate) fn new(worker: u8) -> MemSink {
-        MemSink {
-            worker,
-            next_id: std::sync::Mutex::new(1),
-            reservations: Default::default(),
-            frames: Default::default(),
-            data: Default::default(),
-            fail: Default::default(),
-            appends: Default::default(),
-        }
-    }
-
-    pub(crate) fn reservations(&self) -> u32 {
-        self.reservations.load(Ordering::SeqCst)
-    }
-}
-
-#[cfg(test)]
-impl Sink for MemSink {
-    fn worker(&self) -> u8 {
-        self.worker
-    }
-    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError> {
-        self.reservations.fetch_add(1, Ordering::SeqCst);
-        let mut n = self.next_id.lock().unwrap();
-        let first = *n;
-        *n = n.wrapping_add(count);
-        Ok(first)
-    }
-    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err("disk full (test)".into());
-        }
-        self.appends.fetch_add(1, Ordering::SeqCst);
-        self.frames.lock().unwrap().extend_from_slice(records);
-        Ok(())
-    }
-    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err("disk full (test)".into());
-        }
-        self.data.lock().unwrap().extend(entries.iter().cloned());
-        Ok(())
     }
 }

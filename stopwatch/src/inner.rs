@@ -1,0 +1,127 @@
+//! [`Inner`]: the state one recorder shares between its handles, the recording threads and
+//! its writer thread; and its counters, [`Stats`].
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use formats::Category;
+
+use crate::clock::Clock;
+use crate::error::Reporter;
+use crate::ids::IdSource;
+use crate::pool::Pool;
+use crate::sampling::Sampler;
+use crate::sink::{DataMsg, Msg, Sink};
+use crate::slot::Slot;
+
+/// Shared state of one recorder.
+pub(crate) struct Inner {
+    pub(crate) worker: u8,
+    pub(crate) clock: &'static Clock,
+    pub(crate) pool: Pool,
+    pub(crate) sampler: Sampler,
+    pub(crate) default_category: Category,
+    pub(crate) ids: IdSource,
+    pub(crate) sink: Arc<dyn Sink>,
+    pub(crate) msgs: Sender<Msg>,
+    pub(crate) data_tx: Sender<DataMsg>,
+    pub(crate) slots: Mutex<Vec<Arc<Slot>>>,
+    /// Drops of slots the writer has forgotten (their threads exited).
+    pub(crate) retired_dropped: AtomicU64,
+    /// Records lost because the writer could not write them.
+    pub(crate) writer_dropped: AtomicU64,
+    pub(crate) dropped_data: AtomicU64,
+    pub(crate) written_bytes: AtomicU64,
+    /// When the writer last flushed (ns since the epoch).
+    pub(crate) last_flush_ns: AtomicU64,
+    pub(crate) flush_interval: Duration,
+    pub(crate) closed: AtomicBool,
+    /// Set by the writer when it stops writing (I/O error or panic).
+    pub(crate) writer_failed: AtomicBool,
+    pub(crate) reporter: Arc<Reporter>,
+    pub(crate) writer_thread: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) dir: Option<PathBuf>,
+}
+
+impl Inner {
+    /// Adds a thread's slot to the writer's list.
+    pub(crate) fn register_slot(&self, slot: Arc<Slot>) {
+        self.lock_slots().push(slot);
+    }
+
+    /// The writer's list of slots.
+    pub(crate) fn lock_slots(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The recorder's counters now.
+    pub(crate) fn stats(&self) -> Stats {
+        let slots = self.lock_slots();
+        let live: u64 = slots
+            .iter()
+            .map(|s| s.dropped.load(Ordering::Relaxed))
+            .sum();
+        Stats {
+            dropped: live
+                + self.retired_dropped.load(Ordering::Relaxed)
+                + self.writer_dropped.load(Ordering::Relaxed),
+            dropped_data: self.dropped_data.load(Ordering::Relaxed),
+            written_bytes: self.written_bytes.load(Ordering::Relaxed),
+            writer_failed: self.writer_failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Asks the writer to write everything committed; waits up to `timeout` for it.
+    pub(crate) fn flush(&self, timeout: Duration) -> bool {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self.msgs.send(Msg::Flush(Some(tx))).is_err() {
+            return false;
+        }
+        rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Writes everything and stops the writer thread (idempotent).
+    pub(crate) fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _ = self.msgs.send(Msg::Shutdown);
+        let handle = self
+            .writer_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+        self.pool.abort();
+        self.pool.release_memory();
+    }
+}
+
+/// Counters of a recorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Frame-log records (starts and ends) discarded: pool exhausted in Drop mode, released
+    /// by shutdown or writer failure in Block mode, or unwritable after a writer error.
+    pub dropped: u64,
+    /// Frame-data updates discarded.
+    pub dropped_data: u64,
+    /// Bytes of frame-log records written.
+    pub written_bytes: u64,
+    /// Whether the writer has failed (records are being counted as dropped).
+    pub writer_failed: bool,
+}
+
+impl Inner {
+    /// Queues one frame-data update per the buffering mode (counted as dropped if it is not).
+    pub(crate) fn send_data(&self, msg: DataMsg) {
+        if !self.pool.send_per_mode(&self.data_tx, msg) {
+            self.dropped_data.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! [`Sink`]: where a recorder's bytes go, and the messages its writer thread receives.
+//!
+//! Contract of a sink:
+//! - **Who calls it.** Only the recorder's writer thread calls `append_frames` and
+//!   `append_data`, one call at a time; `reserve_ids` is called from recording threads (rarely:
+//!   once per 65,536 frames of the process), possibly concurrently; `worker` once at build.
+//! - **What it gets.** `append_frames` gets whole encoded frame-log records (never a partial
+//!   one) in the order the writer wants them in the log; `append_data` gets BSON documents
+//!   keyed by frame.
+//! - **What an error means.** An `append_*` error is final for the recorder: it is reported
+//!   once through `on_error`, Block-mode producers are released, and every later record is
+//!   counted as dropped. A `reserve_ids` error is reported once; ids then continue
+//!   unpersisted. A sink must not call back into the recorder that owns it.
+
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use formats::{FrameKey, Record, RecordIter};
+
+use crate::buffer::Buf;
+use crate::error::SinkError;
+use crate::slot::Slot;
+
+/// Where a recorder's bytes go: the framelog `LogWriter` in production, memory in tests.
+pub trait Sink: Send + Sync + 'static {
+    /// The worker id of this process in the log.
+    fn worker(&self) -> u8;
+    /// The first of `count` ids this worker never used in the log.
+    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError>;
+    /// Appends whole encoded frame-log records.
+    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError>;
+    /// Appends frame-data entries (BSON documents).
+    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError>;
+}
+
+impl Sink for framelog::LogWriter {
+    fn worker(&self) -> u8 {
+        framelog::LogWriter::worker(self)
+    }
+
+    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError> {
+        Ok(framelog::LogWriter::reserve_ids(self, count)?)
+    }
+
+    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError> {
+        Ok(framelog::LogWriter::append_frames(self, records)?)
+    }
+
+    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
+        let mut batch = framelog::DataBatch::new();
+        for (key, doc) in entries {
+            batch.push(*key, doc);
+        }
+        Ok(framelog::LogWriter::append_data(self, &batch)?)
+    }
+}
+
+/// Messages to the writer thread.
+pub(crate) enum Msg {
+    /// A producer's full (or final) buffer: write `stolen..len`, then recycle it.
+    Full {
+        slot: Arc<Slot>,
+        buf: Box<Buf>,
+        len: usize,
+    },
+    /// Write everything committed so far; answer when done (if a channel is given).
+    Flush(Option<Sender<()>>),
+    /// Write everything and exit.
+    Shutdown,
+}
+
+/// One frame-data update.
+pub(crate) struct DataMsg {
+    pub(crate) key: FrameKey,
+    pub(crate) document: Vec<u8>,
+}
+
+/// Counts the frame records (starts and ends) in whole encoded records.
+pub(crate) fn count_frame_records(bytes: &[u8]) -> u64 {
+    RecordIter::new(bytes, 0)
+        .filter(|r| matches!(r, Ok((_, Record::Start(_) | Record::End(_)))))
+        .count() as u64
+}
