@@ -40,6 +40,7 @@ mod recorder;
 pub mod sampling;
 mod sink;
 mod slot;
+#[cfg(feature = "demo")]
 pub mod stress;
 mod writer;
 
