@@ -207,9 +207,11 @@ pub fn record_len(buf: &[u8]) -> Option<usize> {
     if buf.len() < FRAME_END_LEN {
         return None;
     }
+    const START: u8 = RecordType::Start as u8;
+    const END: u8 = RecordType::End as u8;
     Some(match buf[5] {
-        0 => FRAME_START_HEADER_LEN + *buf.get(19)? as usize,
-        1 => FRAME_END_LEN,
+        START => FRAME_START_HEADER_LEN + *buf.get(19)? as usize,
+        END => FRAME_END_LEN,
         _ => EXT_HEADER_LEN + u16::from_le_bytes([*buf.get(14)?, *buf.get(15)?]) as usize,
     })
 }
@@ -226,6 +228,8 @@ pub fn split_records(
 ) -> Result<(), DecodeError> {
     let n = records.len();
     let partial = |pos: usize| DecodeError::new(pos as u64, ErrorKind::PartialRecord(n - pos));
+    const START: u8 = RecordType::Start as u8;
+    const END: u8 = RecordType::End as u8;
     let (mut start, mut pos, mut count) = (0usize, 0usize, 0u32);
     while pos < n {
         // Hot loop: with a FrameStart header's worth of bytes present, every length field is
@@ -235,8 +239,8 @@ pub fn split_records(
             .and_then(|h| <&[u8; FRAME_START_HEADER_LEN]>::try_from(h).ok())
         {
             Some(h) => match h[5] {
-                1 => FRAME_END_LEN,
-                0 => FRAME_START_HEADER_LEN + h[19] as usize,
+                END => FRAME_END_LEN,
+                START => FRAME_START_HEADER_LEN + h[19] as usize,
                 _ => EXT_HEADER_LEN + u16::from_le_bytes([h[14], h[15]]) as usize,
             },
             None => record_len(&records[pos..]).ok_or_else(|| partial(pos))?,

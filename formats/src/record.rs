@@ -61,19 +61,54 @@ pub enum RecordType {
 }
 
 impl RecordType {
-    /// The name used by `framelog dump --json` for a record type byte.
+    /// Every type this version defines, in type-byte order.
+    pub const ALL: [RecordType; 6] = [
+        RecordType::Start,
+        RecordType::End,
+        RecordType::Dropped,
+        RecordType::WorkerInfo,
+        RecordType::ThreadInfo,
+        RecordType::Batch,
+    ];
+
+    /// The type for a type byte, if this version defines it.
+    pub const fn from_byte(b: u8) -> Option<RecordType> {
+        match b {
+            0 => Some(RecordType::Start),
+            1 => Some(RecordType::End),
+            2 => Some(RecordType::Dropped),
+            3 => Some(RecordType::WorkerInfo),
+            4 => Some(RecordType::ThreadInfo),
+            5 => Some(RecordType::Batch),
+            _ => None,
+        }
+    }
+
+    /// The type's name (as `framelog dump --json` prints it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            RecordType::Start => "start",
+            RecordType::End => "end",
+            RecordType::Dropped => "dropped",
+            RecordType::WorkerInfo => "worker_info",
+            RecordType::ThreadInfo => "thread_info",
+            RecordType::Batch => "batch",
+        }
+    }
+
+    /// The name used by `framelog dump --json` for a record type byte (`ext-N` if unknown).
     pub fn name_of(type_byte: u8) -> std::borrow::Cow<'static, str> {
-        match type_byte {
-            0 => "start".into(),
-            1 => "end".into(),
-            2 => "dropped".into(),
-            3 => "worker_info".into(),
-            4 => "thread_info".into(),
-            5 => "batch".into(),
-            t => format!("ext-{t}").into(),
+        match RecordType::from_byte(type_byte) {
+            Some(t) => t.name().into(),
+            None => format!("ext-{type_byte}").into(),
         }
     }
 }
+
+// The layouts above are the documented sizes (docs/FORMAT.md), checked at compile time.
+const _: () = assert!(size_of::<RawCommon>() == FRAME_END_LEN);
+const _: () = assert!(size_of::<RawStart>() == FRAME_START_HEADER_LEN);
+const _: () = assert!(size_of::<RawExt>() == EXT_HEADER_LEN);
 
 /// A frame begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,8 +238,13 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
         return Ok(Decoded::NeedMore);
     };
     let (id, worker, timestamp) = (c.id.get(), c.worker, c.timestamp.get());
+    const START: u8 = RecordType::Start as u8;
+    const END: u8 = RecordType::End as u8;
+    const DROPPED: u8 = RecordType::Dropped as u8;
+    const WORKER_INFO: u8 = RecordType::WorkerInfo as u8;
+    const THREAD_INFO: u8 = RecordType::ThreadInfo as u8;
     match c.kind {
-        0 => {
+        START => {
             let Ok((s, rest)) = RawStart::ref_from_prefix(buf) else {
                 return Ok(Decoded::NeedMore);
             };
@@ -223,7 +263,7 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
             });
             Ok(Decoded::Record(rec, FRAME_START_HEADER_LEN + n))
         }
-        1 => Ok(Decoded::Record(
+        END => Ok(Decoded::Record(
             Record::End(FrameEnd {
                 id,
                 worker,
@@ -241,7 +281,7 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
             };
             let bad = |name| DecodeError::new(0, ErrorKind::BadPayload { name, len: n });
             let rec = match kind {
-                2 => {
+                DROPPED => {
                     let bytes: [u8; 8] = payload.try_into().map_err(|_| bad("dropped"))?;
                     Record::Dropped(Dropped {
                         worker,
@@ -249,7 +289,7 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
                         count: u64::from_le_bytes(bytes),
                     })
                 }
-                3 => {
+                WORKER_INFO => {
                     if n < 4 {
                         return Err(bad("worker_info"));
                     }
@@ -261,7 +301,7 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
                         name: utf8(&payload[4..], EXT_HEADER_LEN + 4)?,
                     })
                 }
-                4 => Record::ThreadInfo(ThreadInfo {
+                THREAD_INFO => Record::ThreadInfo(ThreadInfo {
                     worker,
                     thread: id,
                     timestamp,
@@ -306,7 +346,12 @@ impl FrameStart<'_> {
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let label = truncate_label(self.label);
         let raw = RawStart {
-            common: common(self.id, self.worker, 0, self.timestamp),
+            common: common(
+                self.id,
+                self.worker,
+                RecordType::Start as u8,
+                self.timestamp,
+            ),
             context: U32::new(self.context),
             category: self.category.0,
             label_size: label.len() as u8,
@@ -321,7 +366,7 @@ impl FrameEnd {
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         put(
             out,
-            common(self.id, self.worker, 1, self.timestamp).as_bytes(),
+            common(self.id, self.worker, RecordType::End as u8, self.timestamp).as_bytes(),
             &[],
         )
     }
@@ -331,7 +376,7 @@ impl Dropped {
     /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let raw = RawExt {
-            common: common(0, self.worker, 2, self.timestamp),
+            common: common(0, self.worker, RecordType::Dropped as u8, self.timestamp),
             payload_size: ext_payload_len(8),
         };
         put(out, raw.as_bytes(), &self.count.to_le_bytes())
@@ -343,7 +388,7 @@ impl WorkerInfo<'_> {
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let name = truncate_label(self.name);
         let raw = RawExt {
-            common: common(0, self.worker, 3, self.timestamp),
+            common: common(0, self.worker, RecordType::WorkerInfo as u8, self.timestamp),
             payload_size: ext_payload_len(4 + name.len()),
         };
         let head = raw.as_bytes();
@@ -361,7 +406,12 @@ impl ThreadInfo<'_> {
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let name = truncate_label(self.name);
         let raw = RawExt {
-            common: common(self.thread, self.worker, 4, self.timestamp),
+            common: common(
+                self.thread,
+                self.worker,
+                RecordType::ThreadInfo as u8,
+                self.timestamp,
+            ),
             payload_size: ext_payload_len(name.len()),
         };
         put(out, raw.as_bytes(), name.as_bytes())
@@ -420,11 +470,11 @@ impl<'a> Record<'a> {
     /// The record's type byte.
     pub fn type_byte(&self) -> u8 {
         match self {
-            Record::Start(_) => 0,
-            Record::End(_) => 1,
-            Record::Dropped(_) => 2,
-            Record::WorkerInfo(_) => 3,
-            Record::ThreadInfo(_) => 4,
+            Record::Start(_) => RecordType::Start as u8,
+            Record::End(_) => RecordType::End as u8,
+            Record::Dropped(_) => RecordType::Dropped as u8,
+            Record::WorkerInfo(_) => RecordType::WorkerInfo as u8,
+            Record::ThreadInfo(_) => RecordType::ThreadInfo as u8,
             Record::Unknown(r) => r.kind,
         }
     }

@@ -14,11 +14,15 @@ mod damage;
 pub mod data_store;
 mod error;
 pub mod follow;
+#[cfg(feature = "analysis")]
+pub mod label_match;
+pub mod pairing;
 mod pread;
 pub mod reader;
 pub mod recover;
 mod repair;
 pub mod segments;
+#[cfg(feature = "analysis")]
 pub mod stats;
 mod worker;
 pub mod writer;

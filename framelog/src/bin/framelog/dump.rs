@@ -1,16 +1,16 @@
 //! `framelog dump`: one line per record, human-readable or JSON, optionally following.
 
-use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use formats::{Category, FrameKey, Record, RecordType};
 use framelog::LogReader;
-use globset::{Glob, GlobMatcher};
+use framelog::label_match::LabelPattern;
+use framelog::pairing::Pairing;
 use serde_json::json;
 
 use crate::output;
@@ -32,7 +32,8 @@ pub struct DumpArgs {
     /// Only frames of this category (name like `database`, or a number).
     #[arg(long, value_parser = parse_category)]
     category: Option<Category>,
-    /// Only frames whose label matches this glob (e.g. 'db/*').
+    /// Only frames whose label matches: `db` (contains), `"User: Select"` (exactly) or a
+    /// glob such as `'db/*'`; case-insensitive.
     #[arg(long)]
     label: Option<String>,
     /// Only frames of this context.
@@ -54,7 +55,7 @@ fn parse_category(s: &str) -> Result<Category, String> {
 struct Filter {
     worker: Option<u8>,
     category: Option<Category>,
-    label: Option<GlobMatcher>,
+    label: Option<LabelPattern>,
     context: Option<u32>,
 }
 
@@ -66,23 +67,19 @@ impl Filter {
     fn start_matches(&self, s: &formats::FrameStart<'_>) -> bool {
         self.category.is_none_or(|c| c == s.category)
             && self.context.is_none_or(|c| c == s.context)
-            && self.label.as_ref().is_none_or(|g| g.is_match(s.label))
+            && self.label.as_ref().is_none_or(|p| p.matches(s.label))
     }
 }
 
-/// Pairing state: start time of frames seen, and whether they passed the filter.
+/// Pairing state: frames seen, with whether their start passed the filter.
 #[derive(Default)]
 struct Starts {
-    open: HashMap<FrameKey, (u64, bool)>,
+    pairing: Pairing<bool>,
 }
 
 pub fn run(args: &DumpArgs) -> Result<ExitCode> {
     let label = match &args.label {
-        Some(p) => Some(
-            Glob::new(p)
-                .with_context(|| format!("bad --label pattern {p:?}"))?
-                .compile_matcher(),
-        ),
+        Some(p) => LabelPattern::parse(p).map_err(anyhow::Error::msg)?,
         None => None,
     };
     let filter = Filter {
@@ -135,14 +132,14 @@ fn print(
     match rec {
         Record::Start(s) => {
             let pass = filter.start_matches(s);
-            starts.open.insert(key, (s.timestamp, pass));
+            starts.pairing.start(key, s.timestamp, pass);
             if !pass {
                 return Ok(());
             }
         }
-        Record::End(e) => match starts.open.remove(&key) {
-            Some((_, false)) => return Ok(()),
-            Some((t, true)) => duration = Some(e.timestamp.saturating_sub(t)),
+        Record::End(e) => match starts.pairing.end(key, e.timestamp) {
+            Some(f) if !f.start_info => return Ok(()),
+            Some(f) => duration = Some(f.duration_ns()),
             // An end whose start was dropped or comes later: shown unless filtering frames.
             None if filter.frame_filters() => return Ok(()),
             None => {}
