@@ -1,7 +1,7 @@
 //! [`LogWriter`]: appends record batches and frame data to a log, from any thread or process.
 
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use formats::WorkerInfo;
 
@@ -128,7 +128,7 @@ impl LogWriter {
 
     /// Reserves `count` frame ids this worker never used in this log; returns the first.
     pub fn reserve_ids(&self, count: u32) -> Result<u32> {
-        lock(&self.slot).reserve(count)
+        self.slot.lock().reserve(count)
     }
 
     /// Appends whole encoded records as one write under the segment's lock.
@@ -136,19 +136,19 @@ impl LogWriter {
         if records.is_empty() {
             return Ok(());
         }
-        lock(&self.frames).append(records)
+        self.frames.lock().append(records)
     }
 
     /// Appends a batch of data entries and their index entries.
     pub fn append_data(&self, batch: &DataBatch) -> Result<()> {
-        lock(&self.data).append(batch)
+        self.data.lock().append(batch)
     }
 
     /// Forces everything appended so far to stable storage (`fdatasync`), unless the sync
     /// policy is [`SyncPolicy::Never`].
     pub fn sync(&self) -> Result<()> {
-        lock(&self.frames).sync()?;
-        lock(&self.data).sync()
+        self.frames.lock().sync()?;
+        self.data.lock().sync()
     }
 }
 
@@ -157,10 +157,4 @@ impl Drop for LogWriter {
         // Best effort: an error here has no one left to report to.
         let _ = self.sync();
     }
-}
-
-/// Locks a mutex, recovering from poisoning: appenders keep no invariant a panic can break
-/// (every append re-checks the file under its flock).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

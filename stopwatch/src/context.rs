@@ -11,8 +11,8 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::local::{self, CtxState, Entry};
 use crate::inner::Inner;
+use crate::local::{self, CtxState, Entry};
 
 /// A unit of work's identity, to carry frames of one request across threads (`Send + Sync`).
 #[derive(Clone)]

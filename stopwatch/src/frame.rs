@@ -8,8 +8,8 @@ use formats::{Category, FrameKey};
 use serde::Serialize;
 
 use crate::context::Context;
-use crate::local::{self, Entry, RECORDING, ROOT};
 use crate::inner::Inner;
+use crate::local::{self, Entry, RECORDING, ROOT};
 
 /// A running frame; it ends when dropped or on [`Frame::end`].
 ///

@@ -6,7 +6,7 @@
 //! the per-frame cost is a thread-local increment: a shared atomic counter per frame would
 //! bounce its cache line between cores on every frame.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use crate::error::Error;
 use crate::sink::Sink;
@@ -40,7 +40,7 @@ impl IdSource {
         let mut report = Some(report);
         loop {
             {
-                let mut b = self.block.lock().unwrap_or_else(|e| e.into_inner());
+                let mut b = self.block.lock();
                 if b.1 >= CHUNK {
                     let first = b.0;
                     b.0 = b.0.wrapping_add(CHUNK);
@@ -49,7 +49,7 @@ impl IdSource {
                 }
             }
             let reserved = sink.reserve_ids(BLOCK);
-            let mut b = self.block.lock().unwrap_or_else(|e| e.into_inner());
+            let mut b = self.block.lock();
             // Another thread may have refilled meanwhile; then this block is simply unused.
             let refill = b.1 < CHUNK;
             match reserved {

@@ -2,8 +2,10 @@
 //! its writer thread; and its counters, [`Stats`].
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use parking_lot::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -55,7 +57,7 @@ impl Inner {
 
     /// The writer's list of slots.
     pub(crate) fn lock_slots(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+        self.slots.lock()
     }
 
     /// The recorder's counters now.
@@ -90,11 +92,7 @@ impl Inner {
             return;
         }
         let _ = self.msgs.send(Msg::Shutdown);
-        let handle = self
-            .writer_thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let handle = self.writer_thread.lock().take();
         if let Some(h) = handle {
             let _ = h.join();
         }

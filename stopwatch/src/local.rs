@@ -25,8 +25,8 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::ids::CHUNK;
 use crate::inner::Inner;
-use crate::slot::Slot;
 use crate::sink::{DataMsg, Msg, count_frame_records};
+use crate::slot::Slot;
 
 /// The outermost frame of a thread asks the writer to flush when the thread's records have
 /// waited this long (the writer's own periodic pass covers threads that go idle).

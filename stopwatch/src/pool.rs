@@ -13,8 +13,10 @@
 //!   falls back to a counted drop.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use parking_lot::Mutex;
 use std::thread::Thread;
 use std::time::Duration;
 
@@ -53,12 +55,6 @@ pub(crate) struct Pool {
 /// How long a parked producer sleeps before re-checking on its own. Only a safety net: the
 /// writer unparks the front waiter whenever it frees a buffer.
 const PARK_RECHECK: Duration = Duration::from_millis(20);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding this lock cannot leave the queue inconsistent (push/pop only),
-    // so poisoning is ignored rather than propagated into the application.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 impl Pool {
     /// A pool of `count` buffers of `buf_size` bytes each.
@@ -122,7 +118,7 @@ impl Pool {
             thread: std::thread::current(),
         });
         {
-            let mut q = lock(&self.waiters);
+            let mut q = self.waiters.lock();
             q.push_back(me.clone());
             self.nwaiters.store(q.len(), Ordering::Release);
         }
@@ -134,7 +130,7 @@ impl Pool {
                 return self.free_rx.try_recv().ok();
             }
             {
-                let mut q = lock(&self.waiters);
+                let mut q = self.waiters.lock();
                 let at_front = q.front().is_some_and(|w| Arc::ptr_eq(w, &me));
                 if at_front && let Ok(buf) = self.free_rx.try_recv() {
                     q.pop_front();
@@ -153,7 +149,7 @@ impl Pool {
     }
 
     fn leave(&self, me: &Arc<Waiter>) {
-        let mut q = lock(&self.waiters);
+        let mut q = self.waiters.lock();
         q.retain(|w| !Arc::ptr_eq(w, me));
         self.nwaiters.store(q.len(), Ordering::Release);
         // If we were at the front, the next waiter may now take a buffer.
@@ -169,7 +165,7 @@ impl Pool {
         // pool's budget: free it rather than grow the pool.
         let _ = self.free_tx.try_send(buf);
         if self.nwaiters.load(Ordering::Acquire) > 0
-            && let Some(front) = lock(&self.waiters).front()
+            && let Some(front) = self.waiters.lock().front()
         {
             front.thread.unpark();
         }
@@ -178,7 +174,7 @@ impl Pool {
     /// Releases every parked producer and makes later `take`s non-blocking.
     pub(crate) fn abort(&self) {
         self.aborted.store(true, Ordering::Release);
-        for w in lock(&self.waiters).iter() {
+        for w in self.waiters.lock().iter() {
             w.thread.unpark();
         }
     }
@@ -249,7 +245,7 @@ mod tests {
             handles.push(std::thread::spawn(move || {
                 queued.fetch_add(1, Ordering::SeqCst);
                 let buf = p.take().expect("block mode waits for a buffer");
-                order.lock().unwrap().push(i);
+                order.lock().push(i);
                 std::thread::sleep(Duration::from_millis(2));
                 p.give_back(buf);
             }));
@@ -262,7 +258,7 @@ mod tests {
         for h in handles {
             h.join().unwrap();
         }
-        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(*order.lock(), vec![0, 1, 2, 3]);
         assert_eq!(pool.free(), 1);
     }
 

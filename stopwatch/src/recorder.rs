@@ -8,8 +8,10 @@
 use std::borrow::Cow;
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use formats::Category;
@@ -19,9 +21,9 @@ use crate::context::Context;
 use crate::error::{Error, ErrorCallback, Reporter};
 use crate::frame::Frame;
 use crate::ids::IdSource;
+use crate::inner::{Inner, Stats};
 use crate::pool::{BufferingMode, Pool};
 use crate::sampling::{Sampler, Sampling};
-use crate::inner::{Inner, Stats};
 use crate::sink::Sink;
 use crate::writer;
 
@@ -192,10 +194,7 @@ impl Builder {
             .name(format!("stopwatch-writer-{}", inner.worker))
             .spawn(move || writer::run(for_writer, rx, data_rx))
             .map_err(Error::Spawn)?;
-        *inner
-            .writer_thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        *inner.writer_thread.lock() = Some(handle);
         Ok(Recorder { inner })
     }
 

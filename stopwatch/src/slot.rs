@@ -15,8 +15,8 @@
 // slot's lock: see the SAFETY comments below.
 #![allow(unsafe_code)]
 
+use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use crate::buffer::Buf;
 
@@ -68,7 +68,7 @@ impl Slot {
 
     /// Locks the shared state (poisoning ignored: the state is plain data).
     pub(crate) fn lock(&self) -> MutexGuard<'_, SlotState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// Adds one discarded record. Owner thread only, so load + store suffices (no RMW).
