@@ -336,3 +336,62 @@ impl Writer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use formats::{Record, RecordIter};
+
+    use crate::mem_sink::MemSink;
+    use crate::pool::BufferingMode;
+    use crate::{Sink, Stopwatch};
+
+    /// Two threads record into tiny buffers in Block mode while the writer steals partial
+    /// buffers (flushes) and takes full ones (hand-offs): every record arrives whole, once.
+    #[test]
+    fn steals_and_hand_offs_deliver_every_record_once() {
+        let frames: u32 = if cfg!(miri) { 150 } else { 20_000 };
+        let sink = Arc::new(MemSink::new(4));
+        let rec = Arc::new(
+            Stopwatch::builder()
+                .sink(sink.clone() as Arc<dyn Sink>)
+                .mode(BufferingMode::Block)
+                .buffer_kib(2)
+                .flush_interval(std::time::Duration::from_millis(1))
+                .build()
+                .unwrap(),
+        );
+        let threads: Vec<_> = (0..2)
+            .map(|t| {
+                let rec = rec.clone();
+                std::thread::spawn(move || {
+                    for i in 0..frames {
+                        let _f = rec.start(if t == 0 { "a" } else { "b" });
+                        if i % 16 == 0 {
+                            rec.flush(std::time::Duration::from_secs(30));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let stats = Arc::into_inner(rec).unwrap().shutdown();
+        assert_eq!(stats.dropped, 0);
+        let bytes = sink.frames.lock().unwrap();
+        let (mut starts, mut ends) = (0u32, 0u32);
+        for item in RecordIter::new(&bytes, 0) {
+            match item.unwrap().1 {
+                Record::Start(s) => {
+                    assert!(s.label == "a" || s.label == "b");
+                    starts += 1;
+                }
+                Record::End(_) => ends += 1,
+                _ => {}
+            }
+        }
+        assert_eq!((starts, ends), (2 * frames, 2 * frames));
+    }
+}
