@@ -1,8 +1,8 @@
 //! Aggregating a log: totals and per-label duration statistics. Pure logic over records.
 //!
-//! Percentiles come from HDR histograms with 3 significant digits: every percentile is within
-//! 0.1 % of the exact value (exact below 2,048 ns), in constant memory per label. The CLI and
-//! the debugger both use [`Durations`], so they agree.
+//! Percentiles come from HDR histograms with 2 significant digits: every percentile is within
+//! 1 % of the exact value (exact below 256 ns), in about 20 KiB per label for durations up to
+//! a second. The CLI and the debugger both use [`Durations`], so they agree.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,9 +21,9 @@ pub struct LabelStats {
     pub total_ns: u64,
     /// Mean duration.
     pub mean_ns: u64,
-    /// Median duration (within 0.1 %).
+    /// Median duration (within 1 %).
     pub p50_ns: u64,
-    /// 99th-percentile duration (within 0.1 %).
+    /// 99th-percentile duration (within 1 %).
     pub p99_ns: u64,
     /// Longest duration.
     pub max_ns: u64,
@@ -149,7 +149,7 @@ impl StatsBuilder {
     }
 }
 
-/// Durations of one kind of frame: count, total, max exactly; percentiles within 0.1 %.
+/// Durations of one kind of frame: count, total, max exactly; percentiles within 1 %.
 #[derive(Debug, Clone)]
 pub struct Durations {
     hist: hdrhistogram::Histogram<u64>,
@@ -164,14 +164,16 @@ impl Default for Durations {
 }
 
 impl Durations {
-    /// Significant decimal digits kept (3: within 0.1 %).
-    pub const SIGNIFICANT_DIGITS: u8 = 3;
+    /// Significant decimal digits kept (2: within 1 %).
+    pub const SIGNIFICANT_DIGITS: u8 = 2;
+    /// The relative precision of percentiles, for display.
+    pub const PRECISION: &'static str = "±1 %";
 
     /// No durations yet.
     pub fn new() -> Self {
         Self {
             hist: hdrhistogram::Histogram::new(Self::SIGNIFICANT_DIGITS)
-                .expect("3 significant digits is a valid precision"),
+                .expect("2 significant digits is a valid precision"),
             total_ns: 0,
             max_ns: 0,
         }
@@ -205,7 +207,7 @@ impl Durations {
         self.total_ns.checked_div(self.count()).unwrap_or(0)
     }
 
-    /// The `p`th percentile (0-100), within 0.1 %, never above the maximum.
+    /// The `p`th percentile (0-100), within 1 %, never above the maximum.
     pub fn percentile_ns(&self, p: f64) -> u64 {
         self.hist.value_at_quantile(p / 100.0).min(self.max_ns)
     }
