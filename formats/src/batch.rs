@@ -51,6 +51,17 @@ pub enum Probe<T> {
     Invalid,
 }
 
+impl<T> Probe<T> {
+    /// Maps a valid header, keeping the other outcomes.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Probe<U> {
+        match self {
+            Probe::Valid(t) => Probe::Valid(f(t)),
+            Probe::NeedMore => Probe::NeedMore,
+            Probe::Invalid => Probe::Invalid,
+        }
+    }
+}
+
 /// The header of a frame-log batch: a `batch` record (type 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -337,26 +348,18 @@ struct Head {
 impl Framing {
     fn probe(self, buf: &[u8]) -> Probe<Head> {
         match self {
-            Framing::Frames => match BatchHeader::probe(buf) {
-                Probe::Valid(h) => Probe::Valid(Head {
-                    header_len: BATCH_RECORD_LEN,
-                    body_len: h.len as usize,
-                    crc: h.crc,
-                    worker: h.worker,
-                }),
-                Probe::NeedMore => Probe::NeedMore,
-                Probe::Invalid => Probe::Invalid,
-            },
-            Framing::Data => match DataMarker::probe(buf) {
-                Probe::Valid(m) => Probe::Valid(Head {
-                    header_len: DATA_MARKER_LEN,
-                    body_len: m.len as usize,
-                    crc: m.data_crc,
-                    worker: m.worker,
-                }),
-                Probe::NeedMore => Probe::NeedMore,
-                Probe::Invalid => Probe::Invalid,
-            },
+            Framing::Frames => BatchHeader::probe(buf).map(|h| Head {
+                header_len: BATCH_RECORD_LEN,
+                body_len: h.len as usize,
+                crc: h.crc,
+                worker: h.worker,
+            }),
+            Framing::Data => DataMarker::probe(buf).map(|m| Head {
+                header_len: DATA_MARKER_LEN,
+                body_len: m.len as usize,
+                crc: m.data_crc,
+                worker: m.worker,
+            }),
         }
     }
 

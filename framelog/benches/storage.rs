@@ -173,23 +173,43 @@ fn write(c: &mut Criterion) {
     });
     g.bench_function("log_writer_append_frames", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                round += 1;
-                let dir = root.path().join(format!("log-{round}"));
-                let t = Instant::now();
-                let w = LogWriter::open(&dir).unwrap();
-                for _ in 0..batches {
-                    w.append_frames(&batch).unwrap();
-                }
-                drop(w);
-                total += t.elapsed();
-                std::fs::remove_dir_all(&dir).unwrap();
-            }
-            total
+            append_in_fresh_logs(
+                root.path(),
+                &mut round,
+                iters,
+                WriterOptions::default(),
+                &batch,
+                batches,
+            )
         })
     });
     g.finish();
+}
+
+/// Times `iters` runs of: open a new log under `root`, append `batch` `times` times, close
+/// it (syncing per `opts`); each log is deleted after its run, outside the timing.
+fn append_in_fresh_logs(
+    root: &std::path::Path,
+    round: &mut u32,
+    iters: u64,
+    opts: WriterOptions,
+    batch: &[u8],
+    times: usize,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        *round += 1;
+        let dir = root.join(format!("log-{round}"));
+        let t = Instant::now();
+        let w = LogWriter::open_with(&dir, opts.clone()).unwrap();
+        for _ in 0..times {
+            w.append_frames(batch).unwrap();
+        }
+        drop(w);
+        total += t.elapsed();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    total
 }
 
 /// Appends under each sync policy: 64 MiB in 256 KiB appends per sample.
@@ -211,24 +231,11 @@ fn sync(c: &mut Criterion) {
     ] {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    round += 1;
-                    let dir = root.path().join(format!("log-{round}"));
-                    let opts = WriterOptions {
-                        sync: policy,
-                        ..Default::default()
-                    };
-                    let t = Instant::now();
-                    let w = LogWriter::open_with(&dir, opts).unwrap();
-                    for _ in 0..appends {
-                        w.append_frames(&batch).unwrap();
-                    }
-                    drop(w);
-                    total += t.elapsed();
-                    std::fs::remove_dir_all(&dir).unwrap();
-                }
-                total
+                let opts = WriterOptions {
+                    sync: policy,
+                    ..Default::default()
+                };
+                append_in_fresh_logs(root.path(), &mut round, iters, opts, &batch, appends)
             })
         });
     }
