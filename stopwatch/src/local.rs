@@ -405,16 +405,21 @@ impl LocalState {
         }
     }
 
-    /// The entry for `inner`, registering this thread with it on first use.
+    /// Runs `f` with the entry for `inner`, registering this thread with it on first use.
+    ///
+    /// Fast path: the entry used last, borrowed from `last` for the whole call. While that
+    /// borrow is held, nothing can replace or drop `last`'s strong reference (`entry_slow`
+    /// only updates `last` when it can borrow it mutably), so the entry outlives the call.
     #[inline(always)]
-    fn entry(&self, inner: &Arc<Inner>) -> Rc<Entry> {
+    fn with<R>(&self, inner: &Arc<Inner>, f: impl FnOnce(&Rc<Entry>) -> R) -> R {
         if let Ok(last) = self.last.try_borrow()
             && let Some(e) = last.as_ref()
             && Arc::ptr_eq(&e.inner, inner)
         {
-            return e.clone();
+            return f(e);
         }
-        self.entry_slow(inner)
+        let e = self.entry_slow(inner);
+        f(&e)
     }
 
     #[cold]
@@ -423,7 +428,8 @@ impl LocalState {
         // Entries of recorders that were shut down are dropped only after every borrow of the
         // registry is released: dropping one may run arbitrary code (its recorder's drop).
         let mut forgotten = Vec::new();
-        let last = self.last.take();
+        // (`last` is borrowed when user code inside a fast-path call gets here: leave it.)
+        let last = self.last.try_borrow_mut().ok().and_then(|mut l| l.take());
         let found = {
             let mut entries = self.entries.borrow_mut();
             match entries.iter().find(|e| Arc::ptr_eq(&e.inner, inner)) {
@@ -489,6 +495,5 @@ thread_local! {
 /// code included) makes the registry forget it.
 #[inline(always)]
 pub(crate) fn with_entry<R>(inner: &Arc<Inner>, f: impl FnOnce(&Rc<Entry>) -> R) -> Option<R> {
-    let e = LOCAL.try_with(|l| l.entry(inner)).ok()?;
-    Some(f(&e))
+    LOCAL.try_with(|l| l.with(inner, f)).ok()
 }
