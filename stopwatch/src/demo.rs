@@ -337,7 +337,10 @@ mod tests {
     use super::*;
 
     #[test]
-    #[cfg_attr(miri, ignore = "writes a real log directory (flock) and runs for seconds")]
+    #[cfg_attr(
+        miri,
+        ignore = "writes a real log directory (flock) and runs for seconds"
+    )]
     fn the_demo_records_requests_queries_templates_jobs_and_async_tasks() {
         let dir = tempfile::tempdir().unwrap();
         let summary = run(DemoOptions {
