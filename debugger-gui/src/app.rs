@@ -1,8 +1,8 @@
 //! [`DebuggerApp`]: the whole window — menu and toolbar, flamegraph, frame-data panel,
 //! contexts and statistics, status bar — driven by one `ui` call so tests can run it headless.
 
+use parking_lot::MutexGuard;
 use std::path::{Path, PathBuf};
-use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use egui::{Color32, Key, Modifiers, RichText, TextEdit, Ui};
@@ -351,7 +351,8 @@ impl DebuggerApp {
     }
 
     fn update_search(&mut self, model: &Model) {
-        let Some(pattern) = Pattern::parse(&self.search_text) else {
+        // A pattern that does not parse (an unclosed `[`) selects nothing until it does.
+        let Some(pattern) = Pattern::parse(&self.search_text).ok().flatten() else {
             self.search = None;
             return;
         };

@@ -4,8 +4,10 @@
 //! (a live log's data may arrive after its frames).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 
 use formats::FrameKey;
 use framelog::DataStore;
@@ -49,7 +51,7 @@ impl DataLoader {
                     if ans_tx.send((key, result)).is_err() {
                         return;
                     }
-                    if let Some(ctx) = rp.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                    if let Some(ctx) = rp.lock().as_ref() {
                         ctx.request_repaint();
                     }
                 }
@@ -64,7 +66,7 @@ impl DataLoader {
 
     /// Tells the thread which egui context to wake when an answer is ready.
     pub fn set_repaint(&self, ctx: &egui::Context) {
-        let mut r = self.repaint.lock().unwrap_or_else(|e| e.into_inner());
+        let mut r = self.repaint.lock();
         if r.is_none() {
             *r = Some(ctx.clone());
         }

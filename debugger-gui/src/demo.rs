@@ -7,8 +7,10 @@
 //! instead (no stopwatch involved).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use framelog::{DataBatch, LogWriter, WriterOptions};
@@ -43,8 +45,7 @@ impl Demo {
             .name("demo-workload".into())
             .spawn(move || {
                 if let Err(e) = stopwatch::demo::run(opts) {
-                    *err.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(format!("the demo workload stopped: {e}"));
+                    *err.lock() = Some(format!("the demo workload stopped: {e}"));
                 }
             })?;
         Ok(Self {
@@ -57,7 +58,7 @@ impl Demo {
 
     /// Why the workload stopped, if it failed.
     pub fn error(&self) -> Option<String> {
-        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.error.lock().clone()
     }
 
     /// Like [`Demo::start`], with the synthetic workload of [`crate::synth`] in real time.

@@ -7,9 +7,11 @@
 //! to repaint. Reading and indexing overlap, so loading uses both cores.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use parking_lot::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -70,18 +72,13 @@ pub struct Shared {
 
 impl Shared {
     fn repaint(&self) {
-        if let Some(ctx) = self
-            .repaint
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
+        if let Some(ctx) = self.repaint.lock().as_ref() {
             ctx.request_repaint();
         }
     }
 
     fn status(&self) -> MutexGuard<'_, IngestStatus> {
-        self.status.lock().unwrap_or_else(|e| e.into_inner())
+        self.status.lock()
     }
 
     fn push_error(&self, msg: String) {
@@ -135,7 +132,7 @@ impl Ingest {
     /// lets the UI in before taking it again).
     pub fn model(&self) -> MutexGuard<'_, Model> {
         self.shared.ui_waiting.store(true, Ordering::Release);
-        let guard = self.shared.model.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.shared.model.lock();
         self.shared.ui_waiting.store(false, Ordering::Release);
         guard
     }
@@ -147,11 +144,7 @@ impl Ingest {
 
     /// Tells the thread which egui context to wake when new frames arrive.
     pub fn set_repaint(&self, ctx: &egui::Context) {
-        let mut r = self
-            .shared
-            .repaint
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut r = self.shared.repaint.lock();
         if r.is_none() {
             *r = Some(ctx.clone());
         }
@@ -300,11 +293,7 @@ fn applier(
         if !buf.is_empty() {
             apply(shared, &buf, stopped);
         }
-        let frames = shared
-            .model
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .frame_count();
+        let frames = shared.model.lock().frame_count();
         {
             let mut s = shared.status();
             s.bytes_read = state.bytes_read;
@@ -387,7 +376,7 @@ fn apply(shared: &Shared, buf: &Batch, stopped: &dyn Fn() -> bool) {
         if stopped() {
             return;
         }
-        let mut model = shared.model.lock().unwrap_or_else(|e| e.into_inner());
+        let mut model = shared.model.lock();
         if first {
             // Same order as the reader's interner, so the ids agree.
             for name in &buf.new_labels {

@@ -7,6 +7,7 @@
 //! - [`ui`]: the egui widgets; [`DebuggerApp`] puts them together.
 //! - [`synth`] and [`demo`]: synthetic workloads for tests, benchmarks and `--demo`.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod app;

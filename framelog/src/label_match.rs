@@ -6,11 +6,20 @@
 //! - a pattern with `*`, `?` or `[` is a glob over the whole label (`*` also crosses `/`);
 //! - anything else matches labels that contain it.
 
-/// A parsed label pattern.
+/// A parsed label pattern. Two patterns are equal when their texts are.
 #[derive(Debug, Clone)]
 pub struct LabelPattern {
+    text: String,
     kind: Kind,
 }
+
+impl PartialEq for LabelPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for LabelPattern {}
 
 #[derive(Debug, Clone)]
 enum Kind {
@@ -38,7 +47,15 @@ impl LabelPattern {
         } else {
             Kind::Contains(t.to_lowercase())
         };
-        Ok(Some(Self { kind }))
+        Ok(Some(Self {
+            text: t.to_owned(),
+            kind,
+        }))
+    }
+
+    /// The pattern as typed (trimmed).
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// The pattern that matches exactly `label` (quoted).

@@ -6,6 +6,8 @@
 //! once paired (ids may wrap in very long runs).
 
 use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 
 use formats::FrameKey;
 
@@ -27,23 +29,33 @@ impl<S> Paired<S> {
     }
 }
 
-/// Open starts and early ends, fed in file order.
-#[derive(Debug, Clone)]
-pub struct Pairing<S> {
-    open: HashMap<FrameKey, (u64, S)>,
-    early_ends: HashMap<FrameKey, u64>,
+/// Open starts and early ends, fed in file order. `H` is the maps' hasher (a fast
+/// non-cryptographic one suits a viewer indexing millions of frames).
+#[derive(Clone)]
+pub struct Pairing<S, H = RandomState> {
+    open: HashMap<FrameKey, (u64, S), H>,
+    early_ends: HashMap<FrameKey, u64, H>,
 }
 
-impl<S> Default for Pairing<S> {
+impl<S, H> std::fmt::Debug for Pairing<S, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pairing")
+            .field("open", &self.open.len())
+            .field("early_ends", &self.early_ends.len())
+            .finish()
+    }
+}
+
+impl<S, H: Default> Default for Pairing<S, H> {
     fn default() -> Self {
         Self {
-            open: HashMap::new(),
-            early_ends: HashMap::new(),
+            open: HashMap::default(),
+            early_ends: HashMap::default(),
         }
     }
 }
 
-impl<S> Pairing<S> {
+impl<S, H: BuildHasher + Default> Pairing<S, H> {
     /// An empty pairing.
     pub fn new() -> Self {
         Self::default()
@@ -51,17 +63,33 @@ impl<S> Pairing<S> {
 
     /// A frame starts; returns the completed frame if its end came first.
     pub fn start(&mut self, key: FrameKey, start_ns: u64, info: S) -> Option<Paired<S>> {
-        match self.early_ends.remove(&key) {
+        match self.take_early_end(key) {
             Some(end_ns) => Some(Paired {
                 start_info: info,
                 start_ns,
                 end_ns,
             }),
             None => {
-                self.open.insert(key, (start_ns, info));
+                self.wait_for_end(key, start_ns, info);
                 None
             }
         }
+    }
+
+    /// The first half of [`Pairing::start`], for callers that need to know a frame's end
+    /// before they can describe its start: the end time, if the end came first.
+    #[inline]
+    pub fn take_early_end(&mut self, key: FrameKey) -> Option<u64> {
+        if self.early_ends.is_empty() {
+            return None;
+        }
+        self.early_ends.remove(&key)
+    }
+
+    /// The second half of [`Pairing::start`], when [`Pairing::take_early_end`] found no end.
+    #[inline]
+    pub fn wait_for_end(&mut self, key: FrameKey, start_ns: u64, info: S) {
+        self.open.insert(key, (start_ns, info));
     }
 
     /// A frame ends; returns the completed frame if its start was seen.
@@ -93,6 +121,13 @@ impl<S> Pairing<S> {
     pub fn orphan_end_count(&self) -> usize {
         self.early_ends.len()
     }
+
+    /// Heap bytes held by the maps (entries and control bytes).
+    pub fn heap_bytes(&self) -> usize {
+        let key = std::mem::size_of::<FrameKey>();
+        self.open.capacity() * (key + std::mem::size_of::<(u64, S)>() + 1)
+            + self.early_ends.capacity() * (key + 8 + 1)
+    }
 }
 
 #[cfg(test)]
@@ -101,7 +136,7 @@ mod tests {
 
     #[test]
     fn pairs_in_either_order_and_frees_the_key() {
-        let mut p = Pairing::new();
+        let mut p: Pairing<&str> = Pairing::new();
         let k = FrameKey::new(1, 7);
         assert_eq!(p.start(k, 10, "a"), None);
         assert_eq!(

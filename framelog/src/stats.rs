@@ -181,8 +181,11 @@ impl Durations {
 
     /// Adds one duration.
     pub fn record(&mut self, ns: u64) {
-        // An auto-resizing histogram only fails for values it cannot hold (none, for u64 ns).
-        self.hist.saturating_record(ns);
+        // `record` grows the auto-resizing histogram; `saturating_record` would clamp to its
+        // current range instead. It cannot fail for a u64 once resizing is on.
+        if self.hist.record(ns).is_err() {
+            self.hist.saturating_record(ns);
+        }
         self.total_ns = self.total_ns.saturating_add(ns);
         self.max_ns = self.max_ns.max(ns);
     }
@@ -205,6 +208,11 @@ impl Durations {
     /// Mean duration (0 when empty).
     pub fn mean_ns(&self) -> u64 {
         self.total_ns.checked_div(self.count()).unwrap_or(0)
+    }
+
+    /// Heap bytes held by the histogram.
+    pub fn heap_bytes(&self) -> usize {
+        self.hist.distinct_values() * std::mem::size_of::<u64>()
     }
 
     /// The `p`th percentile (0-100), within 1 %, never above the maximum.
@@ -235,6 +243,20 @@ mod tests {
             worker: 0,
             timestamp: ts,
         })
+    }
+
+    #[test]
+    fn percentiles_hold_for_large_durations_within_one_percent() {
+        let mut d = Durations::new();
+        let all: Vec<u64> = (1..=10_000u64).map(|i| i * 997_331).collect();
+        all.iter().for_each(|&v| d.record(v));
+        for p in [50.0, 99.0] {
+            let exact = all[((p / 100.0) * all.len() as f64).ceil() as usize - 1] as f64;
+            let got = d.percentile_ns(p) as f64;
+            assert!((got - exact).abs() / exact < 0.01, "p{p}: {got} vs {exact}");
+        }
+        assert_eq!((d.count(), d.max_ns()), (10_000, *all.last().unwrap()));
+        assert_eq!(d.total_ns(), all.iter().sum::<u64>());
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub mod search;
 pub mod stats;
 
 use formats::{Category, FrameEnd, FrameKey, FrameStart, Record};
-use rustc_hash::FxHashMap;
+use framelog::pairing::Pairing;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use contexts::Contexts;
 use intern::Interner;
@@ -269,8 +270,8 @@ pub struct FrameInfo {
 }
 
 #[inline]
-fn key(worker: u8, id: u32) -> u64 {
-    ((worker as u64) << 32) | id as u64
+fn key(worker: u8, id: u32) -> FrameKey {
+    FrameKey::new(worker, id)
 }
 
 /// The whole indexed log (see the module docs).
@@ -280,8 +281,8 @@ pub struct Model {
     lanes: Vec<Lane>,
     lane_map: FxHashMap<(u8, u32), u32>,
     workers: Vec<Worker>,
-    open: FxHashMap<u64, OpenFrame>,
-    early_ends: FxHashMap<u64, u64>,
+    /// Start/end pairing (the rule every reader shares); the open frames wait in it.
+    pairing: Pairing<OpenFrame, FxBuildHasher>,
     contexts: Contexts,
     stats: Stats,
     min_time: u64,
@@ -307,8 +308,7 @@ impl Model {
             lanes: Vec::new(),
             lane_map: FxHashMap::default(),
             workers: vec![Worker::default(); 256],
-            open: FxHashMap::default(),
-            early_ends: FxHashMap::default(),
+            pairing: Pairing::new(),
             contexts: Contexts::default(),
             stats: Stats::default(),
             min_time: u64::MAX,
@@ -428,11 +428,7 @@ impl Model {
             }
         };
         let label = s.label;
-        let end = if self.early_ends.is_empty() {
-            None
-        } else {
-            self.early_ends.remove(&k).map(|e| e.max(s.timestamp))
-        };
+        let end = self.pairing.take_early_end(k).map(|e| e.max(s.timestamp));
         let t = s.timestamp;
         let lane = &mut self.lanes[lane_id as usize];
         let Lane { rows, active, .. } = lane;
@@ -484,7 +480,7 @@ impl Model {
         match end {
             Some(e) => self.close(at, parent, e),
             None => {
-                self.open.insert(k, OpenFrame { at, parent });
+                self.pairing.wait_for_end(k, t, OpenFrame { at, parent });
             }
         }
     }
@@ -492,14 +488,9 @@ impl Model {
     fn end(&mut self, e: &FrameEnd) {
         self.touch(e.timestamp);
         let k = key(e.worker, e.id);
-        match self.open.remove(&k) {
-            Some(of) => {
-                let start = self.row(of.at).start[of.at.index as usize];
-                self.close(of.at, of.parent, e.timestamp.max(start));
-            }
-            None => {
-                self.early_ends.insert(k, e.timestamp);
-            }
+        if let Some(f) = self.pairing.end(k, e.timestamp) {
+            let of = f.start_info;
+            self.close(of.at, of.parent, e.timestamp.max(f.start_ns));
         }
     }
 
@@ -685,8 +676,7 @@ impl Model {
             .flat_map(|l| l.rows.iter())
             .map(Row::heap_bytes)
             .sum();
-        let maps = self.open.capacity() * (8 + std::mem::size_of::<OpenFrame>() + 1)
-            + self.early_ends.capacity() * 17;
+        let maps = self.pairing.heap_bytes();
         rows + maps
             + self.labels.heap_bytes()
             + self.stats.heap_bytes()

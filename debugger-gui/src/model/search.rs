@@ -1,80 +1,14 @@
 //! Search: a label pattern selects a set of interned labels; frames with those labels match.
 //!
-//! Patterns are case-insensitive. `"text"` in double quotes matches the whole label exactly;
-//! a pattern with `*` or `?` is a glob over the whole label; anything else matches labels
-//! containing it. Matching is decided once per distinct label, so highlighting costs one bit
-//! lookup per drawn frame, and next/previous walk the rows by start time.
+//! Patterns follow `framelog::label_match` (case-insensitive; `"text"` exactly, globs with
+//! `*`, `?` or `[`, anything else as a substring), the same rule as `framelog dump --label`.
+//! Matching is decided once per distinct label, so highlighting costs one bit lookup per
+//! drawn frame, and next/previous walk the rows by start time.
 
 use super::{FrameRef, Model};
 
-/// A compiled label pattern.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Pattern {
-    /// Whole label, case-insensitive.
-    Exact(String),
-    /// Glob (`*`, `?`) over the whole label, case-insensitive.
-    Glob(String),
-    /// Substring, case-insensitive.
-    Contains(String),
-}
-
-impl Pattern {
-    /// Parses user input (see the module docs); `None` for an empty pattern.
-    pub fn parse(text: &str) -> Option<Self> {
-        let t = text.trim();
-        if t.is_empty() {
-            return None;
-        }
-        if t.len() >= 2 && t.starts_with('"') && t.ends_with('"') {
-            return Some(Pattern::Exact(t[1..t.len() - 1].to_lowercase()));
-        }
-        if t.contains(['*', '?']) {
-            return Some(Pattern::Glob(t.to_lowercase()));
-        }
-        Some(Pattern::Contains(t.to_lowercase()))
-    }
-
-    /// The pattern that matches exactly `label`.
-    pub fn exact_text(label: &str) -> String {
-        format!("\"{label}\"")
-    }
-
-    /// True if `label` matches.
-    pub fn matches(&self, label: &str) -> bool {
-        let l = label.to_lowercase();
-        match self {
-            Pattern::Exact(p) => l == *p,
-            Pattern::Contains(p) => l.contains(p.as_str()),
-            Pattern::Glob(p) => glob(p.as_bytes(), l.as_bytes()),
-        }
-    }
-}
-
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    // Iterative matcher with single-star backtracking.
-    let (mut pi, mut si) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while si < s.len() {
-        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
-            pi += 1;
-            si += 1;
-        } else if pi < p.len() && p[pi] == b'*' {
-            star = Some(pi);
-            mark = si;
-            pi += 1;
-        } else if let Some(sp) = star {
-            pi = sp + 1;
-            mark += 1;
-            si = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == b'*' {
-        pi += 1;
-    }
-    pi == p.len()
-}
+/// A label pattern: the one rule shared with `framelog dump --label`.
+pub use framelog::label_match::LabelPattern as Pattern;
 
 /// The labels a pattern selects, as a bitset over interned label ids.
 #[derive(Clone, Debug, Default)]
@@ -198,20 +132,15 @@ mod tests {
     use crate::model::tests::Log;
 
     #[test]
-    fn patterns() {
-        let p = Pattern::parse("db").unwrap();
-        assert!(p.matches("DB/query") && !p.matches("http"));
-        let p = Pattern::parse("\"User: Select\"").unwrap();
-        assert!(p.matches("user: select") && !p.matches("User: Select all"));
-        let p = Pattern::parse("http/*/get").unwrap();
-        assert!(p.matches("HTTP/users/GET") && !p.matches("http/users/post"));
-        assert!(Pattern::parse("a?c").unwrap().matches("abc"));
-        assert!(!Pattern::parse("a?c").unwrap().matches("abbc"));
-        assert!(Pattern::parse("  ").is_none());
-        assert_eq!(
-            Pattern::parse(&Pattern::exact_text("x")),
-            Some(Pattern::Exact("x".into()))
+    fn patterns_follow_the_shared_rule() {
+        let p = |t: &str| Pattern::parse(t).unwrap().unwrap();
+        assert!(p("db").matches("DB/query") && !p("db").matches("http"));
+        assert!(p("\"User: Select\"").matches("user: select"));
+        assert!(
+            p("http/*/get").matches("HTTP/users/GET")
+                && !p("http/*/get").matches("http/users/post")
         );
+        assert_eq!(p(&Pattern::exact_text("x")), p("\"x\""));
     }
 
     #[test]
@@ -228,7 +157,7 @@ mod tests {
             .start(0, 4, 30, 4, "db/insert")
             .end(0, 4, 35);
         let m = l.model();
-        let matches = m.search(&Pattern::parse("db/").unwrap());
+        let matches = m.search(&Pattern::parse("db/").unwrap().unwrap());
         assert_eq!(matches.labels, 2);
         assert_eq!(matches.frames, 3);
         let id = |at: Option<FrameRef>| m.info(at.unwrap()).unwrap().key.id;
@@ -242,7 +171,7 @@ mod tests {
         assert_eq!(id(m.next_match(&matches, third, false)), 2);
         assert_eq!(id(m.next_match(&matches, third, true)), 4);
         assert_eq!(id(m.next_match(&matches, first, true)), 3);
-        let none = m.search(&Pattern::parse("nothing").unwrap());
+        let none = m.search(&Pattern::parse("nothing").unwrap().unwrap());
         assert_eq!(m.next_match(&none, None, false), None);
     }
 }

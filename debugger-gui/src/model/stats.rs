@@ -1,34 +1,8 @@
 //! Per-label statistics, kept up to date as frames close: count, total, self time, mean, p99
-//! and max. p99 comes from a log-linear histogram (16 sub-buckets per power of two), so it is
-//! within about 3% of the exact value while costing O(1) per frame and a few KiB per label.
+//! and max. Percentiles come from `framelog::stats::Durations` (an HDR histogram, within 1 %),
+//! the same method `framelog stats` uses, so the window and the CLI agree.
 
-/// Sub-buckets per power of two.
-const SUB_BITS: u32 = 4;
-const SUB: usize = 1 << SUB_BITS;
-/// Buckets needed for any u64 duration.
-const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
-
-#[inline]
-fn bucket(d: u64) -> usize {
-    if d < SUB as u64 {
-        return d as usize;
-    }
-    let exp = 63 - d.leading_zeros(); // >= SUB_BITS
-    let mant = ((d >> (exp - SUB_BITS)) as usize) & (SUB - 1);
-    (exp - SUB_BITS + 1) as usize * SUB + mant
-}
-
-/// Smallest and largest duration that fall into bucket `b`.
-fn bucket_bounds(b: usize) -> (u64, u64) {
-    if b < SUB {
-        return (b as u64, b as u64);
-    }
-    let exp = (b / SUB) as u32 + SUB_BITS - 1;
-    let mant = (b % SUB) as u64;
-    let lo = (SUB as u64 + mant) << (exp - SUB_BITS);
-    let width = 1u64 << (exp - SUB_BITS);
-    (lo, lo.saturating_add(width - 1))
-}
+use framelog::stats::Durations;
 
 /// Running statistics of one label.
 #[derive(Clone, Debug, Default)]
@@ -41,7 +15,7 @@ pub struct LabelStats {
     pub self_ns: i64,
     /// Longest duration (ns).
     pub max_ns: u64,
-    hist: Option<Box<[u32]>>,
+    durations: Option<Box<Durations>>,
 }
 
 impl LabelStats {
@@ -59,22 +33,11 @@ impl LabelStats {
         self.self_ns.max(0) as u64
     }
 
-    /// Approximate quantile `q` (0..=1) of the durations (ns).
+    /// Quantile `q` (0..=1) of the durations (ns), within 1 %.
     pub fn quantile_ns(&self, q: f64) -> u64 {
-        let Some(hist) = &self.hist else { return 0 };
-        if self.count == 0 {
-            return 0;
-        }
-        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
-        let mut seen = 0u64;
-        for (b, &n) in hist.iter().enumerate() {
-            seen += n as u64;
-            if seen >= rank {
-                let (lo, hi) = bucket_bounds(b);
-                return (lo + (hi - lo) / 2).min(self.max_ns);
-            }
-        }
-        self.max_ns
+        self.durations
+            .as_ref()
+            .map_or(0, |d| d.percentile_ns(q * 100.0))
     }
 
     /// 99th percentile duration (ns).
@@ -106,11 +69,7 @@ impl Stats {
         s.total_ns = s.total_ns.saturating_add(dur);
         s.self_ns = s.self_ns.saturating_add(dur as i64);
         s.max_ns = s.max_ns.max(dur);
-        let hist = s
-            .hist
-            .get_or_insert_with(|| vec![0u32; BUCKETS].into_boxed_slice());
-        let b = &mut hist[bucket(dur)];
-        *b = b.saturating_add(1);
+        s.durations.get_or_insert_with(Box::default).record(dur);
     }
 
     #[inline]
@@ -144,7 +103,12 @@ impl Stats {
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.by_label.capacity() * std::mem::size_of::<LabelStats>()
-            + self.by_label.iter().filter(|s| s.hist.is_some()).count() * BUCKETS * 4
+            + self
+                .by_label
+                .iter()
+                .filter_map(|s| s.durations.as_ref())
+                .map(|d| d.heap_bytes())
+                .sum::<usize>()
     }
 }
 
@@ -155,20 +119,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     #[test]
-    fn buckets_are_monotonic_and_cover_their_values() {
-        let mut last = 0;
-        for d in (0..5000u64).chain([u64::MAX / 3, u64::MAX]) {
-            let b = bucket(d);
-            assert!(b >= last);
-            last = b;
-            let (lo, hi) = bucket_bounds(b);
-            assert!(lo <= d && d <= hi, "{d} not in {lo}..={hi} (bucket {b})");
-        }
-        assert!(bucket(u64::MAX) < BUCKETS);
-    }
-
-    #[test]
-    fn p99_is_close_to_exact() {
+    fn p99_is_within_one_percent_and_agrees_with_the_cli() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let mut s = LabelStats::default();
         let mut stats = Stats::default();
@@ -183,7 +134,11 @@ mod tests {
         let exact = all[(0.99 * all.len() as f64).ceil() as usize - 1];
         let approx = s.p99_ns();
         let err = (approx as f64 - exact as f64).abs() / exact as f64;
-        assert!(err < 0.035, "p99 {approx} vs exact {exact}");
+        assert!(err < 0.01, "p99 {approx} vs exact {exact}");
+        // The same method as `framelog stats`: identical answers.
+        let mut cli = Durations::new();
+        all.iter().for_each(|&d| cli.record(d));
+        assert_eq!(approx, cli.percentile_ns(99.0));
         assert_eq!(s.max_ns, *all.last().unwrap());
         assert_eq!(s.total_ns, all.iter().sum::<u64>());
     }

@@ -123,7 +123,14 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
         };
         if ui
             .button(format!("{name}{arrow}"))
-            .on_hover_text(format!("Sort by {}", name.to_lowercase()))
+            .on_hover_text(if col == StatSort::P99 {
+                format!(
+                    "Sort by p99 (HDR histogram, {}: the method `framelog stats` uses)",
+                    framelog::stats::Durations::PRECISION
+                )
+            } else {
+                format!("Sort by {}", name.to_lowercase())
+            })
             .clicked()
         {
             if sort == col {
