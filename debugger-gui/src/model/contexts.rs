@@ -220,7 +220,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::tests::Log;
+    use crate::model::test_log::Log;
 
     fn log() -> Model {
         let mut l = Log::default();

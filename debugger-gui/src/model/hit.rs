@@ -39,7 +39,7 @@ impl Model {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::tests::{Log, at};
+    use crate::model::test_log::{Log, at};
 
     #[test]
     fn picks_the_frame_under_the_pointer_or_the_nearest() {

@@ -139,7 +139,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::tests::Log;
+    use crate::model::test_log::Log;
 
     fn row_of(frames: &[(u64, u64)]) -> Row {
         let mut r = Row::default();

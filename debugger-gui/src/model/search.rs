@@ -129,7 +129,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::tests::Log;
+    use crate::model::test_log::Log;
 
     #[test]
     fn patterns_follow_the_shared_rule() {

@@ -115,7 +115,7 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::tests::Log;
+    use crate::model::test_log::Log;
     use rand::{Rng, SeedableRng};
 
     #[test]

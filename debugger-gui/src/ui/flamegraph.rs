@@ -335,7 +335,7 @@ pub fn show(
         lane_painter.text(
             pos2(rect.left() + 6.0, ly + LANE_HEADER_H / 2.0),
             Align2::LEFT_CENTER,
-            model.lane_title(lane),
+            super::present::lane_title(model, lane),
             FontId::proportional(12.0),
             visuals.strong_text_color(),
         );

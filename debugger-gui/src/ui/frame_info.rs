@@ -26,7 +26,7 @@ pub fn timing_rows(ui: &mut Ui, model: &Model, info: &FrameInfo) {
     ));
     ui.end_row();
     ui.label("Thread");
-    ui.label(model.lane_title(info.at.lane));
+    ui.label(super::present::lane_title(model, info.at.lane));
     ui.end_row();
     ui.label("Context");
     ui.label(info.context.to_string());

@@ -4,6 +4,7 @@ pub mod contexts;
 pub mod data_tree;
 pub mod flamegraph;
 pub mod frame_info;
+pub mod present;
 pub mod stats;
 pub mod status_bar;
 

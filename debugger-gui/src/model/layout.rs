@@ -1,0 +1,244 @@
+//! The flamegraph layout: records applied in file order become frames placed in lanes and
+//! rows. Starts and ends pair through `framelog::pairing` (the rule every reader shares); a
+//! start goes to the lane of the thread its worker last announced, on the lowest row above its
+//! parent (the most recently started, still running frame of the same context) that is free
+//! at its start time, so rows never hold overlapping frames.
+
+use formats::{FrameEnd, FrameKey, FrameStart, Record};
+
+use super::row::{Active, Lane, Row};
+use super::{FrameRef, Model, OPEN, UNKNOWN_THREAD};
+
+/// A FrameStart with its label already interned (the ingest thread interns labels while it
+/// reads, so the model thread does not hash strings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StartRec {
+    /// Writing process's worker id.
+    pub worker: u8,
+    /// Frame id.
+    pub id: u32,
+    /// Start time, ns since the Unix epoch.
+    pub timestamp: u64,
+    /// Context value.
+    pub context: u32,
+    /// Category byte.
+    pub category: u8,
+    /// Interned label id.
+    pub label: u32,
+}
+
+impl StartRec {
+    /// The compact form of `s`, whose label was interned as `label`.
+    pub fn new(s: &FrameStart<'_>, label: u32) -> Self {
+        Self {
+            worker: s.worker,
+            id: s.id,
+            timestamp: s.timestamp,
+            context: s.context,
+            category: s.category.0,
+            label,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpenFrame {
+    at: FrameRef,
+    parent: Option<FrameRef>,
+}
+
+#[inline]
+fn key(worker: u8, id: u32) -> FrameKey {
+    FrameKey::new(worker, id)
+}
+
+impl Model {
+    /// Applies every record in `bytes` (encoded frame-log records); returns records applied.
+    ///
+    /// Stops at a partial tail or at the first undecodable record.
+    pub fn apply_bytes(&mut self, bytes: &[u8]) -> u64 {
+        let mut n = 0;
+        for item in formats::RecordIter::new(bytes, 0) {
+            match item {
+                Ok((_, rec)) => {
+                    self.apply(&rec);
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        n
+    }
+
+    /// Applies one record.
+    #[inline]
+    pub fn apply(&mut self, rec: &Record<'_>) {
+        self.records += 1;
+        self.generation = self.generation.wrapping_add(1);
+        match rec {
+            Record::Start(s) => self.start(s),
+            Record::End(e) => self.end(e),
+            Record::Dropped(d) => {
+                self.workers[d.worker as usize].dropped += d.count;
+                self.dropped += d.count;
+            }
+            Record::WorkerInfo(w) => {
+                let wk = &mut self.workers[w.worker as usize];
+                wk.name = w.name.to_owned();
+                wk.pid = w.pid;
+            }
+            Record::ThreadInfo(t) => {
+                let lane = self.lane_for(t.worker, t.thread);
+                if !t.name.is_empty() && self.lanes[lane as usize].thread_name != t.name {
+                    self.lanes[lane as usize].thread_name = t.name.to_owned();
+                }
+                self.workers[t.worker as usize].current_lane = Some(lane);
+            }
+            Record::Unknown(_) => {}
+        }
+    }
+
+    /// Interns a label (labels must be interned in the order the ids were handed out by the
+    /// caller's own interner when it uses [`Model::apply_start`]).
+    pub fn intern_label(&mut self, name: &str) -> u32 {
+        self.labels.intern(name)
+    }
+
+    /// Applies a FrameStart whose label was interned already (see [`StartRec`]).
+    #[inline]
+    pub fn apply_start(&mut self, s: &StartRec) {
+        self.records += 1;
+        self.generation = self.generation.wrapping_add(1);
+        self.start_interned(s);
+    }
+
+    /// Applies a FrameEnd.
+    #[inline]
+    pub fn apply_end(&mut self, e: &FrameEnd) {
+        self.records += 1;
+        self.generation = self.generation.wrapping_add(1);
+        self.end(e);
+    }
+
+    fn lane_for(&mut self, worker: u8, thread: u32) -> u32 {
+        if let Some(&l) = self.lane_map.get(&(worker, thread)) {
+            return l;
+        }
+        let l = self.lanes.len() as u32;
+        self.lanes.push(Lane {
+            worker,
+            thread,
+            thread_name: String::new(),
+            rows: Vec::new(),
+            active: Vec::new(),
+            last_context: None,
+        });
+        self.lane_map.insert((worker, thread), l);
+        l
+    }
+
+    #[inline]
+    fn touch(&mut self, t: u64) {
+        self.min_time = self.min_time.min(t);
+        self.max_time = self.max_time.max(t);
+    }
+
+    fn start(&mut self, s: &FrameStart<'_>) {
+        let label = self.labels.intern(s.label);
+        self.start_interned(&StartRec::new(s, label));
+    }
+
+    fn start_interned(&mut self, s: &StartRec) {
+        let k = key(s.worker, s.id);
+        self.touch(s.timestamp);
+        let lane_id = match self.workers[s.worker as usize].current_lane {
+            Some(l) => l,
+            None => {
+                let l = self.lane_for(s.worker, UNKNOWN_THREAD);
+                self.workers[s.worker as usize].current_lane = Some(l);
+                l
+            }
+        };
+        let label = s.label;
+        let end = self.pairing.take_early_end(k).map(|e| e.max(s.timestamp));
+        let t = s.timestamp;
+        let lane = &mut self.lanes[lane_id as usize];
+        let Lane { rows, active, .. } = lane;
+        // Forget frames that ended by now: they cannot contain this one.
+        active.retain(|a| {
+            let e = rows[a.at.row as usize].end[a.at.index as usize];
+            e == OPEN || e > t
+        });
+        // The parent: the most recently started running frame of the same context.
+        let mut parent: Option<Active> = None;
+        for a in active.iter() {
+            if a.context != s.context || a.start > t {
+                continue;
+            }
+            if let Some(e) = end {
+                let pe = rows[a.at.row as usize].end[a.at.index as usize];
+                if pe != OPEN && pe < e {
+                    continue;
+                }
+            }
+            if parent.is_none_or(|p| (a.start, a.at.row) > (p.start, p.at.row)) {
+                parent = Some(*a);
+            }
+        }
+        let min_row = parent.map_or(0, |p| p.at.row as usize + 1);
+        let row = match (min_row..rows.len()).find(|&r| rows[r].free_at(t)) {
+            Some(r) => r,
+            None => {
+                rows.push(Row::default());
+                rows.len() - 1
+            }
+        };
+        let index = rows[row].push(t, end.unwrap_or(OPEN), label, s.context, s.id, s.category);
+        let at = FrameRef {
+            lane: lane_id,
+            row: row as u32,
+            index,
+        };
+        active.push(Active {
+            start: t,
+            context: s.context,
+            at,
+        });
+        let parent = parent.map(|p| p.at);
+        self.frames += 1;
+        let cache = &mut self.lanes[lane_id as usize].last_context;
+        self.contexts
+            .on_start(s.worker, s.context, s.id, at, t, cache);
+        match end {
+            Some(e) => self.close(at, parent, e),
+            None => {
+                self.pairing.wait_for_end(k, t, OpenFrame { at, parent });
+            }
+        }
+    }
+
+    fn end(&mut self, e: &FrameEnd) {
+        self.touch(e.timestamp);
+        let k = key(e.worker, e.id);
+        if let Some(f) = self.pairing.end(k, e.timestamp) {
+            let of = f.start_info;
+            self.close(of.at, of.parent, e.timestamp.max(f.start_ns));
+        }
+    }
+
+    fn close(&mut self, at: FrameRef, parent: Option<FrameRef>, end: u64) {
+        let row = &mut self.lanes[at.lane as usize].rows[at.row as usize];
+        let i = at.index as usize;
+        row.end[i] = end;
+        let dur = end - row.start[i];
+        let label = row.label[i];
+        self.stats.on_close(label, dur);
+        if let Some(p) = parent {
+            let prow = &mut self.lanes[p.lane as usize].rows[p.row as usize];
+            prow.child_ns[p.index as usize] += dur;
+            let plabel = prow.label[p.index as usize];
+            self.stats.on_child(plabel, dur);
+        }
+        self.closed += 1;
+    }
+}

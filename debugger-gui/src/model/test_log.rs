@@ -1,0 +1,76 @@
+//! A terse builder of encoded records for the model's tests.
+
+use formats::{Category, FrameEnd, FrameStart, Record, ThreadInfo, WorkerInfo};
+
+use super::{FrameRef, Model};
+
+/// Builds encoded records tersely for tests.
+#[derive(Default)]
+pub struct Log {
+    pub bytes: Vec<u8>,
+}
+
+impl Log {
+    pub fn start(&mut self, w: u8, id: u32, ts: u64, ctx: u32, label: &str) -> &mut Self {
+        self.start_cat(w, id, ts, ctx, label, Category::FUNCTION)
+    }
+    pub fn start_cat(
+        &mut self,
+        w: u8,
+        id: u32,
+        ts: u64,
+        ctx: u32,
+        label: &str,
+        cat: Category,
+    ) -> &mut Self {
+        Record::Start(FrameStart {
+            id,
+            worker: w,
+            timestamp: ts,
+            context: ctx,
+            category: cat,
+            label,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
+    pub fn end(&mut self, w: u8, id: u32, ts: u64) -> &mut Self {
+        Record::End(FrameEnd {
+            id,
+            worker: w,
+            timestamp: ts,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
+    pub fn thread(&mut self, w: u8, thread: u32, name: &str) -> &mut Self {
+        Record::ThreadInfo(ThreadInfo {
+            worker: w,
+            thread,
+            timestamp: 0,
+            name,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
+    pub fn worker(&mut self, w: u8, pid: u32, name: &str) -> &mut Self {
+        Record::WorkerInfo(WorkerInfo {
+            worker: w,
+            timestamp: 0,
+            pid,
+            name,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
+    pub fn model(&self) -> Model {
+        let mut m = Model::new();
+        m.apply_bytes(&self.bytes);
+        m
+    }
+}
+
+/// A frame reference, tersely.
+pub fn at(lane: u32, row: u32, index: u32) -> FrameRef {
+    FrameRef { lane, row, index }
+}
