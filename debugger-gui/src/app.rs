@@ -5,35 +5,27 @@ use parking_lot::MutexGuard;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use egui::{Color32, Key, Modifiers, RichText, TextEdit, Ui};
-use formats::{Category, FrameKey};
+use egui::{Color32, Key, RichText, TextEdit, Ui};
+use formats::Category;
 
-use crate::data_loader::{DataLoader, DataResult};
+use crate::data_loader::DataLoader;
 use crate::demo::Demo;
 use crate::ingest::{Ingest, IngestStatus};
 use crate::model::search::{Matches, Pattern};
 use crate::model::{FrameInfo, FrameRef, Model};
 use crate::ui::contexts::{self, ContextsPanel};
+use crate::ui::data_panel::DataPanel;
+pub use crate::ui::data_panel::DataState;
 use crate::ui::flamegraph::{self, FlameState};
+use crate::ui::search_bar::SearchBar;
 use crate::ui::stats::{self, StatsPanel};
-use crate::ui::{category_color, data_tree, frame_info, status_bar};
+use crate::ui::{category_color, status_bar};
 
 /// An open log: its directory, the ingest thread and the frame-data thread.
 struct OpenLog {
     dir: PathBuf,
     ingest: Ingest,
     data: DataLoader,
-}
-
-/// What the frame-data panel knows about the selected frame's data.
-#[derive(Clone, Debug, PartialEq)]
-pub enum DataState {
-    /// Nothing selected.
-    Empty,
-    /// Requested, not answered yet.
-    Loading(FrameKey),
-    /// Answered.
-    Ready(FrameKey, DataResult),
 }
 
 /// Which tab the bottom panel shows.
@@ -45,22 +37,14 @@ pub enum BottomTab {
     Statistics,
 }
 
-struct SearchState {
-    pattern: Pattern,
-    matches: Matches,
-    generation: u64,
-    at: Instant,
-}
-
 /// The debugger window's state.
 pub struct DebuggerApp {
     log: Option<OpenLog>,
     flame: FlameState,
     selected: Option<FrameRef>,
     selected_info: Option<FrameInfo>,
-    data: DataState,
-    search_text: String,
-    search: Option<SearchState>,
+    data: DataPanel,
+    search: SearchBar,
     contexts: ContextsPanel,
     stats: StatsPanel,
     tab: BottomTab,
@@ -87,9 +71,8 @@ impl DebuggerApp {
             flame: FlameState::default(),
             selected: None,
             selected_info: None,
-            data: DataState::Empty,
-            search_text: String::new(),
-            search: None,
+            data: DataPanel::default(),
+            search: SearchBar::default(),
             contexts: ContextsPanel::default(),
             stats: StatsPanel::default(),
             tab: BottomTab::Contexts,
@@ -144,8 +127,8 @@ impl DebuggerApp {
         self.flame = FlameState::default();
         self.selected = None;
         self.selected_info = None;
-        self.data = DataState::Empty;
-        self.search = None;
+        self.data.clear();
+        self.search.clear();
         self.contexts = ContextsPanel::default();
         self.stats = StatsPanel::default();
         self.messages.clear();
@@ -196,28 +179,28 @@ impl DebuggerApp {
         self.selected = at;
         self.selected_info = None;
         if at.is_none() {
-            self.data = DataState::Empty;
+            self.data.clear();
         }
     }
 
     /// The selected frame's data, as far as it has arrived.
     pub fn data_state(&self) -> &DataState {
-        &self.data
+        self.data.state()
     }
 
     /// The search text.
     pub fn search_text(&self) -> &str {
-        &self.search_text
+        self.search.text()
     }
 
     /// Sets the search text (as if typed).
     pub fn set_search(&mut self, text: &str) {
-        self.search_text = text.to_owned();
+        self.search.set_text(text);
     }
 
     /// The current search result, if a pattern is active.
     pub fn search_matches(&self) -> Option<&Matches> {
-        self.search.as_ref().map(|s| &s.matches)
+        self.search.matches()
     }
 
     /// CPU time the last `ui` call took.
@@ -243,9 +226,7 @@ impl DebuggerApp {
             l.ingest.set_repaint(&ctx);
             l.data.set_repaint(&ctx);
             for (key, result) in l.data.poll() {
-                if matches!(self.data, DataState::Loading(k) if k == key) {
-                    self.data = DataState::Ready(key, result);
-                }
+                self.data.answer(key, result);
             }
         }
         self.handle_dropped_files(ui);
@@ -256,7 +237,7 @@ impl DebuggerApp {
             let guard = log.as_ref().map(|l| l.ingest.model());
             let empty = Model::new();
             let model: &Model = guard.as_deref().unwrap_or(&empty);
-            self.update_search(model);
+            self.search.update(model);
             self.update_selection(model, log.as_ref());
 
             egui::Panel::top("menu").show(ui, |ui| {
@@ -283,7 +264,12 @@ impl DebuggerApp {
                 egui::Panel::right("frame-data")
                     .resizable(true)
                     .default_size(360.0)
-                    .show(ui, |ui| self.data_panel(ui, model));
+                    .show(ui, |ui| {
+                        let info = self.selected_info.as_ref();
+                        if let Some((start, end)) = self.data.ui(ui, model, info) {
+                            self.flame.zoom_to(start, end);
+                        }
+                    });
             }
             self.contexts.hold = !status.caught_up && !status.finished;
             if self.show_bottom {
@@ -315,7 +301,7 @@ impl DebuggerApp {
                             .animate(true),
                     );
                 }
-                let matches = self.search.as_ref().map(|s| &s.matches);
+                let matches = self.search.matches();
                 let out = flamegraph::show(ui, &mut self.flame, model, matches, self.selected);
                 if let Some(sel) = out.clicked {
                     self.select(sel);
@@ -350,30 +336,6 @@ impl DebuggerApp {
         }
     }
 
-    fn update_search(&mut self, model: &Model) {
-        // A pattern that does not parse (an unclosed `[`) selects nothing until it does.
-        let Some(pattern) = Pattern::parse(&self.search_text).ok().flatten() else {
-            self.search = None;
-            return;
-        };
-        let fresh = match &self.search {
-            Some(s) => {
-                s.pattern == pattern
-                    && (s.generation == model.generation()
-                        || s.at.elapsed() < Duration::from_millis(300))
-            }
-            None => false,
-        };
-        if !fresh {
-            self.search = Some(SearchState {
-                matches: model.search(&pattern),
-                pattern,
-                generation: model.generation(),
-                at: Instant::now(),
-            });
-        }
-    }
-
     fn update_selection(&mut self, model: &Model, log: Option<&OpenLog>) {
         let Some(at) = self.selected else {
             self.selected_info = None;
@@ -381,15 +343,7 @@ impl DebuggerApp {
         };
         let info = model.info(at);
         if let (Some(i), Some(l)) = (&info, log) {
-            let want = i.key;
-            let current = match &self.data {
-                DataState::Loading(k) | DataState::Ready(k, _) => Some(*k),
-                DataState::Empty => None,
-            };
-            if current != Some(want) {
-                l.data.request(want);
-                self.data = DataState::Loading(want);
-            }
+            self.data.want(i.key, &l.data);
         }
         self.selected_info = info;
     }
@@ -451,46 +405,13 @@ impl DebuggerApp {
                 self.flame.zoom_to_fit();
             }
             ui.separator();
-            let resp = ui.add(
-                TextEdit::singleline(&mut self.search_text)
-                    .hint_text("Search labels (db, \"exact\", http/*)")
-                    .desired_width(240.0),
-            );
-            let resp = resp.accessible_name("Search");
-            let enter = resp.lost_focus() && ui.input(|i| i.key_pressed(Key::Enter));
-            let shift = ui.input(|i| i.modifiers.shift);
-            if ui.input_mut(|i| i.consume_key(Modifiers::COMMAND, Key::F)) {
-                resp.request_focus();
-            }
-            let prev = ui
-                .button("⏶ Prev")
-                .on_hover_text("Previous match")
-                .clicked();
-            let next = ui.button("⏷ Next").on_hover_text("Next match").clicked();
-            if let Some(s) = &self.search {
-                let text = format!(
-                    "{} matching frames in {} labels",
-                    status_bar::thousands(s.matches.frames),
-                    s.matches.labels
-                );
-                ui.label(if s.matches.labels == 0 {
-                    RichText::new("no match").color(Color32::from_rgb(255, 120, 60))
-                } else {
-                    RichText::new(text)
-                });
-            }
-            if (next || prev || enter)
-                && let Some(s) = &self.search
+            if let Some(backward) = self.search.ui(ui)
+                && let Some(m) = self.search.matches()
+                && let Some(at) = model.next_match(m, self.selected, backward)
             {
-                let backward = prev || (enter && shift);
-                if let Some(at) = model.next_match(&s.matches, self.selected, backward) {
-                    self.select(Some(at));
-                    if let Some(info) = model.info(at) {
-                        self.reveal(model, info);
-                    }
-                }
-                if enter {
-                    resp.request_focus();
+                self.select(Some(at));
+                if let Some(info) = model.info(at) {
+                    self.reveal(model, info);
                 }
             }
             ui.separator();
@@ -538,73 +459,6 @@ impl DebuggerApp {
         }
     }
 
-    fn data_panel(&mut self, ui: &mut Ui, model: &Model) {
-        ui.heading("Frame");
-        let Some(info) = self.selected_info.clone() else {
-            ui.label(RichText::new("Click a frame to see its details and data.").weak());
-            return;
-        };
-        egui::Grid::new("frame-info")
-            .num_columns(2)
-            .striped(true)
-            .show(ui, |ui| {
-                ui.label("Label");
-                ui.label(RichText::new(&info.label).strong());
-                ui.end_row();
-                ui.label("Category");
-                ui.horizontal(|ui| {
-                    let (r, _) =
-                        ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
-                    ui.painter()
-                        .rect_filled(r, 2.0, category_color(info.category));
-                    ui.label(info.category.to_string());
-                });
-                ui.end_row();
-                frame_info::timing_rows(ui, model, &info);
-                ui.label("Frame key");
-                ui.label(info.key.to_string());
-                ui.end_row();
-            });
-        ui.horizontal(|ui| {
-            if ui.button("🔍 Zoom to frame").clicked() {
-                self.flame.zoom_to(info.start, info.start + info.duration);
-            }
-        });
-        ui.separator();
-        ui.heading("Data");
-        match &self.data {
-            DataState::Empty => {}
-            DataState::Loading(_) => {
-                ui.horizontal(|ui| {
-                    ui.spinner();
-                    ui.label("Loading…");
-                });
-            }
-            DataState::Ready(_, DataResult::None) => {
-                ui.label(RichText::new("This frame has no data.").weak());
-            }
-            DataState::Ready(_, DataResult::Error(e)) => {
-                ui.colored_label(Color32::from_rgb(255, 120, 60), format!("⚠ {e}"));
-            }
-            DataState::Ready(key, DataResult::Found(doc)) => {
-                let key = *key;
-                if ui
-                    .button("📋 Copy as JSON")
-                    .on_hover_text("Copy the data as extended JSON")
-                    .clicked()
-                {
-                    ui.ctx().copy_text(data_tree::to_json(doc));
-                }
-                egui::ScrollArea::vertical()
-                    .id_salt("data-scroll")
-                    .auto_shrink([false, true])
-                    .show(ui, |ui| {
-                        data_tree::show(ui, doc, (key.worker, key.id));
-                    });
-            }
-        }
-    }
-
     fn bottom_panel(&mut self, ui: &mut Ui, model: &Model) {
         ui.horizontal(|ui| {
             ui.selectable_value(&mut self.tab, BottomTab::Contexts, "Contexts");
@@ -626,7 +480,7 @@ impl DebuggerApp {
             }
             BottomTab::Statistics => {
                 if let Some(label) = stats::show(ui, &mut self.stats, model) {
-                    self.search_text = Pattern::exact_text(&label);
+                    self.search.set_text(&Pattern::exact_text(&label));
                 }
             }
         }

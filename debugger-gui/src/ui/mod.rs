@@ -1,10 +1,12 @@
 //! The egui widgets: flamegraph, frame-data tree, contexts list, statistics table, status bar.
 
 pub mod contexts;
+pub mod data_panel;
 pub mod data_tree;
 pub mod flamegraph;
 pub mod frame_info;
 pub mod present;
+pub mod search_bar;
 pub mod stats;
 pub mod status_bar;
 
