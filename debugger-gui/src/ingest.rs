@@ -289,9 +289,13 @@ fn applier(
     stopped: &dyn Fn() -> bool,
 ) {
     let mut rate_mark = (Instant::now(), 0u64);
+    // The reader's label ids, mapped to the model's: equal by construction today, but a
+    // lookup table (no hashing per record) keeps them right even if the two interners ever
+    // disagree.
+    let mut label_ids: Vec<u32> = Vec::new();
     for (buf, state) in rx {
-        if !buf.is_empty() {
-            apply(shared, &buf, stopped);
+        if !buf.is_empty() || !buf.new_labels.is_empty() {
+            apply(shared, &buf, &mut label_ids, stopped);
         }
         let frames = shared.model.lock().frame_count();
         {
@@ -334,6 +338,8 @@ struct Batch {
     raw: Vec<u8>,
     /// Labels first seen in this batch, in id order.
     new_labels: Vec<Box<str>>,
+    /// The reader's id of `new_labels[0]`.
+    first_new_label: u32,
 }
 
 impl Batch {
@@ -353,6 +359,9 @@ impl Batch {
                 let before = labels.len();
                 let label = labels.intern(s.label);
                 if label as usize == before {
+                    if self.new_labels.is_empty() {
+                        self.first_new_label = label;
+                    }
                     self.new_labels.push(s.label.into());
                 }
                 self.events.push(Event::Start(StartRec::new(s, label)));
@@ -369,7 +378,7 @@ impl Batch {
     }
 }
 
-fn apply(shared: &Shared, buf: &Batch, stopped: &dyn Fn() -> bool) {
+fn apply(shared: &Shared, buf: &Batch, label_ids: &mut Vec<u32>, stopped: &dyn Fn() -> bool) {
     let mut events = buf.events.iter();
     let mut first = true;
     loop {
@@ -378,16 +387,29 @@ fn apply(shared: &Shared, buf: &Batch, stopped: &dyn Fn() -> bool) {
         }
         let mut model = shared.model.lock();
         if first {
-            // Same order as the reader's interner, so the ids agree.
+            if !buf.new_labels.is_empty() && buf.first_new_label as usize != label_ids.len() {
+                // Batches arrive in order, so this cannot happen; say so rather than mislabel.
+                drop(model);
+                shared.push_error(format!(
+                    "internal error: label ids out of step (batch starts at {}, {} known); frames may be missing",
+                    buf.first_new_label,
+                    label_ids.len()
+                ));
+                return;
+            }
             for name in &buf.new_labels {
-                model.intern_label(name);
+                label_ids.push(model.intern_label(name));
             }
             first = false;
         }
         let mut n = 0;
         for ev in events.by_ref() {
             match ev {
-                Event::Start(s) => model.apply_start(s),
+                Event::Start(s) => {
+                    let mut s = *s;
+                    s.label = label_ids.get(s.label as usize).copied().unwrap_or(s.label);
+                    model.apply_start(&s);
+                }
                 Event::End(e) => model.apply_end(e),
                 &Event::Raw(at, len) => {
                     let bytes = &buf.raw[at as usize..(at + len) as usize];
@@ -452,6 +474,37 @@ mod tests {
         let s = ing.status();
         assert!(s.caught_up && s.finished && s.errors.is_empty(), "{s:?}");
         assert!(s.bytes_read > 0 && s.bytes_read <= s.total_bytes, "{s:?}");
+    }
+
+    #[test]
+    fn label_ids_are_mapped_when_the_interners_disagree() {
+        let shared = Shared {
+            model: Mutex::new(Model::new()),
+            status: Mutex::new(IngestStatus::default()),
+            repaint: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            ui_waiting: AtomicBool::new(false),
+        };
+        // The model already knows a label the reader never saw: their ids are one apart.
+        shared.model.lock().intern_label("seen only by the model");
+        let mut reader_labels = Interner::default();
+        let mut batch = Batch::default();
+        let mut bytes = Vec::new();
+        let mut log = crate::model::test_log::Log::default();
+        log.start(0, 1, 10, 1, "request")
+            .start(0, 2, 12, 1, "db")
+            .end(0, 2, 15)
+            .end(0, 1, 20);
+        bytes.extend_from_slice(&log.bytes);
+        for item in formats::RecordIter::new(&bytes, 0) {
+            batch.push(&item.unwrap().1, &mut reader_labels);
+        }
+        let mut label_ids = Vec::new();
+        apply(&shared, &batch, &mut label_ids, &|| false);
+        let m = shared.model.lock();
+        let info = |row| m.info(crate::model::test_log::at(0, row, 0)).unwrap().label;
+        assert_eq!((info(0), info(1)), ("request".to_owned(), "db".to_owned()));
+        assert!(shared.status.lock().errors.is_empty());
     }
 
     #[test]
