@@ -1,10 +1,15 @@
 //! framelog's storage engine: one log is a directory of numbered, append-only segments.
 //!
-//! - Write path: [`LogWriter`] appends whole-record batches under an advisory lock, so any
-//!   number of threads and processes can share one log ([`writer`], [`append`], [`worker`]).
-//! - Read path: [`LogReader`] streams records in file order and follows a live log
-//!   ([`reader`], [`follow`]); [`DataStore`] fetches one frame's data on demand ([`data_store`]).
-//! - Inspection: [`stats`] aggregates a log, [`check`] validates every file.
+//! - Write path: [`LogWriter`] appends checksummed batches of whole records under an advisory
+//!   lock, so any number of threads and processes can share one log ([`writer`]; the append
+//!   protocol, torn-tail repair and worker slots are private modules `append`, `repair`,
+//!   `worker`).
+//! - Read path: [`LogReader`] streams records in file order, skipping and reporting damaged
+//!   bytes ([`Damage`]), and follows a live log ([`reader`], [`follow`]); [`DataStore`] fetches
+//!   one frame's data on demand ([`data_store`]).
+//! - Rules every reader shares: start/end [`pairing`]; with the `analysis` feature, label
+//!   patterns (`label_match`) and statistics (`stats`).
+//! - Inspection and repair: [`check`] validates every file, [`recover`] copies what is valid.
 //!
 //! The byte layouts live in the `formats` crate and are described in `docs/FORMAT.md`.
 
