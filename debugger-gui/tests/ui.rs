@@ -335,8 +335,9 @@ fn contexts_and_statistics_panels() {
         .find(|n| !c.contains_rect(n.rect()))
         .expect("contexts row");
     row.click();
-    h.step();
-    h.step();
+    step_until(&mut h, "the context's root selected", |h| {
+        h.state().selected().is_some() && boxes(h, "GET /users/:id").is_empty()
+    });
     let sel = h.state().selected().unwrap();
     let info = h.state().model().unwrap().info(sel).unwrap();
     assert_eq!(info.label, "GET /orders");
@@ -347,17 +348,21 @@ fn contexts_and_statistics_panels() {
     );
     // Statistics: one row per label; clicking it searches for exactly that label.
     h.get_by_label("Statistics").click();
-    h.step();
-    h.step();
-    assert!(h.query_by_label("Count").is_some());
+    step_until(&mut h, "the statistics table", |h| {
+        let c = canvas(h);
+        h.query_by_label("Count").is_some()
+            && h.query_all_by_label("User: Select")
+                .any(|n| !c.contains_rect(n.rect()))
+    });
     let c = canvas(&h);
     let stat = h
         .query_all_by_label("User: Select")
         .find(|n| !c.contains_rect(n.rect()))
         .expect("statistics row");
     stat.click();
-    h.step();
-    h.step();
+    step_until(&mut h, "the label searched", |h| {
+        h.state().search_matches().is_some_and(|m| m.frames == 2)
+    });
     assert_eq!(h.state().search_text(), "\"User: Select\"");
     assert_eq!(h.state().search_matches().unwrap().frames, 2);
 }
