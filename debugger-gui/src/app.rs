@@ -51,6 +51,8 @@ pub struct DebuggerApp {
     show_bottom: bool,
     show_data: bool,
     open_dialog: Option<String>,
+    /// The path box should take the keyboard focus (it was just opened).
+    focus_path: bool,
     messages: Vec<String>,
     demo: Option<Demo>,
     ui_cpu: Duration,
@@ -79,6 +81,7 @@ impl DebuggerApp {
             show_bottom: true,
             show_data: true,
             open_dialog: None,
+            focus_path: false,
             messages: Vec::new(),
             demo: None,
             ui_cpu: Duration::ZERO,
@@ -241,7 +244,7 @@ impl DebuggerApp {
             self.update_selection(model, log.as_ref());
 
             egui::Panel::top("menu").show(ui, |ui| {
-                self.menu_bar(ui);
+                self.menu_bar(ui, log.as_ref().map(|l| l.dir.as_path()));
                 self.toolbar(ui, model);
             });
             egui::Panel::bottom("status").show(ui, |ui| {
@@ -309,7 +312,11 @@ impl DebuggerApp {
             });
             self.open_dialog(&ctx);
         }
-        self.log = log;
+        // A log opened while drawing (File > Open log…, Open demo, a dropped folder) replaces
+        // the one taken out above, which is dropped (its threads stop).
+        if self.log.is_none() {
+            self.log = log;
+        }
         self.ui_cpu = t0.elapsed();
     }
 
@@ -348,16 +355,14 @@ impl DebuggerApp {
         self.selected_info = info;
     }
 
-    fn menu_bar(&mut self, ui: &mut Ui) {
+    fn menu_bar(&mut self, ui: &mut Ui, current: Option<&Path>) {
         egui::MenuBar::new().ui(ui, |ui| {
             ui.menu_button("File", |ui| {
                 if ui.button("Open log…").clicked() {
-                    self.open_dialog = Some(
-                        self.log
-                            .as_ref()
-                            .map(|l| l.dir.display().to_string())
-                            .unwrap_or_default(),
-                    );
+                    // `self.log` is taken out while the window is drawn: the caller passes it.
+                    self.open_dialog =
+                        Some(current.map(|d| d.display().to_string()).unwrap_or_default());
+                    self.focus_path = true;
                     ui.close();
                 }
                 if ui.button("Open demo").clicked() {
@@ -501,6 +506,9 @@ impl DebuggerApp {
                 ui.label("Log directory (holds frames-NNNNNN.framelog files):");
                 let r = ui.add(TextEdit::singleline(&mut path).desired_width(420.0));
                 let r = r.accessible_name("Log directory");
+                if std::mem::take(&mut self.focus_path) {
+                    r.request_focus();
+                }
                 let enter = r.lost_focus() && ui.input(|i| i.key_pressed(Key::Enter));
                 ui.horizontal(|ui| {
                     if ui.button("Open").clicked() || enter {

@@ -501,3 +501,34 @@ fn double_click_zooms_to_a_frame_and_fit_zooms_back_out() {
     h.step();
     assert_eq!(boxes(&h, "User: Select").len(), 2);
 }
+
+#[test]
+fn file_open_log_switches_to_the_chosen_log() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_request(&writer(a.path()), 1, T0, "GET /from-a");
+    write_request(&writer(b.path()), 1, T0, "GET /from-b");
+    let mut h = harness(DebuggerApp::open(a.path()));
+    step_until(&mut h, "log A", |h| !boxes(h, "GET /from-a").is_empty());
+    h.get_by_label("File").click();
+    step_until(&mut h, "the File menu", |h| {
+        h.query_by_label("Open log…").is_some()
+    });
+    h.get_by_label("Open log…").click();
+    step_until(&mut h, "the path box, filled with the open log", |h| {
+        h.query_by_label("Log directory")
+            .and_then(|n| n.value())
+            .is_some_and(|v| v == a.path().display().to_string())
+    });
+    h.get_by_label("Log directory").focus();
+    h.step();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.step();
+    h.get_by_label("Log directory")
+        .type_text(&b.path().display().to_string());
+    h.step();
+    h.get_by_label("Open").click();
+    step_until(&mut h, "log B shown", |h| {
+        h.state().log_dir() == Some(b.path()) && !boxes(h, "GET /from-b").is_empty()
+    });
+    assert!(boxes(&h, "GET /from-a").is_empty(), "log A is gone");
+}
