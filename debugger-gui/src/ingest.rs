@@ -182,16 +182,13 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                 break r;
             }
             Err(e) => {
+                let waiting = if follow {
+                    "; waiting for a log to appear"
+                } else {
+                    ""
+                };
                 let msg = match &e {
-                    Error::NotALog(p) => format!(
-                        "{} is not a framelog log directory (no frames-NNNNNN.framelog files){}",
-                        p.display(),
-                        if follow {
-                            "; waiting for one to appear"
-                        } else {
-                            ""
-                        }
-                    ),
+                    Error::NotALog(p) => format!("{}{waiting}", why_not_a_log(p)),
                     other => other.to_string(),
                 };
                 shared.push_error(msg);
@@ -271,6 +268,19 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
     if !follow {
         shared.status().finished = true;
         shared.repaint();
+    }
+}
+
+/// Says plainly why `dir` holds no log: it does not exist, is empty, or holds other files.
+fn why_not_a_log(dir: &Path) -> String {
+    let shown = dir.display();
+    match std::fs::read_dir(dir).map(|mut entries| entries.next().is_none()) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
+        Err(e) => format!("{shown} cannot be read: {e}"),
+        Ok(true) => format!("{shown} is empty: no frames-NNNNNN.framelog files yet"),
+        Ok(false) => format!(
+            "{shown} is not a framelog log directory (it holds no frames-NNNNNN.framelog files)"
+        ),
     }
 }
 
@@ -514,10 +524,16 @@ mod tests {
         assert!(ing.wait_caught_up(Duration::from_secs(5)));
         let s = ing.status();
         assert!(s.finished);
-        assert!(
-            s.errors[0].contains("is not a framelog log directory"),
-            "{:?}",
-            s.errors
-        );
+        assert!(s.errors[0].contains("is empty"), "{:?}", s.errors);
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        let ing = Ingest::start(dir.path(), false);
+        assert!(ing.wait_caught_up(Duration::from_secs(5)));
+        let e = &ing.status().errors[0];
+        assert!(e.contains("is not a framelog log directory"), "{e}");
+        let gone = dir.path().join("missing");
+        let ing = Ingest::start(&gone, false);
+        assert!(ing.wait_caught_up(Duration::from_secs(5)));
+        let e = &ing.status().errors[0];
+        assert!(e.contains("does not exist"), "{e}");
     }
 }

@@ -372,7 +372,7 @@ fn a_directory_that_is_not_a_log_shows_a_message() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = harness(DebuggerApp::open(dir.path()));
     step_until(&mut h, "message", |h| {
-        h.query_by_label_contains("is not a framelog log directory")
+        h.query_by_label_contains("is empty: no frames-NNNNNN.framelog files")
             .is_some()
     });
     assert!(h.query_by_label("No frames yet").is_none() || h.state().model().is_some());

@@ -72,7 +72,8 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
             toggled = true;
         }
         ui.separator();
-        if !s.ingest.caught_up && !s.ingest.finished {
+        // No bar while waiting for a log to appear (nothing to load yet).
+        if !s.ingest.caught_up && !s.ingest.finished && s.ingest.total_bytes > 0 {
             ui.add(
                 ProgressBar::new(s.ingest.progress())
                     .desired_width(160.0)
