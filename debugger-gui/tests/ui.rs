@@ -240,7 +240,10 @@ fn search_highlights_matches_and_dims_the_rest() {
     h.step();
     let m = h.state().search_matches().unwrap();
     assert_eq!((m.labels, m.frames), (1, 2));
-    assert!(h.query_by_label_contains("2 matching frames").is_some());
+    assert!(
+        h.query_by_label_contains("2 matching frames in 1 label")
+            .is_some()
+    );
     for n in boxes(&h, "User: Select") {
         assert_eq!(
             n.accesskit_node().description().as_deref(),
@@ -351,6 +354,7 @@ fn contexts_and_statistics_panels() {
     step_until(&mut h, "the statistics table", |h| {
         let c = canvas(h);
         h.query_by_label("Count").is_some()
+            && h.query_by_label("p50").is_some()
             && h.query_all_by_label("User: Select")
                 .any(|n| !c.contains_rect(n.rect()))
     });

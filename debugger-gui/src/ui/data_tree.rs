@@ -9,7 +9,8 @@ use egui::{CollapsingHeader, RichText, Ui};
 pub fn describe(v: &Bson) -> (String, &'static str) {
     match v {
         Bson::Double(d) => (format!("{d}"), "double"),
-        Bson::String(s) => (format!("{s:?}"), "string"),
+        // Quoted but not escaped: SQL and messages read as written.
+        Bson::String(s) => (format!("\"{s}\""), "string"),
         Bson::Array(a) => (format!("[{} items]", a.len()), "array"),
         Bson::Document(d) => (format!("{{{} fields}}", d.len()), "document"),
         Bson::Boolean(b) => (b.to_string(), "bool"),
@@ -123,6 +124,8 @@ mod tests {
         assert_eq!(describe(&Bson::Int64(5)).1, "int64");
         assert_eq!(describe(&Bson::Int32(5)).1, "int32");
         assert_eq!(describe(&Bson::String("x".into())).0, "\"x\"");
+        let sql = Bson::String("SELECT \"group\" FROM t".into());
+        assert_eq!(describe(&sql).0, "\"SELECT \"group\" FROM t\"");
     }
 
     #[test]

@@ -90,10 +90,17 @@ impl SearchBar {
             .clicked();
         let next = ui.button("⏷ Next").on_hover_text("Next match").clicked();
         if let Some(s) = &self.state {
+            let plural = |n: u64, one: &str, many: &str| {
+                format!(
+                    "{} {}",
+                    status_bar::thousands(n),
+                    if n == 1 { one } else { many }
+                )
+            };
             let text = format!(
-                "{} matching frames in {} labels",
-                status_bar::thousands(s.matches.frames),
-                s.matches.labels
+                "{} in {}",
+                plural(s.matches.frames, "matching frame", "matching frames"),
+                plural(s.matches.labels as u64, "label", "labels")
             );
             ui.label(if s.matches.labels == 0 {
                 RichText::new("no match").color(Color32::from_rgb(255, 120, 60))

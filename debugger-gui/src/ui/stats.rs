@@ -23,6 +23,8 @@ pub enum StatSort {
     SelfTime,
     /// Mean duration.
     Mean,
+    /// Median.
+    P50,
     /// 99th percentile.
     P99,
     /// Longest.
@@ -42,6 +44,8 @@ pub struct StatRow {
     pub self_ns: u64,
     /// Mean ns.
     pub mean: f64,
+    /// Median ns.
+    pub p50: u64,
     /// p99 ns.
     pub p99: u64,
     /// Max ns.
@@ -82,6 +86,7 @@ impl StatsPanel {
                     total: s.total_ns,
                     self_ns: s.self_time_ns(),
                     mean: s.mean_ns(),
+                    p50: s.quantile_ns(0.5),
                     p99: s.p99_ns(),
                     max: s.max_ns,
                 })
@@ -92,6 +97,7 @@ impl StatsPanel {
                 StatSort::Total => rows.sort_by_key(|r| std::cmp::Reverse(r.total)),
                 StatSort::SelfTime => rows.sort_by_key(|r| std::cmp::Reverse(r.self_ns)),
                 StatSort::Mean => rows.sort_by(|a, b| b.mean.total_cmp(&a.mean)),
+                StatSort::P50 => rows.sort_by_key(|r| std::cmp::Reverse(r.p50)),
                 StatSort::P99 => rows.sort_by_key(|r| std::cmp::Reverse(r.p99)),
                 StatSort::Max => rows.sort_by_key(|r| std::cmp::Reverse(r.max)),
             }
@@ -123,9 +129,9 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
         };
         if ui
             .button(format!("{name}{arrow}"))
-            .on_hover_text(if col == StatSort::P99 {
+            .on_hover_text(if matches!(col, StatSort::P50 | StatSort::P99) {
                 format!(
-                    "Sort by p99 (HDR histogram, {}: the method `framelog stats` uses)",
+                    "Sort by {name} (HDR histogram, {}: the method `framelog stats` uses)",
                     framelog::stats::Durations::PRECISION
                 )
             } else {
@@ -151,7 +157,7 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
                 .clip(true)
                 .resizable(true),
         )
-        .columns(Column::initial(84.0).resizable(true), 5)
+        .columns(Column::initial(84.0).resizable(true), 6)
         .column(Column::remainder().at_least(60.0))
         .header(20.0, |mut h| {
             h.col(|ui| header(ui, StatSort::Label, "Label"));
@@ -159,6 +165,7 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
             h.col(|ui| header(ui, StatSort::Total, "Total"));
             h.col(|ui| header(ui, StatSort::SelfTime, "Self"));
             h.col(|ui| header(ui, StatSort::Mean, "Mean"));
+            h.col(|ui| header(ui, StatSort::P50, "p50"));
             h.col(|ui| header(ui, StatSort::P99, "p99"));
             h.col(|ui| header(ui, StatSort::Max, "Max"));
         })
@@ -181,6 +188,7 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
                     r.total as f64,
                     r.self_ns as f64,
                     r.mean,
+                    r.p50 as f64,
                     r.p99 as f64,
                     r.max as f64,
                 ] {
