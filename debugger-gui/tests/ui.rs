@@ -536,3 +536,34 @@ fn file_open_log_switches_to_the_chosen_log() {
     });
     assert!(boxes(&h, "GET /from-a").is_empty(), "log A is gone");
 }
+
+#[test]
+fn panning_stops_half_a_view_past_either_end_of_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    write_request(&writer(dir.path()), 1, T0, "GET /users/:id");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| !boxes(h, "GET /users/:id").is_empty());
+    h.state_mut().flame_mut().zoom_to(T0, T0 + 100_000);
+    h.step();
+    h.step();
+    let width = h.state().flame().width;
+    // Far before the log, then far after it.
+    for (start, what) in [(-1e12, "before"), (1e12, "after")] {
+        h.state_mut().flame_mut().start = start;
+        h.step();
+        let f = h.state().flame();
+        let (lo, hi) = {
+            let m = h.state().model().unwrap();
+            let (a, b) = m.time_range().unwrap();
+            let base = f.base.unwrap() as f64;
+            (a as f64 - base, b as f64 - base)
+        };
+        assert!(
+            f.start >= lo - width * 0.5 - 1.0 && f.start <= hi - width * 0.5 + 1.0,
+            "{what}: view start {} outside [{}, {}]",
+            f.start,
+            lo - width * 0.5,
+            hi - width * 0.5
+        );
+    }
+}

@@ -260,6 +260,10 @@ pub fn show(
         state.start = hi + state.width * 0.01 - state.width;
     }
     state.width = state.width.clamp(10.0, 1e15);
+    // Panning stops once half the view is past either end of the log.
+    state.start = state
+        .start
+        .clamp(lo - state.width * 0.5, hi - state.width * 0.5);
     state.scroll_y = state
         .scroll_y
         .clamp(0.0, (content_h - view_h + 20.0).max(0.0));
