@@ -17,14 +17,15 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Bytes in `path` at `offset` do not follow the format.
-    #[error("{} at byte {offset}: {}", path.display(), source.kind)]
+    #[error("{} at byte {offset}: {}", path.display(), error.kind)]
     Corrupt {
         /// The file with the bad bytes.
         path: PathBuf,
         /// Absolute byte offset in the file.
         offset: u64,
-        /// What is wrong with them.
-        source: formats::DecodeError,
+        /// What is wrong with them (already in the message, so not a `source()`: an error
+        /// chain would print it twice).
+        error: formats::DecodeError,
     },
     /// The directory does not exist or holds no framelog files.
     #[error("{}: not a framelog directory (no frames-NNNNNN.framelog files)", .0.display())]
@@ -66,11 +67,11 @@ impl Error {
     }
 
     /// Wraps a decode error (offset relative to `base`) with its file.
-    pub fn corrupt(path: impl Into<PathBuf>, base: u64, source: formats::DecodeError) -> Self {
+    pub fn corrupt(path: impl Into<PathBuf>, base: u64, error: formats::DecodeError) -> Self {
         Error::Corrupt {
             path: path.into(),
-            offset: base + source.offset,
-            source,
+            offset: base + error.offset,
+            error,
         }
     }
 }

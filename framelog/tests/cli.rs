@@ -240,6 +240,24 @@ fn bad_input_gives_one_clear_line_and_a_non_zero_exit_never_a_panic() {
     let out = framelog(&["dump", missing.to_str().unwrap()]);
     assert_eq!(text(&out.stderr).lines().count(), 1);
     assert!(text(&out.stderr).contains("not a framelog directory"));
+    // Each reason is said once, however the error was wrapped.
+    let log = tempfile::tempdir().unwrap();
+    sample_log(log.path());
+    let out = framelog(&["recover", dir_arg(&log), "--out", dir_arg(&log)]);
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("not empty").count(), 1, "{err}");
+    let seg = segments::segment_path(log.path(), FileKind::FrameLog, 1);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[..8].copy_from_slice(b"NOTALOG!");
+    std::fs::write(&seg, bytes).unwrap();
+    let out = framelog(&["dump", dir_arg(&log)]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("frames-000001.framelog at byte 0: bad magic"),
+        "{err}"
+    );
+    assert_eq!(err.matches("bad magic").count(), 1, "{err}");
 }
 
 #[test]
