@@ -34,14 +34,47 @@ fn batches(bytes: &[u8], framing: Framing) -> Vec<(std::ops::Range<usize>, &[u8]
     out
 }
 
-/// Whether damage of `kind` over `at..at + len` changes the batch at `range`.
-fn touches(kind: u8, at: usize, len: usize, range: &std::ops::Range<usize>) -> bool {
-    match kind {
-        // Inserting at a batch boundary leaves both neighbours whole.
-        2 => range.start < at && at < range.end,
-        // Truncation at `at` removes everything after it.
-        4 => range.end > at,
-        _ => range.start < at + len && at < range.end,
+/// Damage of `kind` at `at` (`len` bytes, `seed` inserted) into `clean`.
+struct Hit<'a> {
+    kind: u8,
+    at: usize,
+    len: usize,
+    seed: u8,
+    clean: &'a [u8],
+}
+
+impl Hit<'_> {
+    /// Whether the damage changes the batch at `range`. An insertion or deletion inside a run
+    /// of equal bytes could have happened anywhere along the run with the same result, so it
+    /// touches every batch along the run.
+    fn touches(&self, range: &std::ops::Range<usize>) -> bool {
+        let (c, at) = (self.clean, self.at);
+        let len = self.len.min(c.len().saturating_sub(at));
+        let (mut lo, mut hi) = (at, at);
+        match self.kind {
+            2 => {
+                while lo > 0 && c[lo - 1] == self.seed {
+                    lo -= 1;
+                }
+                while hi < c.len() && c[hi] == self.seed {
+                    hi += 1;
+                }
+                // Inserting at a batch boundary leaves both neighbours whole.
+                range.start < hi && lo < range.end
+            }
+            3 => {
+                while lo > 0 && lo - 1 + len < c.len() && c[lo - 1] == c[lo - 1 + len] {
+                    lo -= 1;
+                }
+                while hi + len < c.len() && c[hi] == c[hi + len] {
+                    hi += 1;
+                }
+                range.start < hi + len && lo < range.end
+            }
+            // Truncation at `at` removes everything after it.
+            4 => range.end > at,
+            _ => range.start < at + len && at < range.end,
+        }
     }
 }
 
@@ -121,6 +154,7 @@ proptest! {
         let mut bytes = clean[file as usize].clone();
         let at = 16 + ((bytes.len() - 16) as f64 * at) as usize;
         damage(&mut bytes, kind, at, len, seed);
+        let hit = Hit { kind, at, len, seed, clean: &clean[file as usize] };
         std::fs::write(&paths[file as usize], &bytes).unwrap();
         let changed = bytes != clean[file as usize];
 
@@ -129,7 +163,7 @@ proptest! {
         let written: HashSet<Rec> = frame_batches.iter().flat_map(|b| b.1.iter().copied()).collect();
         prop_assert!(seen.is_subset(&written), "delivered a record that was never written");
         for (range, recs) in &frame_batches {
-            if file != 0 || !touches(kind, at, len, range) {
+            if file != 0 || !hit.touches(range) {
                 for r in recs {
                     prop_assert!(seen.contains(r), "lost {:?} of untouched batch {:?}", r, range);
                 }
@@ -137,8 +171,8 @@ proptest! {
         }
         let mut store = DataStore::open(d).unwrap();
         let lost_keys: HashSet<FrameKey> = match file {
-            1 => data_batches.iter().filter(|b| touches(kind, at, len, &b.0)).flat_map(|b| b.1.clone()).collect(),
-            2 => index_batches.iter().filter(|b| touches(kind, at, len, &b.0)).flat_map(|b| b.1.clone()).collect(),
+            1 => data_batches.iter().filter(|b| hit.touches(&b.0)).flat_map(|b| b.1.clone()).collect(),
+            2 => index_batches.iter().filter(|b| hit.touches(&b.0)).flat_map(|b| b.1.clone()).collect(),
             _ => HashSet::new(),
         };
         for (_, keys) in &data_batches {
