@@ -3,7 +3,8 @@
 //! This crate is the contract other tools read: file headers, frame-log records
 //! ([`FrameStart`], [`FrameEnd`], extension records), frame-data entries and index entries.
 //! It encodes into caller-provided buffers and decodes from byte slices; it never does I/O.
-//! The authoritative description is `docs/FORMAT.md` at the repository root.
+//! The authoritative description is `docs/FORMAT.md` at the repository root; [`protocol`] holds
+//! the remote-session messages of `docs/PROTOCOL.md`.
 
 #![forbid(unsafe_code)]
 
@@ -13,6 +14,7 @@ mod data;
 mod error;
 mod header;
 mod label;
+pub mod protocol;
 mod record;
 
 pub use batch::{
