@@ -34,11 +34,12 @@ impl Demo {
         let stop = Arc::new(AtomicBool::new(false));
         let error: Arc<Mutex<Option<String>>> = Arc::default();
         let opts = stopwatch::demo::DemoOptions {
-            dir: dir.path().to_owned(),
+            dir: Some(dir.path().to_owned()),
             duration: None,
             threads: 4,
             requests_per_sec: 200,
             stop: stop.clone(),
+            ..Default::default()
         };
         let err = error.clone();
         let handle = std::thread::Builder::new()

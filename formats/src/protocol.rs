@@ -631,7 +631,10 @@ fn decode_settings(f: &mut Fields<'_>, version: u8) -> Result<SessionSettings, P
         2 => {
             let p = f64::from_bits(value);
             if !(0.0..=1.0).contains(&p) {
-                return Err(invalid(m, format!("sampling probability {p} is not in 0..=1")));
+                return Err(invalid(
+                    m,
+                    format!("sampling probability {p} is not in 0..=1"),
+                ));
             }
             SamplingSetting::Probability(p)
         }
@@ -757,7 +760,10 @@ pub const DATA_ENTRY_PREFIX: usize = 9;
 
 /// Appends the body of a Data message (count, then the entries) to `out`; the caller adds
 /// the header with [`encode_header`].
-pub fn encode_data_body<'a>(entries: impl ExactSizeIterator<Item = DataEntryRef<'a>>, out: &mut Vec<u8>) {
+pub fn encode_data_body<'a>(
+    entries: impl ExactSizeIterator<Item = DataEntryRef<'a>>,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     for e in entries {
         out.push(e.worker);
@@ -773,7 +779,10 @@ pub fn decode_data(payload: &[u8]) -> Result<Vec<DataEntryRef<'_>>, ProtocolErro
     let mut f = Fields::new(payload, "Data");
     let count = f.u32()? as usize;
     if count == 0 || count > payload.len() / (DATA_ENTRY_PREFIX + 5) {
-        return Err(invalid("Data", format!("{count} entries in {} bytes", payload.len())));
+        return Err(invalid(
+            "Data",
+            format!("{count} entries in {} bytes", payload.len()),
+        ));
     }
     let mut entries = Vec::with_capacity(count);
     for _ in 0..count {
@@ -785,7 +794,10 @@ pub fn decode_data(payload: &[u8]) -> Result<Vec<DataEntryRef<'_>>, ProtocolErro
             .get(..4)
             .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
         if len < 5 || prefix != Some(len as i32) || doc[len - 1] != 0 {
-            return Err(invalid("Data", format!("frame {id}: a {len}-byte document with a bad length or end")));
+            return Err(invalid(
+                "Data",
+                format!("frame {id}: a {len}-byte document with a bad length or end"),
+            ));
         }
         entries.push(DataEntryRef { worker, id, doc });
     }
@@ -816,7 +828,11 @@ mod tests {
         let mut h = [0u8; HEADER_LEN];
         h.copy_from_slice(&msg[..HEADER_LEN]);
         let (kind, len) = decode_header(h).unwrap();
-        assert_eq!(len, msg.len() - HEADER_LEN, "header length matches the payload");
+        assert_eq!(
+            len,
+            msg.len() - HEADER_LEN,
+            "header length matches the payload"
+        );
         (kind, &msg[HEADER_LEN..])
     }
 
@@ -875,7 +891,11 @@ mod tests {
 
         for r in [
             Reply::ok(START_SESSION, 1),
-            CommandError::UnknownCommand { code: 9, version: 1 }.reply(),
+            CommandError::UnknownCommand {
+                code: 9,
+                version: 1,
+            }
+            .reply(),
         ] {
             out.clear();
             r.encode(&mut out);
@@ -898,7 +918,11 @@ mod tests {
 
         let doc = bson::to_vec(&bson::doc! {"sql": "select 1"}).unwrap();
         let mut body = Vec::new();
-        let e = DataEntryRef { worker: 3, id: 99, doc: &doc };
+        let e = DataEntryRef {
+            worker: 3,
+            id: 99,
+            doc: &doc,
+        };
         encode_data_body([e, e].into_iter(), &mut body);
         assert_eq!(decode_data(&body).unwrap(), vec![e, e]);
     }
@@ -920,10 +944,17 @@ mod tests {
                 supported: 1
             }
         );
-        assert!(err.reply().text.contains("StartSession v2 is not supported"));
+        assert!(
+            err.reply()
+                .text
+                .contains("StartSession v2 is not supported")
+        );
         assert_eq!(
             Command::decode(&[42, 1], 2).unwrap_err(),
-            CommandError::UnknownCommand { code: 42, version: 1 }
+            CommandError::UnknownCommand {
+                code: 42,
+                version: 1
+            }
         );
         // A v1 payload with v2's extra bytes is malformed, not silently accepted.
         out.clear();
@@ -936,7 +967,10 @@ mod tests {
         p[1] = 1;
         assert!(matches!(
             Command::decode(&p, 2),
-            Err(CommandError::Invalid { error: ProtocolError::Trailing { .. }, .. })
+            Err(CommandError::Invalid {
+                error: ProtocolError::Trailing { .. },
+                ..
+            })
         ));
     }
 
@@ -960,9 +994,15 @@ mod tests {
             decode_header(b)
         };
         assert!(matches!(h(0, 5), Err(ProtocolError::BadLength { .. })));
-        assert!(matches!(h(MAX_CONTROL_LEN + 1, 1), Err(ProtocolError::BadLength { .. })));
+        assert!(matches!(
+            h(MAX_CONTROL_LEN + 1, 1),
+            Err(ProtocolError::BadLength { .. })
+        ));
         assert!(h(MAX_CONTROL_LEN + 1, 5).is_ok());
-        assert!(matches!(h(u32::MAX, 5), Err(ProtocolError::BadLength { .. })));
+        assert!(matches!(
+            h(u32::MAX, 5),
+            Err(ProtocolError::BadLength { .. })
+        ));
         assert_eq!(h(10, 0), Err(ProtocolError::UnknownKind(0)));
         assert_eq!(h(10, 8), Err(ProtocolError::UnknownKind(8)));
     }

@@ -9,6 +9,8 @@
 //!   one frame's data on demand ([`data_store`]).
 //! - Rules every reader shares: start/end [`pairing`]; with the `analysis` feature, label
 //!   patterns (`label_match`) and statistics (`stats`).
+//! - Remote sessions: [`remote`] records programs that stream to it over TCP
+//!   (`docs/PROTOCOL.md`).
 //! - Inspection and repair: [`check`] validates every file, [`recover`] copies what is valid.
 //!
 //! The byte layouts live in the `formats` crate and are described in `docs/FORMAT.md`.
@@ -25,6 +27,7 @@ pub mod pairing;
 mod pread;
 pub mod reader;
 pub mod recover;
+pub mod remote;
 mod repair;
 pub mod segments;
 #[cfg(feature = "analysis")]

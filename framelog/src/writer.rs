@@ -22,6 +22,9 @@ pub struct WriterOptions {
     pub worker: Option<u8>,
     /// The process name written in the worker info record (default: the executable's name).
     pub process_name: Option<String>,
+    /// The pid written in the worker info record (default: this process's; a server
+    /// recording another program gives that program's).
+    pub pid: Option<u32>,
     /// When appended bytes are forced to stable storage.
     pub sync: SyncPolicy,
     /// Told (once per segment) when a segment holds damage and is left untouched.
@@ -35,6 +38,7 @@ impl std::fmt::Debug for WriterOptions {
             .field("data_segment_bytes", &self.data_segment_bytes)
             .field("worker", &self.worker)
             .field("process_name", &self.process_name)
+            .field("pid", &self.pid)
             .field("sync", &self.sync)
             .field("on_damage", &self.on_damage.is_some())
             .finish()
@@ -48,6 +52,7 @@ impl Default for WriterOptions {
             data_segment_bytes: 1 << 30,
             worker: None,
             process_name: None,
+            pid: None,
             sync: SyncPolicy::Never,
             on_damage: None,
         }
@@ -107,7 +112,7 @@ impl LogWriter {
         let info = WorkerInfo {
             worker,
             timestamp: now_ns(),
-            pid: std::process::id(),
+            pid: opts.pid.unwrap_or_else(std::process::id),
             name: &name,
         };
         let mut buf = [0u8; 300];

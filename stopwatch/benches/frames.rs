@@ -300,13 +300,14 @@ fn frames(c: &mut Criterion) {
     for _ in 0..3 {
         let d = tempfile::tempdir().unwrap();
         let report = stopwatch::stress::run(&stopwatch::stress::StressOptions {
-            dir: d.path().join("log"),
+            dir: Some(d.path().join("log")),
             threads: 2,
             frames: 2_000_000,
             mode: BufferingMode::Block,
             buffer_kib: 4096,
             data_every: 0,
             depth: 4,
+            ..Default::default()
         })
         .unwrap();
         assert_eq!(report.dropped, 0);

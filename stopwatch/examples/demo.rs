@@ -1,19 +1,39 @@
 //! Records the demo workload (HTTP-like requests, db queries, templates, jobs, async tasks).
 //!
-//! `cargo run --release -p stopwatch --example demo -- DIR [SECONDS|forever] [THREADS]`
+//! `cargo run --release -p stopwatch --features demo --example demo -- [DIR] [SECONDS|forever]
+//!  [THREADS] [--connect HOST:PORT] [--suspend]`
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use stopwatch::demo::{DemoOptions, run};
 
+#[derive(Parser)]
+#[command(about = "Record a demo server workload into a log directory or to a server")]
+struct Args {
+    /// Log directory (default target/framelog-demo unless connecting).
+    dir: Option<PathBuf>,
+    /// How long to run: seconds, or `forever`.
+    #[arg(default_value = "10")]
+    seconds: String,
+    /// Request-handling threads.
+    #[arg(default_value_t = 4)]
+    threads: usize,
+    /// Stream to `framelog serve` or the debugger at HOST:PORT (FRAMELOG_CONNECT wins).
+    #[arg(long)]
+    connect: Option<String>,
+    /// Wait until the server resumes this program (at most 30 s) before running.
+    #[arg(long)]
+    suspend: bool,
+}
+
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let dir = args.next().unwrap_or_else(|| "target/framelog-demo".into());
-    let duration = match args.next().as_deref() {
-        None => Some(Duration::from_secs(10)),
-        Some("forever") => None,
-        Some(s) => match s.parse::<f64>() {
+    let a = Args::parse();
+    let duration = match a.seconds.as_str() {
+        "forever" => None,
+        s => match s.parse::<f64>() {
             Ok(secs) if secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
             _ => {
                 eprintln!("demo: SECONDS must be a number or `forever`, got {s:?}");
@@ -21,24 +41,36 @@ fn main() -> ExitCode {
             }
         },
     };
-    let threads = args.next().and_then(|t| t.parse().ok()).unwrap_or(4);
+    let connecting = a.connect.is_some() || std::env::var_os("FRAMELOG_CONNECT").is_some();
+    let dir = a
+        .dir
+        .or_else(|| (!connecting).then(|| PathBuf::from("target/framelog-demo")));
     eprintln!(
-        "demo: recording into {dir} ({})",
+        "demo: recording {}{} ({})",
+        dir.as_ref()
+            .map(|d| format!("into {}", d.display()))
+            .unwrap_or_default(),
+        a.connect
+            .as_ref()
+            .map(|c| format!(" to {c}"))
+            .unwrap_or_default(),
         match duration {
             Some(d) => format!("{:.1} s", d.as_secs_f64()),
             None => "until interrupted".into(),
         }
     );
     match run(DemoOptions {
-        dir: dir.into(),
+        dir,
+        connect: a.connect,
+        suspend: a.suspend,
         duration,
-        threads,
+        threads: a.threads,
         ..Default::default()
     }) {
         Ok(s) => {
             println!(
-                "{{\"requests\":{},\"tasks\":{},\"jobs\":{},\"dropped\":{},\"written_bytes\":{}}}",
-                s.requests, s.tasks, s.jobs, s.stats.dropped, s.stats.written_bytes
+                "{{\"requests\":{},\"tasks\":{},\"jobs\":{},\"dropped\":{},\"unsent\":{},\"written_bytes\":{}}}",
+                s.requests, s.tasks, s.jobs, s.stats.dropped, s.stats.unsent, s.stats.written_bytes
             );
             ExitCode::SUCCESS
         }

@@ -1,7 +1,8 @@
 //! Records N frames per thread as fast as possible and prints one JSON line.
 //!
-//! `cargo run --release -p stopwatch --example stress -- --dir DIR --threads T --frames N
-//!  --mode drop|block --buffer-kib K --data-every M --depth D`
+//! `cargo run --release -p stopwatch --features demo --example stress -- --dir DIR
+//!  --threads T --frames N --mode drop|block --buffer-kib K --data-every M --depth D
+//!  [--connect HOST:PORT [--suspend]]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,9 +20,15 @@ enum Mode {
 #[derive(Parser)]
 #[command(about = "Record frames as fast as possible; print counts as one JSON line")]
 struct Args {
-    /// Log directory.
+    /// Log directory (not needed when connecting).
+    #[arg(long, required_unless_present = "connect")]
+    dir: Option<PathBuf>,
+    /// Stream to `framelog serve` or the debugger at HOST:PORT (FRAMELOG_CONNECT wins).
     #[arg(long)]
-    dir: PathBuf,
+    connect: Option<String>,
+    /// Wait until the server resumes this program (at most 30 s) before recording.
+    #[arg(long)]
+    suspend: bool,
     /// Recording threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -46,6 +53,8 @@ fn main() -> ExitCode {
     let a = Args::parse();
     let opts = StressOptions {
         dir: a.dir,
+        connect: a.connect,
+        suspend: a.suspend,
         threads: a.threads,
         frames: a.frames,
         mode: match a.mode {

@@ -15,8 +15,13 @@ use crate::{Category, Error, FutureExt, Recorder, Stats, Stopwatch};
 /// What the demo records.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
-    /// Log directory.
-    pub dir: PathBuf,
+    /// Log directory (optional when connecting).
+    pub dir: Option<PathBuf>,
+    /// Stream to this server (`FRAMELOG_CONNECT` syntax); `FRAMELOG_CONNECT` in the
+    /// environment wins.
+    pub connect: Option<String>,
+    /// Wait until the server resumes the program (at most 30 s) before running.
+    pub suspend: bool,
     /// How long to run; `None` runs until `stop` is set.
     pub duration: Option<Duration>,
     /// Request-handling threads.
@@ -30,7 +35,9 @@ pub struct DemoOptions {
 impl Default for DemoOptions {
     fn default() -> Self {
         DemoOptions {
-            dir: PathBuf::from("target/framelog-demo"),
+            dir: Some(PathBuf::from("target/framelog-demo")),
+            connect: None,
+            suspend: false,
             duration: Some(Duration::from_secs(10)),
             threads: 4,
             requests_per_sec: 200,
@@ -234,9 +241,19 @@ fn job(rec: &Recorder, rng: &mut Rng, n: u64) {
     }
 }
 
-/// Runs the demo workload into `opts.dir` until `opts.duration` passes or `opts.stop` is set.
+/// Runs the demo workload (into `opts.dir` and/or to `opts.connect`) until `opts.duration` passes or `opts.stop` is set.
 pub fn run(opts: DemoOptions) -> Result<DemoSummary, Error> {
-    let rec = Arc::new(Stopwatch::builder().dir(&opts.dir).build()?);
+    let mut builder = Stopwatch::builder();
+    if let Some(dir) = &opts.dir {
+        builder = builder.dir(dir);
+    }
+    if let Some(c) = &opts.connect {
+        builder = builder.connect(c.as_str());
+    }
+    if opts.suspend {
+        builder = builder.suspend(crate::DEFAULT_SUSPEND_TIMEOUT);
+    }
+    let rec = Arc::new(builder.connect_from_env().build()?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("demo-async")
@@ -344,7 +361,7 @@ mod tests {
     fn the_demo_records_requests_queries_templates_jobs_and_async_tasks() {
         let dir = tempfile::tempdir().unwrap();
         let summary = run(DemoOptions {
-            dir: dir.path().to_path_buf(),
+            dir: Some(dir.path().to_path_buf()),
             duration: Some(Duration::from_millis(1200)),
             threads: 3,
             requests_per_sec: 300,

@@ -9,9 +9,33 @@ pub type SinkError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// What can go wrong in the stopwatch.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The builder was not given a log directory.
-    #[error("no log directory given: call .dir(..) on the builder")]
+    /// The builder was given neither a log directory nor a server.
+    #[error(
+        "no log directory or server given: call .dir(..) or .connect(..) on the builder, or set FRAMELOG_CONNECT"
+    )]
     NoDir,
+    /// `FRAMELOG_CONNECT` (or the builder's connect string) does not parse.
+    #[error("FRAMELOG_CONNECT={value:?}: {reason} (expected HOST:PORT[,suspend][,timeout=30s])")]
+    ConnectSyntax {
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The server cannot be reached, refused this program, or its stream failed; the program
+    /// keeps running and retries in the background.
+    #[error("remote session: {0}")]
+    Remote(String),
+    /// Suspended at start-up, no server resumed the program in time; it runs on.
+    #[error(
+        "suspended for {waited:?} waiting for {addr} to resume the program; running without it"
+    )]
+    SuspendTimeout {
+        /// The server's address.
+        addr: String,
+        /// How long the program waited.
+        waited: std::time::Duration,
+    },
     /// The log could not be opened.
     #[error("opening the log: {0}")]
     Open(#[source] SinkError),
@@ -45,12 +69,18 @@ pub enum Error {
 impl Error {
     fn kind_bit(&self) -> u8 {
         match self {
-            Error::NoDir | Error::Open(_) | Error::AlreadyInstalled | Error::Spawn(_) => 1,
+            Error::NoDir
+            | Error::ConnectSyntax { .. }
+            | Error::Open(_)
+            | Error::AlreadyInstalled
+            | Error::Spawn(_) => 1,
             Error::Write(_) => 2,
             Error::ReserveIds(_) => 4,
             Error::Data(_) => 8,
             Error::WriterPanicked => 16,
             Error::Damaged(_) => 32,
+            Error::Remote(_) => 64,
+            Error::SuspendTimeout { .. } => 128,
         }
     }
 }

@@ -13,7 +13,10 @@ use crossbeam_channel::Sender;
 use formats::Category;
 
 use crate::clock::Clock;
+use crate::connect::connector::Connector;
+use crate::connect::stream::RemoteStream;
 use crate::error::Reporter;
+use crate::gate::Gate;
 use crate::ids::IdSource;
 use crate::pool::Pool;
 use crate::sampling::Sampler;
@@ -26,6 +29,8 @@ pub(crate) struct Inner {
     pub(crate) clock: &'static Clock,
     pub(crate) pool: Pool,
     pub(crate) sampler: Sampler,
+    /// What a remote session lets through.
+    pub(crate) gate: Arc<Gate>,
     pub(crate) default_category: Category,
     pub(crate) ids: IdSource,
     pub(crate) sink: Arc<dyn Sink>,
@@ -47,6 +52,10 @@ pub(crate) struct Inner {
     pub(crate) reporter: Arc<Reporter>,
     pub(crate) writer_thread: Mutex<Option<JoinHandle<()>>>,
     pub(crate) dir: Option<PathBuf>,
+    /// The session's stream, in connect mode.
+    pub(crate) remote: Option<Arc<RemoteStream>>,
+    /// The diagnostics thread, in connect mode.
+    pub(crate) connector: Mutex<Option<Arc<Connector>>>,
 }
 
 impl Inner {
@@ -74,6 +83,7 @@ impl Inner {
             dropped_data: self.dropped_data.load(Ordering::Relaxed),
             written_bytes: self.written_bytes.load(Ordering::Relaxed),
             writer_failed: self.writer_failed.load(Ordering::Relaxed),
+            unsent: self.remote.as_ref().map_or(0, |r| r.unsent()),
         }
     }
 
@@ -96,6 +106,11 @@ impl Inner {
         if let Some(h) = handle {
             let _ = h.join();
         }
+        // After the writer's final pass (which ended the stream): no new session may start.
+        let connector = self.connector.lock().take();
+        if let Some(c) = connector {
+            c.shutdown();
+        }
         self.pool.abort();
         self.pool.release_memory();
     }
@@ -113,6 +128,9 @@ pub struct Stats {
     pub written_bytes: u64,
     /// Whether the writer has failed (records are being counted as dropped).
     pub writer_failed: bool,
+    /// Frame-log records a remote session's stream could not carry (the server vanished or
+    /// stalled); sent as a Dropped record at the start of the next session.
+    pub unsent: u64,
 }
 
 impl Inner {

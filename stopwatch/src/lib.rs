@@ -10,6 +10,11 @@
 //! # Ok::<(), stopwatch::Error>(())
 //! ```
 //!
+//! To stream to `framelog serve` or the debugger instead (or as well), call
+//! `.connect("127.0.0.1:7878")` on the builder, or set `FRAMELOG_CONNECT=127.0.0.1:7878` in
+//! the environment of a program that calls `install()` (add `,suspend` to wait at start-up
+//! until the server resumes it).
+//!
 //! Architecture (one module per idea):
 //! - [`clock`]: ns since the Unix epoch from a monotonic source (TSC) anchored once.
 //! - `buffer`, `slot`, `local`: per-thread buffers; records are encoded with a few stores and
@@ -18,17 +23,21 @@
 //! - `writer`: one writer thread per recorder (full buffers, periodic steal, dropped markers,
 //!   frame data, failure handling).
 //! - `context`, `instrument`: context propagation across threads and `.await`s.
+//! - `connect`, `gate`: connect mode (stream to a server, suspend until resumed, session
+//!   settings applied while the program runs; `docs/PROTOCOL.md`).
 //! - [`sampling`]: fixed-probability and adaptive sampling, decided at the root frame.
 //! - `frame`, `recorder`: the public guard and recorder types.
 //! - [`demo`], [`stress`]: workloads used by the examples, tests, benchmarks and the viewer.
 
 mod buffer;
 pub mod clock;
+mod connect;
 mod context;
 #[cfg(feature = "demo")]
 pub mod demo;
 mod error;
 mod frame;
+mod gate;
 mod ids;
 mod inner;
 mod instrument;
@@ -44,6 +53,7 @@ mod slot;
 pub mod stress;
 mod writer;
 
+pub use connect::DEFAULT_SUSPEND_TIMEOUT;
 pub use context::{Context, ContextGuard};
 pub use error::{Error, ErrorCallback, SinkError};
 pub use formats::Category;

@@ -163,7 +163,7 @@ impl Entry {
     #[inline(always)]
     pub(crate) fn start(&self, label: &str, category: Category) -> (u32, u8) {
         if self.in_frame.get() {
-            if !self.sampled.get() {
+            if !self.sampled.get() || self.inner.gate.skips(category) {
                 return (0, 0);
             }
             let id = self.next_id();
@@ -186,7 +186,13 @@ impl Entry {
     #[inline(always)]
     fn start_root(&self, label: &str, category: Category) -> (u32, u8) {
         let timestamp = self.now();
-        let sampled = self.records_all || self.inner.sampler.sample(&self.rng, timestamp);
+        let inner = &self.inner;
+        let own = || self.records_all || inner.sampler.sample(&self.rng, timestamp);
+        let sampled = if inner.gate.is_plain() {
+            own()
+        } else {
+            inner.gate.sample(own, &self.rng, timestamp)
+        };
         self.in_frame.set(true);
         self.sampled.set(sampled);
         if !sampled {
@@ -194,6 +200,10 @@ impl Entry {
         }
         let id = self.next_id();
         self.ctx.set(id);
+        if inner.gate.skips(category) {
+            // The context opens (its frames keep one id) but its root is left out.
+            return (0, ROOT);
+        }
         self.emit(&FrameStart {
             id,
             worker: self.worker,
@@ -363,6 +373,9 @@ impl Entry {
     /// Sends one frame-data update for frame `id` (BSON-encoded here, on the caller's thread).
     pub(crate) fn send_data<T: Serialize + ?Sized>(&self, id: u32, value: &T) {
         let inner = &self.inner;
+        if !inner.gate.records_data() {
+            return;
+        }
         let document = match formats::to_document(value) {
             Ok(d) => d,
             Err(e) => {

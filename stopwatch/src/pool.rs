@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use std::thread::Thread;
@@ -45,7 +45,10 @@ pub(crate) struct Pool {
     free_tx: Sender<Box<Buf>>,
     free_rx: Receiver<Box<Buf>>,
     buf_size: usize,
-    mode: BufferingMode,
+    /// `BufferingMode` as a byte (a remote session may change it).
+    mode: AtomicU8,
+    /// Free buffers the pool keeps; more are freed on return (a session may resize it).
+    budget: AtomicUsize,
     waiters: Mutex<VecDeque<Arc<Waiter>>>,
     /// `waiters.len()`, readable without the lock (the writer skips the lock when zero).
     nwaiters: AtomicUsize,
@@ -56,11 +59,21 @@ pub(crate) struct Pool {
 /// writer unparks the front waiter whenever it frees a buffer.
 const PARK_RECHECK: Duration = Duration::from_millis(20);
 
+/// Most buffers a pool may grow to (4096 × 64 KiB = 256 MiB).
+pub(crate) const MAX_BUFFERS: usize = 4096;
+
+fn mode_byte(mode: BufferingMode) -> u8 {
+    match mode {
+        BufferingMode::Drop => 0,
+        BufferingMode::Block => 1,
+    }
+}
+
 impl Pool {
     /// A pool of `count` buffers of `buf_size` bytes each.
     pub(crate) fn new(count: usize, buf_size: usize, mode: BufferingMode) -> Pool {
-        let count = count.max(1);
-        let (free_tx, free_rx) = crossbeam_channel::bounded(count);
+        let count = count.clamp(1, MAX_BUFFERS);
+        let (free_tx, free_rx) = crossbeam_channel::bounded(MAX_BUFFERS);
         for _ in 0..count {
             // Cannot fail: the channel has room for exactly `count` buffers.
             let _ = free_tx.try_send(Buf::new(buf_size));
@@ -69,7 +82,8 @@ impl Pool {
             free_tx,
             free_rx,
             buf_size,
-            mode,
+            mode: AtomicU8::new(mode_byte(mode)),
+            budget: AtomicUsize::new(count),
             waiters: Mutex::new(VecDeque::new()),
             nwaiters: AtomicUsize::new(0),
             aborted: AtomicBool::new(false),
@@ -83,7 +97,34 @@ impl Pool {
 
     /// The buffering mode.
     pub(crate) fn mode(&self) -> BufferingMode {
-        self.mode
+        if self.mode.load(Ordering::Relaxed) == 1 {
+            BufferingMode::Block
+        } else {
+            BufferingMode::Drop
+        }
+    }
+
+    /// Changes the buffering mode (parked producers finish their wait under the old one).
+    pub(crate) fn set_mode(&self, mode: BufferingMode) {
+        self.mode.store(mode_byte(mode), Ordering::Relaxed);
+        if mode == BufferingMode::Drop {
+            for w in self.waiters.lock().iter() {
+                w.thread.unpark();
+            }
+        }
+    }
+
+    /// Grows or shrinks the pool to `count` buffers: new ones are added at once, surplus
+    /// ones are freed as they come back.
+    pub(crate) fn resize(&self, count: usize) {
+        let count = count.clamp(2, MAX_BUFFERS);
+        let old = self.budget.swap(count, Ordering::AcqRel);
+        for _ in old..count {
+            self.give_back(Buf::new(self.buf_size));
+        }
+        while self.free_rx.len() > count {
+            let _ = self.free_rx.try_recv();
+        }
     }
 
     /// Whether [`Pool::abort`] was called.
@@ -100,7 +141,7 @@ impl Pool {
     /// A free buffer: at once in Drop mode (or `None`), after waiting in turn in Block mode
     /// (`None` only once the pool is aborted).
     pub(crate) fn take(&self) -> Option<Box<Buf>> {
-        if self.mode == BufferingMode::Drop || self.is_aborted() {
+        if self.mode() == BufferingMode::Drop || self.is_aborted() {
             return self.free_rx.try_recv().ok();
         }
         // Fast path: nobody is queued, so taking directly cannot overtake anyone.
@@ -123,7 +164,7 @@ impl Pool {
             self.nwaiters.store(q.len(), Ordering::Release);
         }
         loop {
-            if self.is_aborted() {
+            if self.is_aborted() || self.mode() == BufferingMode::Drop {
                 self.leave(&me);
                 // Aborted: no more waiting, but a buffer that is free right now may still be
                 // used (the caller counts a drop only if there is none).
@@ -161,9 +202,13 @@ impl Pool {
     /// Returns a written buffer (called by the writer thread) and wakes the front waiter.
     pub(crate) fn give_back(&self, buf: Box<Buf>) {
         buf.set_stolen(0);
-        // A full channel means this buffer was a thread's private first buffer beyond the
-        // pool's budget: free it rather than grow the pool.
-        let _ = self.free_tx.try_send(buf);
+        // Beyond the budget this buffer was a thread's private first buffer (or the pool
+        // shrank): free it rather than grow the pool. Two concurrent returns may both pass
+        // the check and keep one buffer over the budget: harmless, and undone by the next
+        // shrink.
+        if self.free_rx.len() < self.budget.load(Ordering::Acquire) {
+            let _ = self.free_tx.try_send(buf);
+        }
         if self.nwaiters.load(Ordering::Acquire) > 0
             && let Some(front) = self.waiters.lock().front()
         {
@@ -192,7 +237,7 @@ impl Pool {
     /// Returns whether the message was queued (if not, the caller counts it as dropped).
     pub(crate) fn send_per_mode<T>(&self, tx: &Sender<T>, msg: T) -> bool {
         use crossbeam_channel::SendTimeoutError;
-        match self.mode {
+        match self.mode() {
             BufferingMode::Drop => tx.try_send(msg).is_ok(),
             BufferingMode::Block => {
                 let mut msg = msg;

@@ -17,9 +17,13 @@ use std::time::Duration;
 use formats::Category;
 
 use crate::clock::Clock;
+use crate::connect::config;
+use crate::connect::connector::{Connector, Identity};
+use crate::connect::stream::{Outputs, RemoteStream};
 use crate::context::Context;
 use crate::error::{Error, ErrorCallback, Reporter};
 use crate::frame::Frame;
+use crate::gate::Gate;
 use crate::ids::IdSource;
 use crate::inner::{Inner, Stats};
 use crate::pool::{BufferingMode, Pool};
@@ -50,6 +54,10 @@ pub struct Builder {
     flush_interval: Duration,
     options: framelog::WriterOptions,
     sink: Option<Arc<dyn Sink>>,
+    connect: Option<String>,
+    suspend: Option<Duration>,
+    token: Option<String>,
+    start_session_version: u8,
 }
 
 impl Default for Builder {
@@ -64,6 +72,10 @@ impl Default for Builder {
             flush_interval: DEFAULT_FLUSH_INTERVAL,
             options: framelog::WriterOptions::default(),
             sink: None,
+            connect: None,
+            suspend: None,
+            token: None,
+            start_session_version: 2,
         }
     }
 }
@@ -135,6 +147,50 @@ impl Builder {
         self
     }
 
+    /// Stream to a server (`framelog serve`, `debugger-gui --listen`) at `HOST:PORT`; the
+    /// same syntax as `FRAMELOG_CONNECT` (`HOST:PORT[,suspend][,timeout=30s]`). With
+    /// [`Builder::dir`] too, both get every record. The program never waits for the server
+    /// unless suspended; it reconnects in the background.
+    pub fn connect(mut self, spec: impl Into<String>) -> Self {
+        self.connect = Some(spec.into());
+        self
+    }
+
+    /// With [`Builder::connect`]: `build()`/`install()` return only once the server resumes
+    /// the program, or after `timeout` (then the program runs on and reports why), so
+    /// start-up itself is recorded.
+    pub fn suspend(mut self, timeout: Duration) -> Self {
+        self.suspend = Some(timeout);
+        self
+    }
+
+    /// The shared secret a server listening beyond loopback requires (default:
+    /// `FRAMELOG_TOKEN` from the environment).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Applies `FRAMELOG_CONNECT` from the environment, if set: it replaces `connect` and
+    /// `suspend` (what [`Builder::install`] does; call it before [`Builder::build`] for the
+    /// same behaviour).
+    pub fn connect_from_env(mut self) -> Self {
+        if let Ok(spec) = std::env::var("FRAMELOG_CONNECT")
+            && !spec.trim().is_empty()
+        {
+            self.connect = Some(spec);
+            self.suspend = None;
+        }
+        self
+    }
+
+    /// Understand StartSession only up to this version (tests acting as an older program).
+    #[doc(hidden)]
+    pub fn start_session_version(mut self, version: u8) -> Self {
+        self.start_session_version = version.clamp(1, 2);
+        self
+    }
+
     /// Write to `sink` instead of a log directory (tests, custom storage).
     #[doc(hidden)]
     pub fn sink(mut self, sink: Arc<dyn Sink>) -> Self {
@@ -144,9 +200,20 @@ impl Builder {
 
     /// Builds an independent recorder (its own log and writer thread).
     pub fn build(mut self) -> Result<Recorder, Error> {
+        let connect = match &self.connect {
+            Some(spec) => {
+                let mut c = config::parse(spec).map_err(|reason| Error::ConnectSyntax {
+                    value: spec.clone(),
+                    reason,
+                })?;
+                c.suspend = self.suspend.or(c.suspend);
+                Some(c)
+            }
+            None => None,
+        };
         let reporter = Arc::new(Reporter::new(self.on_error));
-        let (sink, dir): (Arc<dyn Sink>, Option<PathBuf>) = match (self.sink, self.dir) {
-            (Some(s), dir) => (s, dir),
+        let local: Option<(Arc<dyn Sink>, Option<PathBuf>)> = match (self.sink, self.dir) {
+            (Some(s), dir) => Some((s, dir)),
             (None, Some(dir)) => {
                 let r = reporter.clone();
                 self.options.on_damage = Some(Arc::new(move |e: &framelog::Error| {
@@ -154,8 +221,33 @@ impl Builder {
                 }));
                 let w = framelog::LogWriter::open_with(&dir, self.options)
                     .map_err(|e| Error::Open(Box::new(e)))?;
-                (Arc::new(w), Some(dir))
+                Some((Arc::new(w), Some(dir)))
             }
+            (None, None) => None,
+        };
+        if local.is_none() && connect.is_none() {
+            return Err(Error::NoDir);
+        }
+        // A recorder that only streams records nothing until a session starts.
+        let gate = Arc::new(Gate::new(local.is_none()));
+        let (sink, dir, remote): (Arc<dyn Sink>, _, _) = match (local, &connect) {
+            (local, Some(c)) => {
+                let (local_sink, dir) = local.map_or((None, None), |(s, d)| (Some(s), d));
+                let worker = local_sink.as_ref().map_or(0, |s| s.worker());
+                let remote = Arc::new(RemoteStream::new(
+                    c.addr.clone(),
+                    worker,
+                    local_sink.is_some(),
+                    gate.clone(),
+                    reporter.clone(),
+                ));
+                (
+                    Arc::new(Outputs::new(local_sink, remote.clone())),
+                    dir,
+                    Some(remote),
+                )
+            }
+            (Some((s, dir)), None) => (s, dir, None),
             (None, None) => return Err(Error::NoDir),
         };
         let pool_bytes = self.buffer_kib.saturating_mul(1024);
@@ -171,6 +263,7 @@ impl Builder {
             clock,
             pool: Pool::new(count, buf_size, self.mode),
             sampler: Sampler::new(self.sampling),
+            gate,
             default_category: self.category,
             ids: IdSource::new(),
             sink,
@@ -188,6 +281,8 @@ impl Builder {
             reporter,
             writer_thread: Mutex::new(None),
             dir,
+            remote: remote.clone(),
+            connector: Mutex::new(None),
         });
         let for_writer = inner.clone();
         let handle = std::thread::Builder::new()
@@ -195,13 +290,46 @@ impl Builder {
             .spawn(move || writer::run(for_writer, rx, data_rx))
             .map_err(Error::Spawn)?;
         *inner.writer_thread.lock() = Some(handle);
-        Ok(Recorder { inner })
+        let recorder = Recorder { inner };
+        if let (Some(c), Some(remote)) = (connect, remote) {
+            let identity = Identity {
+                token: self
+                    .token
+                    .or_else(|| std::env::var("FRAMELOG_TOKEN").ok())
+                    .unwrap_or_default(),
+                name: process_name(),
+                instance: crate::sampling::seed(),
+                start_session_version: self.start_session_version,
+            };
+            let inner = &recorder.inner;
+            let connector = Arc::new(Connector::spawn(
+                inner.clone(),
+                &c,
+                identity,
+                remote,
+                count,
+            )?);
+            *inner.connector.lock() = Some(connector.clone());
+            if let Some(timeout) = c.suspend
+                && !connector.wait_resumed(timeout)
+            {
+                inner.reporter.report(Error::SuspendTimeout {
+                    addr: connector.addr().to_owned(),
+                    waited: timeout,
+                });
+            }
+        }
+        Ok(recorder)
     }
 
     /// Builds a recorder and installs it as the process-global one behind
     /// [`crate::Stopwatch::start`]. Dropping the guard flushes everything and uninstalls it.
+    ///
+    /// `FRAMELOG_CONNECT` in the environment (`HOST:PORT[,suspend][,timeout=30s]`) makes it
+    /// stream to that server, replacing the builder's `connect` and `suspend`, the way
+    /// `RUST_LOG` overrides code.
     pub fn install(self) -> Result<InstallGuard, Error> {
-        let recorder = self.build()?;
+        let recorder = self.connect_from_env().build()?;
         let raw = Arc::into_raw(recorder.inner.clone()) as *mut Inner;
         if GLOBAL
             .compare_exchange(
@@ -220,6 +348,14 @@ impl Builder {
             recorder: ManuallyDrop::new(recorder),
         })
     }
+}
+
+/// The executable's file name (what a server lists the program as).
+fn process_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| format!("pid {}", std::process::id()))
 }
 
 /// The process-global recorder. It holds one strong count that is never released: a thread
@@ -286,7 +422,12 @@ impl Recorder {
         self.inner.dir.as_deref()
     }
 
-    /// The buffering mode.
+    /// Whether a remote session streams this recorder's records now (connect mode).
+    pub fn is_streaming(&self) -> bool {
+        self.inner.remote.as_ref().is_some_and(|r| r.is_streaming())
+    }
+
+    /// The buffering mode (a remote session may change it while it runs).
     pub fn mode(&self) -> BufferingMode {
         self.inner.pool.mode()
     }

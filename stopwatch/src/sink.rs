@@ -11,6 +11,7 @@
 //!   once through `on_error`, Block-mode producers are released, and every later record is
 //!   counted as dropped. A `reserve_ids` error is reported once; ids then continue
 //!   unpersisted. A sink must not call back into the recorder that owns it.
+//! - **The end.** `close` is called once, by the writer thread, after its final write.
 
 use std::sync::Arc;
 
@@ -31,6 +32,8 @@ pub trait Sink: Send + Sync + 'static {
     fn append_frames(&self, records: &[u8]) -> Result<(), SinkError>;
     /// Appends frame-data entries (BSON documents).
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError>;
+    /// Called once after the writer's final pass (a stream sends its End here).
+    fn close(&self) {}
 }
 
 impl Sink for framelog::LogWriter {

@@ -12,8 +12,13 @@ use crate::{BufferingMode, Error, Recorder, Stopwatch};
 /// What to record.
 #[derive(Debug, Clone)]
 pub struct StressOptions {
-    /// Log directory.
-    pub dir: PathBuf,
+    /// Log directory (optional when connecting).
+    pub dir: Option<PathBuf>,
+    /// Stream to this server (`FRAMELOG_CONNECT` syntax); `FRAMELOG_CONNECT` in the
+    /// environment wins.
+    pub connect: Option<String>,
+    /// Wait until the server resumes the program (at most 30 s) before recording.
+    pub suspend: bool,
     /// Recording threads.
     pub threads: usize,
     /// Frames per thread.
@@ -31,7 +36,9 @@ pub struct StressOptions {
 impl Default for StressOptions {
     fn default() -> Self {
         StressOptions {
-            dir: PathBuf::from("target/framelog-stress"),
+            dir: Some(PathBuf::from("target/framelog-stress")),
+            connect: None,
+            suspend: false,
             threads: 2,
             frames: 100_000,
             mode: BufferingMode::Drop,
@@ -55,6 +62,8 @@ pub struct StressReport {
     pub dropped_data: u64,
     /// Bytes of frame-log records written.
     pub written_bytes: u64,
+    /// Frame-log records a remote session could not carry.
+    pub unsent: u64,
     /// Time from the first frame to everything written (writer flushed and stopped).
     pub elapsed_ns: u64,
     /// Time the recording threads took (without the final flush).
@@ -135,11 +144,19 @@ pub fn record(
 
 /// Runs the whole stress workload against a fresh recorder on `opts.dir`.
 pub fn run(opts: &StressOptions) -> Result<StressReport, Error> {
-    let recorder = Stopwatch::builder()
-        .dir(&opts.dir)
+    let mut builder = Stopwatch::builder()
         .mode(opts.mode)
-        .buffer_kib(opts.buffer_kib)
-        .build()?;
+        .buffer_kib(opts.buffer_kib);
+    if let Some(dir) = &opts.dir {
+        builder = builder.dir(dir);
+    }
+    if let Some(c) = &opts.connect {
+        builder = builder.connect(c.as_str());
+    }
+    if opts.suspend {
+        builder = builder.suspend(crate::DEFAULT_SUSPEND_TIMEOUT);
+    }
+    let recorder = builder.connect_from_env().build()?;
     let t0 = Instant::now();
     let (frames, data_emitted) = record(
         &recorder,
@@ -157,6 +174,7 @@ pub fn run(opts: &StressOptions) -> Result<StressReport, Error> {
         data_emitted,
         dropped_data: stats.dropped_data,
         written_bytes: stats.written_bytes,
+        unsent: stats.unsent,
         elapsed_ns,
         record_ns,
         frames_per_sec: (frames as u128 * 1_000_000_000 / elapsed_ns.max(1) as u128) as u64,

@@ -309,6 +309,7 @@ impl Writer {
         self.steal_all();
         self.write_out();
         self.write_data();
+        self.inner.sink.close();
         self.inner.pool.abort();
         for ack in self.acks.drain(..) {
             let _ = ack.send(());

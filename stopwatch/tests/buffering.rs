@@ -12,20 +12,21 @@ use stopwatch::stress::{StressOptions, run};
 fn block_mode_with_a_tiny_pool_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let opts = StressOptions {
-        dir: dir.path().join("log"),
+        dir: Some(dir.path().join("log")),
         threads: 2,
         frames: 500_000, // 1,000,000 frames in all
         mode: BufferingMode::Block,
         buffer_kib: 64,
         data_every: 0,
         depth: 3,
+        ..Default::default()
     };
     let report = run(&opts).unwrap();
     let frames = opts.frames * opts.threads as u64;
     assert_eq!(report.emitted, frames * 2);
     assert_eq!(report.dropped, 0, "{report:?}");
 
-    let log = read_log(&opts.dir);
+    let log = read_log(opts.dir.as_ref().unwrap());
     assert_eq!(log.starts.len() as u64, frames);
     assert_eq!(log.end_records, frames);
     assert_eq!(log.dropped_markers, 0);
@@ -49,13 +50,14 @@ fn block_mode_with_a_tiny_pool_loses_nothing() {
 fn drop_mode_counts_exactly_what_it_discards() {
     let dir = tempfile::tempdir().unwrap();
     let opts = StressOptions {
-        dir: dir.path().join("log"),
+        dir: Some(dir.path().join("log")),
         threads: 2,
         frames: 300_000,
         mode: BufferingMode::Drop,
         buffer_kib: 64,
         data_every: 0,
         depth: 2,
+        ..Default::default()
     };
     let report = run(&opts).unwrap();
     assert_eq!(report.emitted, 2 * 300_000 * 2);
@@ -64,7 +66,7 @@ fn drop_mode_counts_exactly_what_it_discards() {
     assert!(report.dropped > 0, "{report:?}");
 
     // ...and exactly that much is missing from the log, and announced by dropped markers.
-    let log = read_log(&opts.dir);
+    let log = read_log(opts.dir.as_ref().unwrap());
     assert_eq!(log.records(), report.emitted - report.dropped);
     assert_eq!(log.dropped_markers, report.dropped);
     // Drop leaves ends without starts and starts without ends; both are readable.
@@ -81,7 +83,7 @@ fn drop_mode_counts_exactly_what_it_discards() {
     if let Some(cli) = framelog_cli() {
         let out = std::process::Command::new(&cli)
             .args(["stats", "--json"])
-            .arg(&opts.dir)
+            .arg(opts.dir.as_ref().unwrap())
             .output()
             .unwrap();
         assert!(
@@ -102,22 +104,23 @@ fn drop_mode_counts_exactly_what_it_discards() {
 fn frame_data_travels_with_the_frames() {
     let dir = tempfile::tempdir().unwrap();
     let opts = StressOptions {
-        dir: dir.path().join("log"),
+        dir: Some(dir.path().join("log")),
         threads: 2,
         frames: 20_000,
         mode: BufferingMode::Block,
         buffer_kib: 256,
         data_every: 7,
         depth: 2,
+        ..Default::default()
     };
     let report = run(&opts).unwrap();
     assert_eq!(report.dropped, 0);
     assert_eq!(report.dropped_data, 0);
     // Frames 0, 7, 14, ... of each thread carry data.
     assert_eq!(report.data_emitted, 2 * 20_000u64.div_ceil(7));
-    let mut store = framelog::DataStore::open(&opts.dir).unwrap();
+    let mut store = framelog::DataStore::open(opts.dir.as_ref().unwrap()).unwrap();
     assert_eq!(store.len() as u64, report.data_emitted);
-    let log = read_log(&opts.dir);
+    let log = read_log(opts.dir.as_ref().unwrap());
     let with_data: Vec<_> = log
         .starts
         .iter()

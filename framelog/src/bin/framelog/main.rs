@@ -3,6 +3,7 @@
 mod data;
 mod dump;
 mod output;
+mod serve;
 mod stats;
 
 use std::path::PathBuf;
@@ -10,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Inspect framelog profiler logs: dump records, show frame data, statistics, validate and recover files.
+/// Inspect framelog profiler logs: dump records, show frame data, statistics, validate and recover files, record programs that connect.
 #[derive(Parser)]
 #[command(name = "framelog", version, about)]
 struct Cli {
@@ -44,6 +45,8 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Record programs that connect (FRAMELOG_CONNECT=HOST:PORT) into a log directory.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => stats::run(&args),
         Command::Check { dir } => stats::check(&dir),
         Command::Recover { dir, out } => stats::recover(&dir, &out),
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,777 @@
+//! The recording server behind `framelog serve` and `debugger-gui --listen`: accepts
+//! programs that connect out, starts and stops their sessions, resumes suspended ones, and
+//! appends every session's records to one log directory, one worker per program.
+//!
+//! One thread per connection, blocking I/O: a control connection's thread waits for the
+//! program's Reply (or its disconnect), a stream connection's thread appends what arrives.
+//! Commands are written from any thread through the control connection's write handle.
+//! Nothing a peer sends can take the server down: every message is checked
+//! (`formats::protocol`, [`super::rewrite`]) and a bad one closes only its own connection,
+//! with one log line.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use formats::FrameKey;
+use formats::protocol::{
+    Advertise, Command, Kind, PROTOCOL_VERSION, RESUME, RefuseReason, Refused, Reply,
+    START_SESSION, STOP_SESSION, SessionSettings, Status, command_name, decode_data, decode_end,
+};
+
+use super::rewrite::{KeyMap, RewriteError};
+use super::wire::{WireError, read_message};
+use crate::{DataBatch, LogWriter, WriterOptions};
+
+/// How long a new connection may take to send its Advertise.
+const ADVERTISE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the accept loop checks for shutdown.
+const ACCEPT_POLL: Duration = Duration::from_millis(20);
+
+/// Receives the server's log lines (one event each).
+pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How a server behaves.
+#[derive(Clone)]
+pub struct ServerOptions {
+    /// The log directory every session is appended to.
+    pub dir: PathBuf,
+    /// The shared secret programs must present (required to listen beyond loopback).
+    pub token: Option<String>,
+    /// Start a session with these settings as soon as a program advertises without one
+    /// (`None`: only when [`Server::start_session`] asks).
+    pub auto_start: Option<SessionSettings>,
+    /// Resume a suspended program as soon as its session runs (or at once without
+    /// `auto_start`); `false` holds it until [`Server::resume`].
+    pub auto_resume: bool,
+    /// Options of each program's `LogWriter` (process name and pid come from its Advertise).
+    pub writer: WriterOptions,
+    /// Where log lines go (default: stderr).
+    pub log: LogFn,
+}
+
+impl ServerOptions {
+    /// A headless recorder into `dir`: every program is recorded with its own settings and
+    /// resumed at once.
+    pub fn recorder(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            token: None,
+            auto_start: Some(SessionSettings::keep()),
+            auto_resume: true,
+            writer: WriterOptions::default(),
+            log: Arc::new(|line: &str| eprintln!("{line}")),
+        }
+    }
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address does not resolve or cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A non-loopback address without a token.
+    #[error(
+        "listening on {0} (not loopback) needs a token: pass --token SECRET or set FRAMELOG_TOKEN"
+    )]
+    NeedsToken(SocketAddr),
+    /// The log directory cannot be created.
+    #[error("log directory {0}: {1}")]
+    Dir(PathBuf, std::io::Error),
+}
+
+/// Where a connected program is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessState {
+    /// Connected, no session.
+    Waiting,
+    /// Connected, waiting for Resume, no session.
+    Suspended,
+    /// A session streams.
+    Recording,
+    /// No connection open.
+    Gone,
+}
+
+impl ProcessState {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessState::Waiting => "waiting",
+            ProcessState::Suspended => "suspended",
+            ProcessState::Recording => "recording",
+            ProcessState::Gone => "gone",
+        }
+    }
+}
+
+/// A snapshot of one program, for listings.
+#[derive(Debug, Clone)]
+pub struct ProcessInfo {
+    /// The program run's random id.
+    pub instance: u64,
+    /// Process name from its Advertise.
+    pub name: String,
+    /// Process id.
+    pub pid: u32,
+    /// Protocol version it speaks.
+    pub protocol: u16,
+    /// Highest StartSession version it understands.
+    pub start_session_version: u8,
+    /// Whether it waits for Resume.
+    pub suspended: bool,
+    /// Where it is.
+    pub state: ProcessState,
+    /// Its worker in the log, once a session ran.
+    pub worker: Option<u8>,
+    /// Frame starts appended so far.
+    pub frames: u64,
+    /// Records it reported as dropped or unsent.
+    pub lost: u64,
+    /// The last error its commands or streams met, if any.
+    pub last_error: Option<String>,
+    /// Its address.
+    pub peer: SocketAddr,
+}
+
+/// The control connection a program is waiting on.
+struct Control {
+    conn: u64,
+    stream: TcpStream,
+}
+
+/// A program's output into the log: one worker for the server's lifetime.
+struct Output {
+    writer: LogWriter,
+    map: Mutex<KeyMap>,
+}
+
+struct Process {
+    info: ProcessInfo,
+    control: Option<Control>,
+    /// Commands sent and waiting for their Reply, by connection.
+    pending: HashMap<u64, Command>,
+    /// Connection id of the running stream.
+    stream: Option<u64>,
+    /// Connections open (control, stream, and ones closing).
+    open: usize,
+    output: Option<Arc<Output>>,
+    /// A user stopped the session: do not auto-start it again.
+    stopped: bool,
+    /// Settings of the next auto-started session.
+    settings: Option<SessionSettings>,
+}
+
+impl Process {
+    fn refresh_state(&mut self) {
+        self.info.state = if self.open == 0 {
+            ProcessState::Gone
+        } else if self.stream.is_some() {
+            ProcessState::Recording
+        } else if self.info.suspended {
+            ProcessState::Suspended
+        } else {
+            ProcessState::Waiting
+        };
+    }
+}
+
+struct Shared {
+    opts: ServerOptions,
+    processes: Mutex<HashMap<u64, Process>>,
+    /// Every open connection, to shut them at shutdown.
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    next_conn: AtomicU64,
+    closing: AtomicBool,
+    frames: AtomicU64,
+}
+
+/// A running server; dropping it (or [`Server::shutdown`]) closes every connection.
+pub struct Server {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Listens on `addr` (port 0 picks a free port) and serves until shut down.
+    pub fn bind(addr: &str, opts: ServerOptions) -> Result<Server, ServeError> {
+        let bind_err = |source| ServeError::Bind {
+            addr: addr.to_owned(),
+            source,
+        };
+        let resolved: Vec<SocketAddr> = addr.to_socket_addrs().map_err(bind_err)?.collect();
+        if let Some(a) = resolved.iter().find(|a| !a.ip().is_loopback())
+            && opts.token.as_deref().unwrap_or("").is_empty()
+        {
+            return Err(ServeError::NeedsToken(*a));
+        }
+        std::fs::create_dir_all(&opts.dir).map_err(|e| ServeError::Dir(opts.dir.clone(), e))?;
+        let listener = TcpListener::bind(&resolved[..]).map_err(bind_err)?;
+        let local = listener.local_addr().map_err(bind_err)?;
+        listener.set_nonblocking(true).map_err(bind_err)?;
+        let shared = Arc::new(Shared {
+            opts,
+            processes: Mutex::new(HashMap::new()),
+            conns: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+            next_conn: AtomicU64::new(1),
+            closing: AtomicBool::new(false),
+            frames: AtomicU64::new(0),
+        });
+        let s = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name("framelog-accept".into())
+            .spawn(move || accept_loop(&s, &listener))
+            .map_err(bind_err)?;
+        Ok(Server {
+            shared,
+            addr: local,
+            accept: Some(accept),
+        })
+    }
+
+    /// The address it listens on (with the port chosen).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.shared.opts.dir
+    }
+
+    /// Every program seen, oldest first by pid.
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        let mut v: Vec<_> = self
+            .shared
+            .processes
+            .lock()
+            .values()
+            .map(|p| p.info.clone())
+            .collect();
+        v.sort_by_key(|p| (p.pid, p.instance));
+        v
+    }
+
+    /// Frame starts appended, all programs.
+    pub fn frames(&self) -> u64 {
+        self.shared.frames.load(Ordering::Relaxed)
+    }
+
+    /// Starts (or reconfigures) a program's session with `settings`, using StartSession v1
+    /// unless a v2-only option is set. An error says why nothing was sent; the program's
+    /// answer shows in [`ProcessInfo::last_error`] and its state.
+    pub fn start_session(&self, instance: u64, settings: SessionSettings) -> Result<(), String> {
+        let mut procs = self.shared.processes.lock();
+        let p = procs.get_mut(&instance).ok_or("no such program")?;
+        p.stopped = false;
+        p.settings = Some(settings.clone());
+        let cmd = start_command(&p.info, settings)?;
+        self.shared.send(p, cmd)
+    }
+
+    /// Stops a program's session (and keeps it from being auto-started again).
+    pub fn stop_session(&self, instance: u64) -> Result<(), String> {
+        let mut procs = self.shared.processes.lock();
+        let p = procs.get_mut(&instance).ok_or("no such program")?;
+        p.stopped = true;
+        self.shared.send(p, Command::StopSession)
+    }
+
+    /// Releases a program waiting at start-up.
+    pub fn resume(&self, instance: u64) -> Result<(), String> {
+        let mut procs = self.shared.processes.lock();
+        let p = procs.get_mut(&instance).ok_or("no such program")?;
+        self.shared.send(p, Command::Resume)
+    }
+
+    /// Closes every connection and waits for every thread; what arrived is in the log.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shared.closing.store(true, Ordering::Release);
+        if let Some(a) = self.accept.take() {
+            let _ = a.join();
+        }
+        for c in self.shared.conns.lock().values() {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+        let threads = std::mem::take(&mut *self.shared.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+        for p in self.shared.processes.lock().values() {
+            if let Some(o) = &p.output {
+                let _ = o.writer.sync();
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The StartSession that carries `settings` for this program, or why it cannot.
+fn start_command(info: &ProcessInfo, settings: SessionSettings) -> Result<Command, String> {
+    let version = settings.version_needed();
+    if version > info.start_session_version {
+        return Err(format!(
+            "{} (pid {}) supports StartSession up to v{}; {} needs v{version}: update the program's stopwatch",
+            info.name,
+            info.pid,
+            info.start_session_version,
+            settings.v2_options().join(" and "),
+        ));
+    }
+    Ok(Command::StartSession { version, settings })
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    while !shared.closing.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_nodelay(true);
+                let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+                if let Ok(c) = stream.try_clone() {
+                    shared.conns.lock().insert(id, c);
+                }
+                let s = shared.clone();
+                let t = std::thread::Builder::new()
+                    .name(format!("framelog-conn-{id}"))
+                    .spawn(move || {
+                        s.serve_connection(id, stream, peer);
+                        s.conns.lock().remove(&id);
+                    });
+                match t {
+                    Ok(t) => {
+                        let mut threads = shared.threads.lock();
+                        threads.retain(|t| !t.is_finished());
+                        threads.push(t);
+                    }
+                    Err(e) => {
+                        shared.conns.lock().remove(&id);
+                        shared.log(&format!("cannot start a thread for {peer}: {e}"));
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(ACCEPT_POLL);
+            }
+            Err(e) => {
+                shared.log(&format!("accept failed: {e}"));
+                std::thread::sleep(ACCEPT_POLL);
+            }
+        }
+    }
+}
+
+/// How a connection ended.
+enum Ending {
+    /// The peer closed it (between messages).
+    Closed,
+    /// A stream's End arrived.
+    End(u64),
+    /// Something was wrong: one log line.
+    Error(String),
+}
+
+impl Shared {
+    fn log(&self, line: &str) {
+        (self.opts.log)(line);
+    }
+
+    fn serve_connection(self: &Arc<Self>, conn: u64, mut stream: TcpStream, peer: SocketAddr) {
+        let mut payload = Vec::new();
+        let _ = stream.set_read_timeout(Some(ADVERTISE_TIMEOUT));
+        let adv = match read_message(&mut stream, &mut payload) {
+            Ok(Some(Kind::Advertise)) => match Advertise::decode(&payload) {
+                Ok(a) => a,
+                Err(e) => {
+                    self.log(&format!("closing connection from {peer}: {e}"));
+                    return;
+                }
+            },
+            Ok(Some(kind)) => {
+                self.log(&format!(
+                    "closing connection from {peer}: {kind:?} before Advertise"
+                ));
+                return;
+            }
+            Ok(None) => return,
+            Err(e) => {
+                self.log(&format!("closing connection from {peer}: {e}"));
+                return;
+            }
+        };
+        if let Some(refusal) = self.refusal(&adv) {
+            self.log(&format!(
+                "refused {} (pid {}) from {peer}: {}",
+                adv.name, adv.pid, refusal.text
+            ));
+            let mut out = Vec::new();
+            refusal.encode(&mut out);
+            let _ = stream.write_all(&out);
+            return;
+        }
+        let _ = stream.set_read_timeout(None);
+        self.register(conn, &stream, &adv, peer);
+        let ending = self.read_loop(conn, &mut stream, &adv, &mut payload);
+        let who = format!("{} (pid {})", adv.name, adv.pid);
+        let mut procs = self.processes.lock();
+        if let Some(p) = procs.get_mut(&adv.instance) {
+            let was_stream = p.stream == Some(conn);
+            match &ending {
+                Ending::Closed if was_stream && !self.closing.load(Ordering::Acquire) => {
+                    self.log(&format!(
+                        "{who} stopped streaming without End (killed?); its log ends at the last whole record"
+                    ));
+                }
+                Ending::End(unsent) if *unsent > 0 => {
+                    p.info.lost += unsent;
+                    self.log(&format!("{who} ended its session; {unsent} records unsent"));
+                }
+                Ending::Error(e) => {
+                    p.info.last_error = Some(e.clone());
+                    self.log(&format!("closing connection from {who} at {peer}: {e}"));
+                }
+                _ => {}
+            }
+            if was_stream {
+                p.stream = None;
+            }
+            if p.control.as_ref().is_some_and(|c| c.conn == conn) {
+                p.control = None;
+            }
+            p.pending.remove(&conn);
+            p.open = p.open.saturating_sub(1);
+            p.refresh_state();
+        }
+    }
+
+    fn refusal(&self, adv: &Advertise) -> Option<Refused> {
+        if adv.protocol != PROTOCOL_VERSION {
+            let side = if adv.protocol > PROTOCOL_VERSION {
+                "the server"
+            } else {
+                "the program's stopwatch"
+            };
+            return Some(Refused {
+                reason: RefuseReason::ProtocolVersion,
+                text: format!(
+                    "program speaks protocol v{}, this server v{PROTOCOL_VERSION}: update {side}",
+                    adv.protocol
+                ),
+            });
+        }
+        match &self.opts.token {
+            Some(t) if !t.is_empty() && *t != adv.token => Some(Refused {
+                reason: RefuseReason::Token,
+                text: if adv.token.is_empty() {
+                    "this server needs a token: set FRAMELOG_TOKEN".into()
+                } else {
+                    "wrong token".into()
+                },
+            }),
+            _ => None,
+        }
+    }
+
+    /// Records a new control connection and applies the server's policy to it.
+    fn register(&self, conn: u64, stream: &TcpStream, adv: &Advertise, peer: SocketAddr) {
+        let Ok(write) = stream.try_clone() else {
+            return;
+        };
+        let mut procs = self.processes.lock();
+        let p = procs.entry(adv.instance).or_insert_with(|| {
+            self.log(&format!(
+                "{} (pid {}) connected from {peer}{}",
+                adv.name,
+                adv.pid,
+                if adv.suspended { ", suspended" } else { "" }
+            ));
+            Process {
+                info: ProcessInfo {
+                    instance: adv.instance,
+                    name: adv.name.clone(),
+                    pid: adv.pid,
+                    protocol: adv.protocol,
+                    start_session_version: 0,
+                    suspended: false,
+                    state: ProcessState::Waiting,
+                    worker: None,
+                    frames: 0,
+                    lost: 0,
+                    last_error: None,
+                    peer,
+                },
+                control: None,
+                pending: HashMap::new(),
+                stream: None,
+                open: 0,
+                output: None,
+                stopped: false,
+                settings: self.opts.auto_start.clone(),
+            }
+        });
+        p.info.start_session_version = adv.command_version(START_SESSION);
+        p.info.suspended = adv.suspended;
+        p.info.peer = peer;
+        p.open += 1;
+        if let Some(old) = p.control.take()
+            && !p.pending.contains_key(&old.conn)
+        {
+            // The program gave up on that connection and opened this one.
+            let _ = old.stream.shutdown(Shutdown::Both);
+        }
+        p.control = Some(Control {
+            conn,
+            stream: write,
+        });
+        p.refresh_state();
+        self.apply_policy(p);
+    }
+
+    /// The server's policy, applied whenever a program is idle on a control connection:
+    /// start a session first (so start-up is recorded), then resume.
+    fn apply_policy(&self, p: &mut Process) {
+        if p.control.is_none() || !p.pending.is_empty() {
+            return;
+        }
+        let auto_start = p.stream.is_none() && !p.stopped && self.opts.auto_start.is_some();
+        let cmd = if auto_start {
+            match p.settings.clone().map(|s| start_command(&p.info, s)) {
+                Some(Ok(cmd)) => Some(cmd),
+                Some(Err(e)) => {
+                    self.log(&e);
+                    p.info.last_error = Some(e);
+                    p.stopped = true;
+                    None
+                }
+                None => None,
+            }
+        } else {
+            None
+        };
+        let cmd = cmd.or_else(|| {
+            (p.info.suspended
+                && self.opts.auto_resume
+                && (p.stream.is_some() || p.stopped || self.opts.auto_start.is_none()))
+            .then_some(Command::Resume)
+        });
+        if let Some(cmd) = cmd
+            && let Err(e) = self.send(p, cmd)
+        {
+            self.log(&e);
+        }
+    }
+
+    /// Writes a command on the program's control connection.
+    fn send(&self, p: &mut Process, cmd: Command) -> Result<(), String> {
+        let name = command_name(cmd.code_version().0);
+        let c = p.control.as_mut().ok_or_else(|| {
+            format!(
+                "{} (pid {}) has no idle connection for {name} (it reconnects within seconds)",
+                p.info.name, p.info.pid
+            )
+        })?;
+        if !p.pending.is_empty() {
+            return Err(format!("{name}: another command is in flight"));
+        }
+        let mut out = Vec::new();
+        cmd.encode(&mut out);
+        c.stream
+            .write_all(&out)
+            .map_err(|e| format!("sending {name} to {}: {e}", p.info.name))?;
+        p.pending.insert(c.conn, cmd);
+        Ok(())
+    }
+
+    fn read_loop(
+        &self,
+        conn: u64,
+        stream: &mut TcpStream,
+        adv: &Advertise,
+        payload: &mut Vec<u8>,
+    ) -> Ending {
+        let mut output: Option<Arc<Output>> = None;
+        loop {
+            let kind = match read_message(stream, payload) {
+                Ok(Some(k)) => k,
+                Ok(None) => return Ending::Closed,
+                Err(WireError::Io(_)) if self.closing.load(Ordering::Acquire) => {
+                    return Ending::Closed;
+                }
+                Err(WireError::Io(e)) if output.is_some() => {
+                    // A stream cut mid-message (the program was killed): its whole messages
+                    // are in the log already.
+                    let _ = e;
+                    return Ending::Closed;
+                }
+                Err(e) => return Ending::Error(e.to_string()),
+            };
+            let result = match (kind, &output) {
+                (Kind::Reply, None) => match Reply::decode(payload) {
+                    Ok(reply) => match self.on_reply(conn, adv, reply) {
+                        Ok(o) => {
+                            output = o;
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e.to_string()),
+                },
+                (Kind::Frames, Some(o)) => self.append_frames(adv.instance, o, payload),
+                (Kind::Data, Some(o)) => append_data(o, payload),
+                (Kind::End, Some(_)) => {
+                    return match decode_end(payload) {
+                        Ok(unsent) => Ending::End(unsent),
+                        Err(e) => Ending::Error(e.to_string()),
+                    };
+                }
+                (kind, _) => Err(format!("unexpected {kind:?} message")),
+            };
+            if let Err(e) = result {
+                return Ending::Error(e);
+            }
+        }
+    }
+
+    /// Handles a Reply; returns the output to stream into when it started a session.
+    fn on_reply(
+        &self,
+        conn: u64,
+        adv: &Advertise,
+        reply: Reply,
+    ) -> Result<Option<Arc<Output>>, String> {
+        let mut procs = self.processes.lock();
+        let p = procs.get_mut(&adv.instance).ok_or("program forgotten")?;
+        let pending = p.pending.remove(&conn).ok_or("a Reply without a command")?;
+        if pending.code_version() != (reply.code, reply.version) {
+            return Err(format!(
+                "Reply to {} v{} for {} v{}",
+                command_name(reply.code),
+                reply.version,
+                command_name(pending.code_version().0),
+                pending.code_version().1
+            ));
+        }
+        // This connection is no longer the program's control connection: it opens a new one.
+        if p.control.as_ref().is_some_and(|c| c.conn == conn) {
+            p.control = None;
+        }
+        let name = command_name(reply.code);
+        if reply.status != Status::Ok {
+            let e = format!(
+                "{} (pid {}) answered {name} v{}: {:?}: {}",
+                p.info.name, p.info.pid, reply.version, reply.status, reply.text
+            );
+            self.log(&e);
+            p.info.last_error = Some(e);
+            if reply.code == START_SESSION {
+                // Do not ask again on every reconnect; a user may retry.
+                p.stopped = true;
+            }
+            self.apply_policy(p);
+            return Ok(None);
+        }
+        p.info.last_error = None;
+        match reply.code {
+            START_SESSION => {
+                let output = match &p.output {
+                    Some(o) => o.clone(),
+                    None => {
+                        let mut opts = self.opts.writer.clone();
+                        opts.process_name = Some(p.info.name.clone());
+                        opts.pid = Some(p.info.pid);
+                        opts.worker = None;
+                        let writer = LogWriter::open_with(&self.opts.dir, opts)
+                            .map_err(|e| format!("opening the log for {}: {e}", p.info.name))?;
+                        let o = Arc::new(Output {
+                            map: Mutex::new(KeyMap::new(writer.worker())),
+                            writer,
+                        });
+                        p.info.worker = Some(o.writer.worker());
+                        p.output = Some(o.clone());
+                        o
+                    }
+                };
+                p.stream = Some(conn);
+                self.log(&format!(
+                    "recording {} (pid {}) as worker {}",
+                    p.info.name,
+                    p.info.pid,
+                    output.writer.worker()
+                ));
+                p.refresh_state();
+                self.apply_policy(p);
+                Ok(Some(output))
+            }
+            STOP_SESSION => {
+                self.log(&format!("stopped {} (pid {})", p.info.name, p.info.pid));
+                Ok(None)
+            }
+            RESUME => {
+                p.info.suspended = false;
+                p.refresh_state();
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn append_frames(&self, instance: u64, o: &Output, payload: &mut [u8]) -> Result<(), String> {
+        let counts = {
+            let mut map = o.map.lock();
+            map.rewrite_records(payload, &mut |n| o.writer.reserve_ids(n))
+                .map_err(|e: RewriteError| format!("Frames message: {e}"))?
+        };
+        o.writer
+            .append_frames(payload)
+            .map_err(|e| format!("appending to the log: {e}"))?;
+        self.frames.fetch_add(counts.starts, Ordering::Relaxed);
+        if let Some(p) = self.processes.lock().get_mut(&instance) {
+            p.info.frames += counts.starts;
+            p.info.lost += counts.dropped;
+        }
+        Ok(())
+    }
+}
+
+fn append_data(o: &Output, payload: &[u8]) -> Result<(), String> {
+    let entries = decode_data(payload).map_err(|e| e.to_string())?;
+    let mut batch = DataBatch::new();
+    let mut map = o.map.lock();
+    for e in entries {
+        bson::RawDocument::from_bytes(e.doc)
+            .map_err(|err| format!("Data message: frame {}: {err}", e.id))?;
+        let id = map
+            .id(e.id, &mut |n| o.writer.reserve_ids(n))
+            .map_err(|err| format!("reserving frame ids: {err}"))?;
+        batch.push(FrameKey::new(map.worker(), id), e.doc);
+    }
+    drop(map);
+    o.writer
+        .append_data(&batch)
+        .map_err(|e| format!("appending frame data: {e}"))
+}
