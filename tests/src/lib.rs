@@ -40,3 +40,112 @@ pub fn encode_frames(buf: &mut Vec<u8>, worker: u8, first: u32, count: u32, labe
         buf.extend_from_slice(&tmp[..n]);
     }
 }
+
+/// The `framelog` CLI, built fresh (once per test process) into this test binary's target
+/// directory: it belongs to another package, so Cargo does not build it for these tests.
+pub fn framelog_bin() -> std::path::PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let release = !cfg!(debug_assertions);
+        let mut cmd = std::process::Command::new(env!("CARGO"));
+        cmd.args(["build", "--quiet", "-p", "framelog", "--bin", "framelog"]);
+        if release {
+            cmd.arg("--release");
+        }
+        let ok = cmd.status().expect("run cargo build").success();
+        assert!(ok, "cargo build -p framelog failed");
+    });
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/framelog
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("framelog"))
+        .expect("target directory");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p framelog` (or `cargo test --workspace`) first",
+        bin.display()
+    );
+    bin
+}
+
+/// A running `framelog serve` child process.
+pub struct Serve {
+    /// The child.
+    pub child: std::process::Child,
+    /// `HOST:PORT` it listens on.
+    pub addr: String,
+    /// Its stderr lines, collected by a thread.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Serve {
+    /// Starts `framelog serve --listen LISTEN --dir DIR EXTRA…` and waits for its
+    /// `listening on` line.
+    pub fn start(listen: &str, dir: &std::path::Path, extra: &[&str]) -> Serve {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(framelog_bin())
+            .args(["serve", "--listen", listen, "--dir"])
+            .arg(dir)
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn framelog serve");
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("read the listening line");
+        let addr = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first line {first:?} is not `listening on ADDR`"))
+            .to_owned();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let l = log.clone();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                l.lock().unwrap().push(line);
+            }
+        });
+        Serve { child, addr, log }
+    }
+
+    /// Sends SIGTERM and waits; the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        signal(self.child.id(), "TERM");
+        self.child.wait().expect("wait for framelog serve")
+    }
+
+    /// Its log lines so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// Sends `SIG<name>` to `pid` with kill(1).
+pub fn signal(pid: u32, name: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill -{name} {pid}");
+}
+
+/// Polls `cond` every 20 ms until it holds; panics with `what` after `secs` seconds.
+pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {secs} s waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

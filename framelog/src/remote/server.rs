@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -34,6 +34,10 @@ use crate::{DataBatch, LogWriter, WriterOptions};
 const ADVERTISE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the accept loop checks for shutdown.
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
+/// At shutdown, streams are read for at most this long...
+const DRAIN: Duration = Duration::from_secs(10);
+/// ...and until they are quiet this long.
+const DRAIN_QUIET: Duration = Duration::from_millis(300);
 
 /// Receives the server's log lines (one event each).
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
@@ -197,6 +201,8 @@ struct Shared {
     threads: Mutex<Vec<JoinHandle<()>>>,
     next_conn: AtomicU64,
     closing: AtomicBool,
+    /// Set at shutdown: when stream connections stop being read.
+    drain_until: Mutex<Option<Instant>>,
     frames: AtomicU64,
 }
 
@@ -231,6 +237,7 @@ impl Server {
             threads: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(1),
             closing: AtomicBool::new(false),
+            drain_until: Mutex::new(None),
             frames: AtomicU64::new(0),
         });
         let s = shared.clone();
@@ -306,12 +313,25 @@ impl Server {
     }
 
     fn stop(&mut self) {
+        *self.shared.drain_until.lock() = Some(Instant::now() + DRAIN);
         self.shared.closing.store(true, Ordering::Release);
         if let Some(a) = self.accept.take() {
             let _ = a.join();
         }
-        for c in self.shared.conns.lock().values() {
-            let _ = c.shutdown(Shutdown::Both);
+        let streams: Vec<u64> = self
+            .shared
+            .processes
+            .lock()
+            .values()
+            .filter_map(|p| p.stream)
+            .collect();
+        for (id, c) in self.shared.conns.lock().iter() {
+            if streams.contains(id) {
+                // Read what the program already sent (until its End, or quiet), then stop.
+                let _ = c.set_read_timeout(Some(DRAIN_QUIET));
+            } else {
+                let _ = c.shutdown(Shutdown::Both);
+            }
         }
         let threads = std::mem::take(&mut *self.shared.threads.lock());
         for t in threads {
@@ -447,9 +467,12 @@ impl Shared {
                         "{who} stopped streaming without End (killed?); its log ends at the last whole record"
                     ));
                 }
-                Ending::End(unsent) if *unsent > 0 => {
+                Ending::End(unsent) => {
                     p.info.lost += unsent;
-                    self.log(&format!("{who} ended its session; {unsent} records unsent"));
+                    self.log(&format!(
+                        "{who} ended its session ({} frames in all, {unsent} records unsent)",
+                        p.info.frames
+                    ));
                 }
                 Ending::Error(e) => {
                     p.info.last_error = Some(e.clone());
@@ -616,6 +639,11 @@ impl Shared {
     ) -> Ending {
         let mut output: Option<Arc<Output>> = None;
         loop {
+            if self.closing.load(Ordering::Acquire)
+                && self.drain_until.lock().is_some_and(|t| Instant::now() >= t)
+            {
+                return Ending::Closed;
+            }
             let kind = match read_message(stream, payload) {
                 Ok(Some(k)) => k,
                 Ok(None) => return Ending::Closed,

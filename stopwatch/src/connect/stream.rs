@@ -299,7 +299,7 @@ mod tests {
         let mut n = 0;
         while !rest.is_empty() {
             let cut = cut_at_record(rest, 100);
-            assert!(cut <= 100 && cut % formats::FRAME_END_LEN == 0);
+            assert!(cut <= 100 && cut.is_multiple_of(formats::FRAME_END_LEN));
             n += RecordIter::new(&rest[..cut], 0).count();
             rest = &rest[cut..];
         }

@@ -1,0 +1,413 @@
+//! Connect mode against a real server on 127.0.0.1 (`framelog::remote::Server`, in this
+//! process) and against raw sockets acting as old, new and malicious peers.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use formats::protocol::{
+    self, Advertise, Command, Kind, Reply, SessionSettings, Status, encode_frames,
+};
+use formats::{Category, FrameKey, Record};
+use framelog::LogReader;
+use framelog::remote::wire::read_message;
+use framelog::remote::{ProcessInfo, ProcessState, Server, ServerOptions};
+use stopwatch::{BufferingMode, Recorder, Stopwatch};
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A server whose log lines are kept for assertions.
+fn server(
+    dir: &std::path::Path,
+    tweak: impl FnOnce(&mut ServerOptions),
+) -> (Server, Arc<Mutex<Vec<String>>>) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l = lines.clone();
+    let mut opts = ServerOptions::recorder(dir);
+    opts.log = Arc::new(move |line: &str| l.lock().unwrap().push(line.to_owned()));
+    tweak(&mut opts);
+    (Server::bind("127.0.0.1:0", opts).unwrap(), lines)
+}
+
+fn process(server: &Server) -> Option<ProcessInfo> {
+    server.processes().into_iter().next()
+}
+
+/// (label, category, has data) of every frame in the log, in order.
+fn frames(dir: &std::path::Path) -> Vec<(String, Category, FrameKey)> {
+    let mut v = Vec::new();
+    LogReader::open(dir)
+        .unwrap()
+        .read_available(|_, r| {
+            if let Record::Start(s) = r {
+                v.push((
+                    s.label.to_owned(),
+                    s.category,
+                    FrameKey::new(s.worker, s.id),
+                ));
+            }
+        })
+        .unwrap();
+    v
+}
+
+fn record(rec: &Recorder, label: &'static str, category: Category) {
+    let f = rec.start_with(label, category);
+    f.data(&serde_json::json!({"label": label}));
+}
+
+#[test]
+fn new_program_new_server_v1_then_v2_settings_apply_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), |o| o.auto_start = None);
+    let rec = Stopwatch::builder()
+        .connect(server.local_addr().to_string())
+        .build()
+        .unwrap();
+    wait_until("the program to advertise", || {
+        process(&server).is_some_and(|p| p.state == ProcessState::Waiting)
+    });
+    let p = process(&server).unwrap();
+    assert_eq!((p.protocol, p.start_session_version), (1, 2));
+    assert_eq!(p.pid, std::process::id());
+    // Not recording before a session: nothing to send, nothing lost.
+    record(&rec, "before", Category::HTTP);
+
+    server
+        .start_session(p.instance, SessionSettings::keep())
+        .unwrap();
+    wait_until("the session to stream", || rec.is_streaming());
+    record(&rec, "v1", Category::HTTP);
+    assert!(rec.flush(Duration::from_secs(10)));
+    wait_until("v1 frames in the log", || {
+        frames(dir.path()).iter().any(|f| f.0 == "v1")
+    });
+
+    // v2: frame data off, only database frames.
+    let v2 = SessionSettings {
+        frame_data: false,
+        categories: vec![Category::DATABASE],
+        mode: protocol::ModeSetting::Block,
+        ..SessionSettings::keep()
+    };
+    wait_until("an idle control connection", || {
+        server.start_session(p.instance, v2.clone()).is_ok()
+    });
+    wait_until("the block mode of the v2 session", || {
+        rec.mode() == BufferingMode::Block
+    });
+    record(&rec, "v2-http", Category::HTTP);
+    record(&rec, "v2-db", Category::DATABASE);
+    assert!(rec.flush(Duration::from_secs(10)));
+    wait_until("v2 frames", || {
+        frames(dir.path()).iter().any(|f| f.0 == "v2-db")
+    });
+    let stats = rec.shutdown();
+    assert_eq!(stats.unsent, 0);
+
+    let got = frames(dir.path());
+    let labels: Vec<&str> = got.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["v1", "v2-db"],
+        "nothing before the session, the filter applied"
+    );
+    let mut store = framelog::DataStore::open(dir.path()).unwrap();
+    assert!(store.get(got[0].2).unwrap().is_some(), "v1 kept frame data");
+    assert!(
+        store.get(got[1].2).unwrap().is_none(),
+        "v2 turned frame data off"
+    );
+}
+
+#[test]
+fn new_server_old_program_v1_works_and_a_v2_option_says_which_side_to_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, lines) = server(dir.path(), |o| o.auto_start = None);
+    let rec = Stopwatch::builder()
+        .connect(server.local_addr().to_string())
+        .start_session_version(1)
+        .build()
+        .unwrap();
+    wait_until("the program", || process(&server).is_some());
+    let p = process(&server).unwrap();
+    assert_eq!(p.start_session_version, 1);
+    let v2 = SessionSettings {
+        frame_data: false,
+        ..SessionSettings::keep()
+    };
+    let err = server.start_session(p.instance, v2).unwrap_err();
+    assert!(
+        err.contains("supports StartSession up to v1; frame data off needs v2: update the program's stopwatch"),
+        "{err}"
+    );
+    // The same session without the v2 option goes out as v1 and records.
+    server
+        .start_session(p.instance, SessionSettings::keep())
+        .unwrap();
+    wait_until("the session", || rec.is_streaming());
+    record(&rec, "old-program", Category::JOB);
+    drop(rec);
+    wait_until("the frame", || frames(dir.path()).len() == 1);
+    assert!(lines.lock().unwrap().iter().all(|l| !l.contains("closing")));
+}
+
+/// Plays the server side by hand: accepts one Advertise and returns the connection.
+fn accept_advertise(listener: &TcpListener) -> (TcpStream, Advertise) {
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut payload = Vec::new();
+    assert_eq!(
+        read_message(&mut s, &mut payload).unwrap(),
+        Some(Kind::Advertise)
+    );
+    let adv = Advertise::decode(&payload).unwrap();
+    (s, adv)
+}
+
+fn send(s: &mut TcpStream, cmd: &Command) -> Reply {
+    let mut out = Vec::new();
+    cmd.encode(&mut out);
+    s.write_all(&out).unwrap();
+    let mut payload = Vec::new();
+    assert_eq!(read_message(s, &mut payload).unwrap(), Some(Kind::Reply));
+    Reply::decode(&payload).unwrap()
+}
+
+#[test]
+fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_program() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rec = Stopwatch::builder()
+        .connect(listener.local_addr().unwrap().to_string())
+        .build()
+        .unwrap();
+    let (mut c, adv) = accept_advertise(&listener);
+    assert_eq!(adv.command_version(protocol::START_SESSION), 2);
+
+    // A newer server's command this program does not know: an explicit error, no hang.
+    let mut out = Vec::new();
+    protocol::encode_header(Kind::Command, 2, &mut out);
+    out.extend_from_slice(&[42, 1]);
+    c.write_all(&out).unwrap();
+    let mut payload = Vec::new();
+    read_message(&mut c, &mut payload).unwrap();
+    let r = Reply::decode(&payload).unwrap();
+    assert_eq!(r.status, Status::UnknownCommand);
+    assert!(r.text.contains("unknown command code 42"), "{}", r.text);
+
+    // StartSession v3 (from a future server): unsupported, naming what it knows.
+    let (mut c, _) = accept_advertise(&listener);
+    let mut out = Vec::new();
+    protocol::encode_header(Kind::Command, 2, &mut out);
+    out.extend_from_slice(&[protocol::START_SESSION, 3]);
+    c.write_all(&out).unwrap();
+    read_message(&mut c, &mut payload).unwrap();
+    let r = Reply::decode(&payload).unwrap();
+    assert_eq!(r.status, Status::UnsupportedVersion);
+    assert!(
+        r.text
+            .contains("StartSession v3 is not supported (this program knows up to v2)")
+    );
+
+    // An old server: StartSession v1. The program answers Ok and streams on this connection.
+    let (mut c, _) = accept_advertise(&listener);
+    let reply = send(
+        &mut c,
+        &Command::StartSession {
+            version: 1,
+            settings: SessionSettings::keep(),
+        },
+    );
+    assert_eq!(reply, Reply::ok(protocol::START_SESSION, 1));
+    // ... and advertises again on a new connection.
+    let (_next, _) = accept_advertise(&listener);
+    wait_until("the stream", || rec.is_streaming());
+    record(&rec, "over-v1", Category::JOB);
+    drop(rec);
+    let mut starts = Vec::new();
+    loop {
+        match read_message(&mut c, &mut payload).unwrap() {
+            Some(Kind::Frames) => {
+                for r in formats::RecordIter::new(&payload, 0) {
+                    if let Record::Start(s) = r.unwrap().1 {
+                        starts.push(s.label.to_owned());
+                    }
+                }
+            }
+            Some(Kind::Data) => {}
+            Some(Kind::End) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(starts, ["over-v1"]);
+}
+
+#[test]
+fn a_wrong_token_is_refused_and_logged_a_right_one_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, lines) = server(dir.path(), |o| o.token = Some("s3cret".into()));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let e = errors.clone();
+    let wrong = Stopwatch::builder()
+        .connect(server.local_addr().to_string())
+        .token("guess")
+        .on_error(move |err| e.lock().unwrap().push(err.to_string()))
+        .build()
+        .unwrap();
+    wait_until("the refusal in the server's log", || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("refused") && l.contains("wrong token"))
+    });
+    wait_until("the refusal reported by the program", || {
+        errors
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("refused this program: wrong token"))
+    });
+    assert!(
+        server.processes().is_empty(),
+        "a refused program is not listed"
+    );
+    drop(wrong);
+    let right = Stopwatch::builder()
+        .connect(server.local_addr().to_string())
+        .token("s3cret")
+        .build()
+        .unwrap();
+    wait_until("the session", || right.is_streaming());
+}
+
+#[test]
+fn listening_beyond_loopback_needs_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Server::bind("0.0.0.0:0", ServerOptions::recorder(dir.path()))
+        .err()
+        .expect("refused without a token");
+    assert!(err.to_string().contains("needs a token"), "{err}");
+}
+
+#[test]
+fn malformed_peers_are_cut_off_with_one_line_and_others_keep_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, lines) = server(dir.path(), |_| {});
+    let addr = server.local_addr();
+    let rec = Stopwatch::builder()
+        .connect(addr.to_string())
+        .build()
+        .unwrap();
+    wait_until("the good program's session", || rec.is_streaming());
+
+    // 1: not our protocol at all.
+    let mut bad = TcpStream::connect(addr).unwrap();
+    bad.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    // 2: a header announcing 2 GiB.
+    let mut huge = TcpStream::connect(addr).unwrap();
+    huge.write_all(&[0xff, 0xff, 0xff, 0x7f, Kind::Frames as u8])
+        .unwrap();
+    // 3: a valid Advertise, then corrupt records on what the server thinks is its stream.
+    let mut evil = TcpStream::connect(addr).unwrap();
+    let mut out = Vec::new();
+    Advertise {
+        protocol: protocol::PROTOCOL_VERSION,
+        instance: 7,
+        pid: 1,
+        suspended: false,
+        records_locally: false,
+        name: "evil".into(),
+        token: String::new(),
+        commands: vec![(protocol::START_SESSION, 1)],
+    }
+    .encode(&mut out);
+    evil.write_all(&out).unwrap();
+    let mut payload = Vec::new();
+    assert_eq!(
+        read_message(&mut evil, &mut payload).unwrap(),
+        Some(Kind::Command)
+    );
+    out.clear();
+    Reply::ok(protocol::START_SESSION, 1).encode(&mut out);
+    encode_frames(&[0xAB; 40], &mut out);
+    evil.write_all(&out).unwrap();
+
+    for s in [&mut bad, &mut huge, &mut evil] {
+        // Each is closed by the server (read returns 0 or an error).
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut buf = [0u8; 64];
+        while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+    }
+    wait_until("three closing lines", || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("closing connection"))
+            .count()
+            >= 3
+    });
+    // The good program still records.
+    record(&rec, "still-here", Category::JOB);
+    drop(rec);
+    wait_until("the good frame", || {
+        frames(dir.path()).iter().any(|f| f.0 == "still-here")
+    });
+    let mut reader = LogReader::open(dir.path()).unwrap();
+    reader.read_available(|_, _| {}).unwrap();
+    assert_eq!(
+        reader.damage_totals().0,
+        0,
+        "nothing a peer sent reached the log unchecked"
+    );
+}
+
+#[test]
+fn a_stalled_server_never_hangs_block_mode_producers() {
+    // Accepts, starts a session, then never reads: the socket fills up.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rec = Arc::new(
+        Stopwatch::builder()
+            .connect(listener.local_addr().unwrap().to_string())
+            .mode(BufferingMode::Block)
+            .buffer_kib(64)
+            .build()
+            .unwrap(),
+    );
+    let (mut c, _) = accept_advertise(&listener);
+    let reply = send(
+        &mut c,
+        &Command::StartSession {
+            version: 1,
+            settings: SessionSettings::keep(),
+        },
+    );
+    assert_eq!(reply.status, Status::Ok);
+    wait_until("the stream", || rec.is_streaming());
+    let r = rec.clone();
+    let t = Instant::now();
+    let worker = std::thread::spawn(move || {
+        for _ in 0..2_000_000 {
+            drop(r.start("flood"));
+        }
+    });
+    worker.join().unwrap();
+    let stats = Arc::into_inner(rec).unwrap().shutdown();
+    assert!(
+        t.elapsed() < Duration::from_secs(60),
+        "producers were released after the write timeout"
+    );
+    assert!(
+        stats.unsent > 0,
+        "what the stalled stream held is counted: {stats:?}"
+    );
+    drop(c);
+}
