@@ -11,6 +11,7 @@ use formats::Category;
 use crate::data_loader::DataLoader;
 use crate::demo::Demo;
 use crate::ingest::{Ingest, IngestStatus};
+use crate::listen::Listener;
 use crate::model::search::{Matches, Pattern};
 use crate::model::{FrameInfo, FrameRef, Model};
 use crate::ui::contexts::{self, ContextsPanel};
@@ -35,6 +36,8 @@ pub enum BottomTab {
     Contexts,
     /// The statistics table.
     Statistics,
+    /// Connected programs (while listening).
+    Processes,
 }
 
 /// The debugger window's state.
@@ -55,6 +58,11 @@ pub struct DebuggerApp {
     focus_path: bool,
     messages: Vec<String>,
     demo: Option<Demo>,
+    listener: Option<Listener>,
+    /// The File > Listen… dialog's address box, while it is open.
+    listen_dialog: Option<String>,
+    /// The last error of a Processes tab button.
+    process_message: Option<String>,
     ui_cpu: Duration,
     title: String,
 }
@@ -84,6 +92,9 @@ impl DebuggerApp {
             focus_path: false,
             messages: Vec::new(),
             demo: None,
+            listener: None,
+            listen_dialog: None,
+            process_message: None,
             ui_cpu: Duration::ZERO,
             title: String::new(),
         }
@@ -101,6 +112,40 @@ impl DebuggerApp {
         let mut app = Self::new();
         app.start_demo();
         app
+    }
+
+    /// A window recording the programs that connect to `addr` into `dir` (a temporary
+    /// directory if `None`), and following that log.
+    pub fn listen(addr: &str, dir: Option<&Path>, token: Option<String>) -> Self {
+        let mut app = Self::new();
+        app.start_listening(addr, dir, token);
+        app
+    }
+
+    /// Starts listening on `addr` (see [`DebuggerApp::listen`]); a failure is shown.
+    pub fn start_listening(&mut self, addr: &str, dir: Option<&Path>, token: Option<String>) {
+        match Listener::start(addr, dir, token) {
+            Ok(listener) => {
+                let dir = listener.dir().to_owned();
+                self.listener = Some(listener);
+                self.open_log(&dir);
+                self.tab = BottomTab::Processes;
+                self.show_bottom = true;
+            }
+            Err(e) => self
+                .messages
+                .push(format!("Could not listen on {addr}: {e:#}")),
+        }
+    }
+
+    /// The recording server, while the window listens.
+    pub fn listener(&self) -> Option<&Listener> {
+        self.listener.as_ref()
+    }
+
+    /// The bottom panel's tab.
+    pub fn tab(&self) -> BottomTab {
+        self.tab
     }
 
     /// Starts the demo workload and opens its log.
@@ -123,6 +168,17 @@ impl DebuggerApp {
         let old_demo = self.demo.as_ref().is_some_and(|d| d.dir() != dir.as_path());
         if old_demo {
             self.demo = None;
+        }
+        // Opening another log stops listening (the window follows one log at a time).
+        if self
+            .listener
+            .as_ref()
+            .is_some_and(|l| l.dir() != dir.as_path())
+        {
+            self.listener = None;
+            if self.tab == BottomTab::Processes {
+                self.tab = BottomTab::Contexts;
+            }
         }
         let ingest = Ingest::start(&dir, true);
         let data = DataLoader::start(&dir);
@@ -311,6 +367,7 @@ impl DebuggerApp {
                 }
             });
             self.open_dialog(&ctx);
+            self.listen_dialog(&ctx);
         }
         // A log opened while drawing (File > Open log…, Open demo, a dropped folder) replaces
         // the one taken out above, which is dropped (its threads stop).
@@ -367,6 +424,14 @@ impl DebuggerApp {
                 }
                 if ui.button("Open demo").clicked() {
                     self.start_demo();
+                    ui.close();
+                }
+                if ui
+                    .button("Listen…")
+                    .on_hover_text("Record programs that connect with FRAMELOG_CONNECT")
+                    .clicked()
+                {
+                    self.listen_dialog = Some("127.0.0.1:7878".to_owned());
                     ui.close();
                 }
                 ui.separator();
@@ -468,9 +533,16 @@ impl DebuggerApp {
         ui.horizontal(|ui| {
             ui.selectable_value(&mut self.tab, BottomTab::Contexts, "Contexts");
             ui.selectable_value(&mut self.tab, BottomTab::Statistics, "Statistics");
+            if self.listener.is_some() {
+                ui.selectable_value(&mut self.tab, BottomTab::Processes, "Processes");
+            }
         });
         ui.separator();
         match self.tab {
+            BottomTab::Processes => match &mut self.listener {
+                Some(l) => crate::ui::processes::show(ui, l, &mut self.process_message),
+                None => self.tab = BottomTab::Contexts,
+            },
             BottomTab::Contexts => {
                 if let Some(row) = contexts::show(ui, &mut self.contexts, model) {
                     self.select(Some(row.root));
@@ -526,6 +598,44 @@ impl DebuggerApp {
             self.open_log(p);
         } else if open && !cancel {
             self.open_dialog = Some(path);
+        }
+    }
+}
+
+impl DebuggerApp {
+    fn listen_dialog(&mut self, ctx: &egui::Context) {
+        let Some(mut addr) = self.listen_dialog.take() else {
+            return;
+        };
+        let mut open = true;
+        let mut go = false;
+        let mut cancel = false;
+        egui::Window::new("Listen for programs")
+            .collapsible(false)
+            .resizable(false)
+            .open(&mut open)
+            .show(ctx, |ui| {
+                ui.label("Address (127.0.0.1 unless FRAMELOG_TOKEN is set):");
+                let r = ui
+                    .add(TextEdit::singleline(&mut addr).desired_width(260.0))
+                    .accessible_name("Listen address");
+                let enter = r.lost_focus() && ui.input(|i| i.key_pressed(Key::Enter));
+                ui.horizontal(|ui| {
+                    go = ui.button("Listen").clicked() || enter;
+                    cancel = ui.button("Cancel").clicked();
+                });
+                ui.label(
+                    RichText::new(
+                        "Programs started with FRAMELOG_CONNECT=ADDRESS are recorded into a temporary log this window follows.",
+                    )
+                    .weak(),
+                );
+            });
+        if go {
+            let token = std::env::var("FRAMELOG_TOKEN").ok();
+            self.start_listening(addr.trim(), None, token);
+        } else if open && !cancel {
+            self.listen_dialog = Some(addr);
         }
     }
 }

@@ -113,7 +113,7 @@ fn harness(app: DebuggerApp) -> Harness<'static, DebuggerApp> {
 fn step_until(
     h: &mut Harness<'_, DebuggerApp>,
     what: &str,
-    cond: impl Fn(&Harness<'_, DebuggerApp>) -> bool,
+    mut cond: impl FnMut(&Harness<'_, DebuggerApp>) -> bool,
 ) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -566,4 +566,58 @@ fn panning_stops_half_a_view_past_either_end_of_the_log() {
             hi - width * 0.5
         );
     }
+}
+
+/// The window as a server: a suspended program connects, shows in the Processes tab, is
+/// resumed with its button, and its frames appear in the window's log.
+#[test]
+fn listening_window_resumes_a_suspended_program_and_shows_its_frames() {
+    let mut h = harness(DebuggerApp::listen("127.0.0.1:0", None, None));
+    let addr = h.state().listener().expect("listening").addr().to_string();
+    // A program started with FRAMELOG_CONNECT=ADDR,suspend: build() waits for Resume.
+    let program = std::thread::spawn(move || {
+        let rec = stopwatch::Stopwatch::builder()
+            .connect(format!("{addr},suspend,timeout=60s"))
+            .build()
+            .unwrap();
+        // Start-up work, recorded because the session started before the resume.
+        let f = rec.start_with("startup: load config", Category::FUNCTION);
+        f.data(&serde_json::json!({"path": "/etc/app.toml"}));
+        drop(f);
+        rec.flush(Duration::from_secs(10));
+        rec
+    });
+    step_until(&mut h, "the program listed as suspended", |h| {
+        h.query_by_label("suspended").is_some() && h.query_by_label("Resume").is_some()
+    });
+    assert!(!program.is_finished(), "the program waits while suspended");
+    // A new row's grid columns settle one frame after it appears: click once it is still.
+    let mut last = Rect::NOTHING;
+    step_until(&mut h, "the Resume button to settle", |h| {
+        let r = h.get_by_label("Resume").rect();
+        std::mem::replace(&mut last, r) == r
+    });
+    h.get_by_label("Resume").click();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !program.is_finished() {
+        h.step();
+        assert!(
+            Instant::now() < deadline,
+            "the program was not resumed: {:?}",
+            h.state().listener().map(|l| l.lines())
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rec = program.join().unwrap();
+    step_until(
+        &mut h,
+        "the program's start-up frame in the flamegraph",
+        |h| !boxes(h, "startup: load config").is_empty() && h.query_by_label("recording").is_some(),
+    );
+    drop(rec);
+    step_until(&mut h, "the session's end", |h| {
+        h.state()
+            .listener()
+            .is_some_and(|l| l.lines().iter().any(|l| l.contains("ended its session")))
+    });
 }

@@ -1,4 +1,5 @@
-//! The egui widgets: flamegraph, frame-data tree, contexts list, statistics table, status bar.
+//! The egui widgets: flamegraph, frame-data tree, contexts list, statistics table, processes
+//! (listening windows), status bar.
 
 pub mod contexts;
 pub mod data_panel;
@@ -6,6 +7,7 @@ pub mod data_tree;
 pub mod flamegraph;
 pub mod frame_info;
 pub mod present;
+pub mod processes;
 pub mod search_bar;
 pub mod stats;
 pub mod status_bar;

@@ -27,17 +27,19 @@ use formats::protocol::{
 };
 
 use super::rewrite::{KeyMap, RewriteError};
-use super::wire::{WireError, read_message};
+use super::wire::{WireError, is_timeout, read_message};
 use crate::{DataBatch, LogWriter, WriterOptions};
 
 /// How long a new connection may take to send its Advertise.
 const ADVERTISE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the accept loop checks for shutdown.
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
-/// At shutdown, streams are read for at most this long...
+/// At shutdown, streams are read until quiet for `POLL`, for at most this long.
 const DRAIN: Duration = Duration::from_secs(10);
-/// ...and until they are quiet this long.
-const DRAIN_QUIET: Duration = Duration::from_millis(300);
+/// How often a connection's thread checks for shutdown while no message arrives.
+const POLL: Duration = Duration::from_millis(200);
+/// How long a message may take to arrive whole once it began.
+const MESSAGE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Receives the server's log lines (one event each).
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
@@ -102,7 +104,7 @@ pub enum ServeError {
 pub enum ProcessState {
     /// Connected, no session.
     Waiting,
-    /// Connected, waiting for Resume, no session.
+    /// Connected and waiting for Resume (its session may already be set up).
     Suspended,
     /// A session streams.
     Recording,
@@ -139,6 +141,8 @@ pub struct ProcessInfo {
     pub suspended: bool,
     /// Where it is.
     pub state: ProcessState,
+    /// Whether a session streams (also while suspended).
+    pub stream_active: bool,
     /// Its worker in the log, once a session ran.
     pub worker: Option<u8>,
     /// Frame starts appended so far.
@@ -168,6 +172,9 @@ struct Process {
     control: Option<Control>,
     /// Commands sent and waiting for their Reply, by connection.
     pending: HashMap<u64, Command>,
+    /// Commands asked for while none could be sent (one in flight, or no idle connection),
+    /// sent as soon as one can.
+    queued: std::collections::VecDeque<Command>,
     /// Connection id of the running stream.
     stream: Option<u64>,
     /// Connections open (control, stream, and ones closing).
@@ -181,20 +188,30 @@ struct Process {
 
 impl Process {
     fn refresh_state(&mut self) {
+        self.info.stream_active = self.stream.is_some();
         self.info.state = if self.open == 0 {
             ProcessState::Gone
+        } else if self.info.suspended {
+            // Waiting for Resume, its session (if any) already set up.
+            ProcessState::Suspended
         } else if self.stream.is_some() {
             ProcessState::Recording
-        } else if self.info.suspended {
-            ProcessState::Suspended
         } else {
             ProcessState::Waiting
         };
     }
 }
 
+/// When the server starts and resumes programs on its own.
+#[derive(Clone)]
+struct Policy {
+    auto_start: Option<SessionSettings>,
+    auto_resume: bool,
+}
+
 struct Shared {
     opts: ServerOptions,
+    policy: Mutex<Policy>,
     processes: Mutex<HashMap<u64, Process>>,
     /// Every open connection, to shut them at shutdown.
     conns: Mutex<HashMap<u64, TcpStream>>,
@@ -231,6 +248,10 @@ impl Server {
         let local = listener.local_addr().map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
         let shared = Arc::new(Shared {
+            policy: Mutex::new(Policy {
+                auto_start: opts.auto_start.clone(),
+                auto_resume: opts.auto_resume,
+            }),
             opts,
             processes: Mutex::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
@@ -300,6 +321,15 @@ impl Server {
         self.shared.send(p, Command::StopSession)
     }
 
+    /// Changes what the server does on its own from now on: start sessions with these
+    /// settings (`None`: only when asked) and resume suspended programs (or hold them).
+    pub fn set_policy(&self, auto_start: Option<SessionSettings>, auto_resume: bool) {
+        *self.shared.policy.lock() = Policy {
+            auto_start,
+            auto_resume,
+        };
+    }
+
     /// Releases a program waiting at start-up.
     pub fn resume(&self, instance: u64) -> Result<(), String> {
         let mut procs = self.shared.processes.lock();
@@ -326,10 +356,9 @@ impl Server {
             .filter_map(|p| p.stream)
             .collect();
         for (id, c) in self.shared.conns.lock().iter() {
-            if streams.contains(id) {
-                // Read what the program already sent (until its End, or quiet), then stop.
-                let _ = c.set_read_timeout(Some(DRAIN_QUIET));
-            } else {
+            // Streams are read until their End, or until quiet for `POLL` (their threads
+            // check `closing`); other connections close now.
+            if !streams.contains(id) {
                 let _ = c.shutdown(Shutdown::Both);
             }
         }
@@ -542,6 +571,7 @@ impl Shared {
                     start_session_version: 0,
                     suspended: false,
                     state: ProcessState::Waiting,
+                    stream_active: false,
                     worker: None,
                     frames: 0,
                     lost: 0,
@@ -550,11 +580,12 @@ impl Shared {
                 },
                 control: None,
                 pending: HashMap::new(),
+                queued: Default::default(),
                 stream: None,
                 open: 0,
                 output: None,
                 stopped: false,
-                settings: self.opts.auto_start.clone(),
+                settings: None,
             }
         });
         p.info.start_session_version = adv.command_version(START_SESSION);
@@ -581,9 +612,18 @@ impl Shared {
         if p.control.is_none() || !p.pending.is_empty() {
             return;
         }
-        let auto_start = p.stream.is_none() && !p.stopped && self.opts.auto_start.is_some();
+        if let Some(cmd) = p.queued.pop_front() {
+            if let Err(e) = self.send(p, cmd) {
+                self.log(&e);
+            }
+            return;
+        }
+        let policy = self.policy.lock().clone();
+        let auto_start = p.stream.is_none() && !p.stopped && policy.auto_start.is_some();
         let cmd = if auto_start {
-            match p.settings.clone().map(|s| start_command(&p.info, s)) {
+            // A user's own settings for this program win over the server's.
+            let settings = p.settings.clone().or(policy.auto_start.clone());
+            match settings.map(|s| start_command(&p.info, s)) {
                 Some(Ok(cmd)) => Some(cmd),
                 Some(Err(e)) => {
                     self.log(&e);
@@ -598,8 +638,8 @@ impl Shared {
         };
         let cmd = cmd.or_else(|| {
             (p.info.suspended
-                && self.opts.auto_resume
-                && (p.stream.is_some() || p.stopped || self.opts.auto_start.is_none()))
+                && policy.auto_resume
+                && (p.stream.is_some() || p.stopped || policy.auto_start.is_none()))
             .then_some(Command::Resume)
         });
         if let Some(cmd) = cmd
@@ -609,18 +649,20 @@ impl Shared {
         }
     }
 
-    /// Writes a command on the program's control connection.
+    /// Writes a command on the program's control connection, or queues it until one is
+    /// idle (a command is in flight, or the program is between connections).
     fn send(&self, p: &mut Process, cmd: Command) -> Result<(), String> {
         let name = command_name(cmd.code_version().0);
-        let c = p.control.as_mut().ok_or_else(|| {
-            format!(
-                "{} (pid {}) has no idle connection for {name} (it reconnects within seconds)",
-                p.info.name, p.info.pid
-            )
-        })?;
-        if !p.pending.is_empty() {
-            return Err(format!("{name}: another command is in flight"));
+        if p.info.state == ProcessState::Gone {
+            return Err(format!("{} (pid {}) is gone", p.info.name, p.info.pid));
         }
+        let Some(c) = p.control.as_mut().filter(|_| p.pending.is_empty()) else {
+            // A newer request of the same command replaces a queued one.
+            let code = cmd.code_version().0;
+            p.queued.retain(|q| q.code_version().0 != code);
+            p.queued.push_back(cmd);
+            return Ok(());
+        };
         let mut out = Vec::new();
         cmd.encode(&mut out);
         c.stream
@@ -644,6 +686,25 @@ impl Shared {
             {
                 return Ending::Closed;
             }
+            // Wait for a message to begin, checking for shutdown (a read already blocked
+            // would not notice it); then read it whole with a generous timeout.
+            let _ = stream.set_read_timeout(Some(POLL));
+            match stream.peek(&mut [0u8]) {
+                Ok(0) => return Ending::Closed,
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) => {
+                    if self.closing.load(Ordering::Acquire) {
+                        // Quiet at shutdown: everything sent has been read.
+                        return Ending::Closed;
+                    }
+                    continue;
+                }
+                Err(_) if output.is_some() || self.closing.load(Ordering::Acquire) => {
+                    return Ending::Closed;
+                }
+                Err(e) => return Ending::Error(e.to_string()),
+            }
+            let _ = stream.set_read_timeout(Some(MESSAGE_TIMEOUT));
             let kind = match read_message(stream, payload) {
                 Ok(Some(k)) => k,
                 Ok(None) => return Ending::Closed,
