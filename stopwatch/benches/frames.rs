@@ -285,6 +285,64 @@ fn frames(c: &mut Criterion) {
             }
         })
     });
+    // Connected vs directory: the same nested frame on two recorder instances, one writing a
+    // log directory, one streaming to a server on 127.0.0.1 (`framelog serve`'s code, in
+    // this process, writing its own log).
+    let server_dir = tempfile::tempdir().unwrap();
+    let mut opts = framelog::remote::ServerOptions::recorder(server_dir.path());
+    opts.log = Arc::new(|_: &str| {});
+    let server = framelog::remote::Server::bind("127.0.0.1:0", opts).unwrap();
+    let to_dir = Arc::new(
+        Stopwatch::builder()
+            .dir(dir.path().join("instance"))
+            .mode(BufferingMode::Block)
+            .buffer_kib(16 << 10)
+            .build()
+            .unwrap(),
+    );
+    let connected = Arc::new(
+        Stopwatch::builder()
+            .connect(server.local_addr().to_string())
+            .suspend(Duration::from_secs(30))
+            .mode(BufferingMode::Block)
+            .buffer_kib(16 << 10)
+            .build()
+            .unwrap(),
+    );
+    assert!(
+        connected.is_streaming(),
+        "the server started the session before resuming"
+    );
+    for threads in [1usize, 2] {
+        let group = if threads == 1 {
+            "one_thread"
+        } else {
+            "two_threads"
+        };
+        for (name, rec) in [
+            ("recorder writing a directory (nested)", to_dir.clone()),
+            ("recorder streaming to a server (nested)", connected.clone()),
+        ] {
+            bench_case(c, group, name, threads, move |n| {
+                let _root = rec.start("bench/root");
+                paced(
+                    n,
+                    || {
+                        rec.flush(Duration::from_secs(10));
+                    },
+                    |k| {
+                        for _ in 0..k {
+                            drop(rec.start("bench/empty"));
+                        }
+                    },
+                )
+            });
+        }
+    }
+    let streamed = Arc::into_inner(connected).unwrap().shutdown();
+    drop(to_dir);
+    assert_eq!((streamed.dropped, streamed.unsent), (0, 0), "{streamed:?}");
+
     let stats = guard.stats();
     drop(guard);
     drop(unsampled);
@@ -319,6 +377,31 @@ fn frames(c: &mut Criterion) {
         rates[1] as f64 / 1e6,
         rates
     );
+    // The same, streamed to the server (which writes them to its own log).
+    let mut rates = Vec::new();
+    for _ in 0..3 {
+        let report = stopwatch::stress::run(&stopwatch::stress::StressOptions {
+            dir: None,
+            connect: Some(server.local_addr().to_string()),
+            suspend: true,
+            threads: 2,
+            frames: 2_000_000,
+            mode: BufferingMode::Block,
+            buffer_kib: 4096,
+            data_every: 0,
+            depth: 4,
+        })
+        .unwrap();
+        assert_eq!((report.dropped, report.unsent), (0, 0));
+        rates.push(report.frames_per_sec);
+    }
+    rates.sort_unstable();
+    eprintln!(
+        "sustained, streamed to a server on 127.0.0.1 (same workload): {:.1} M frames/s (median of 3; runs {:?})",
+        rates[1] as f64 / 1e6,
+        rates
+    );
+    drop(server);
 
     let results = RESULTS.lock().unwrap();
     let floor = |g: &str| {
