@@ -243,17 +243,13 @@ fn job(rec: &Recorder, rng: &mut Rng, n: u64) {
 
 /// Runs the demo workload (into `opts.dir` and/or to `opts.connect`) until `opts.duration` passes or `opts.stop` is set.
 pub fn run(opts: DemoOptions) -> Result<DemoSummary, Error> {
-    let mut builder = Stopwatch::builder();
-    if let Some(dir) = &opts.dir {
-        builder = builder.dir(dir);
-    }
-    if let Some(c) = &opts.connect {
-        builder = builder.connect(c.as_str());
-    }
-    if opts.suspend {
-        builder = builder.suspend(crate::DEFAULT_SUSPEND_TIMEOUT);
-    }
-    let rec = Arc::new(builder.connect_from_env().build()?);
+    let builder = crate::stress::with_destination(
+        Stopwatch::builder(),
+        opts.dir.as_deref(),
+        opts.connect.as_deref(),
+        opts.suspend,
+    );
+    let rec = Arc::new(builder.build()?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("demo-async")

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::{BufferingMode, Error, Recorder, Stopwatch};
+use crate::{BufferingMode, Builder, Error, Recorder, Stopwatch};
 
 /// What to record.
 #[derive(Debug, Clone)]
@@ -142,21 +142,38 @@ pub fn record(
     )
 }
 
-/// Runs the whole stress workload against a fresh recorder on `opts.dir`.
-pub fn run(opts: &StressOptions) -> Result<StressReport, Error> {
-    let mut builder = Stopwatch::builder()
-        .mode(opts.mode)
-        .buffer_kib(opts.buffer_kib);
-    if let Some(dir) = &opts.dir {
+/// Where a workload records: a directory and/or a server (`FRAMELOG_CONNECT` winning, as
+/// for any program), suspended at start-up if asked.
+pub(crate) fn with_destination(
+    mut builder: Builder,
+    dir: Option<&std::path::Path>,
+    connect: Option<&str>,
+    suspend: bool,
+) -> Builder {
+    if let Some(dir) = dir {
         builder = builder.dir(dir);
     }
-    if let Some(c) = &opts.connect {
-        builder = builder.connect(c.as_str());
+    if let Some(c) = connect {
+        builder = builder.connect(c);
     }
-    if opts.suspend {
+    if suspend {
         builder = builder.suspend(crate::DEFAULT_SUSPEND_TIMEOUT);
     }
-    let recorder = builder.connect_from_env().build()?;
+    builder.connect_from_env()
+}
+
+/// Runs the whole stress workload against a fresh recorder on `opts.dir`.
+pub fn run(opts: &StressOptions) -> Result<StressReport, Error> {
+    let builder = Stopwatch::builder()
+        .mode(opts.mode)
+        .buffer_kib(opts.buffer_kib);
+    let recorder = with_destination(
+        builder,
+        opts.dir.as_deref(),
+        opts.connect.as_deref(),
+        opts.suspend,
+    )
+    .build()?;
     let t0 = Instant::now();
     let (frames, data_emitted) = record(
         &recorder,
