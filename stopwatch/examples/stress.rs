@@ -20,8 +20,8 @@ enum Mode {
 #[derive(Parser)]
 #[command(about = "Record frames as fast as possible; print counts as one JSON line")]
 struct Args {
-    /// Log directory (not needed when connecting).
-    #[arg(long, required_unless_present = "connect")]
+    /// Log directory (not needed when connecting, with --connect or FRAMELOG_CONNECT).
+    #[arg(long)]
     dir: Option<PathBuf>,
     /// Stream to `framelog serve` or the debugger at HOST:PORT (FRAMELOG_CONNECT wins).
     #[arg(long)]
@@ -51,6 +51,12 @@ struct Args {
 
 fn main() -> ExitCode {
     let a = Args::parse();
+    let connecting = a.connect.is_some()
+        || std::env::var("FRAMELOG_CONNECT").is_ok_and(|v| !v.trim().is_empty());
+    if a.dir.is_none() && !connecting {
+        eprintln!("stress: give --dir DIR, --connect HOST:PORT, or FRAMELOG_CONNECT");
+        return ExitCode::FAILURE;
+    }
     let opts = StressOptions {
         dir: a.dir,
         connect: a.connect,

@@ -109,14 +109,20 @@ fn new_program_new_server_v1_then_v2_settings_apply_while_it_runs() {
     wait_until("v2 frames", || {
         frames(dir.path()).iter().any(|f| f.0 == "v2-db")
     });
+
+    // StopSession: what was recorded before it still arrives; nothing after it is recorded.
+    record(&rec, "before-stop", Category::DATABASE);
+    server.stop_session(p.instance).unwrap();
+    wait_until("the session to stop", || !rec.is_streaming());
+    record(&rec, "after-stop", Category::DATABASE);
     let stats = rec.shutdown();
-    assert_eq!(stats.unsent, 0);
+    assert_eq!(stats.unsent, 0, "a stopped session loses nothing");
 
     let got = frames(dir.path());
     let labels: Vec<&str> = got.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(
         labels,
-        ["v1", "v2-db"],
+        ["v1", "v2-db", "before-stop"],
         "nothing before the session, the filter applied"
     );
     let mut store = framelog::DataStore::open(dir.path()).unwrap();

@@ -31,6 +31,8 @@ const POLL: Duration = Duration::from_millis(100);
 /// How long a command may take to arrive once its first byte has.
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long StopSession waits for the writer to send what was recorded.
+const STOP_FLUSH: Duration = Duration::from_secs(5);
 
 /// Who the program is, as it advertises.
 pub(crate) struct Identity {
@@ -282,8 +284,11 @@ impl Thread {
                 (Reply::ok(RESUME, 1), None)
             }
             Ok(Command::StopSession) => {
-                self.remote.finish();
+                // Stop recording first, send what was recorded, then end the stream: the
+                // session's last frames arrive instead of counting as unsent.
                 self.revert();
+                self.inner.flush(STOP_FLUSH);
+                self.remote.finish();
                 (Reply::ok(STOP_SESSION, 1), None)
             }
             Ok(Command::StartSession { version, settings }) => {
