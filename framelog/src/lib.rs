@@ -11,6 +11,7 @@
 //!   patterns (`label_match`) and statistics (`stats`).
 //! - Remote sessions: [`remote`] records programs that stream to it over TCP
 //!   (`docs/PROTOCOL.md`).
+//! - Export (feature `export`): [`export`] writes Chrome Trace Event JSON for Perfetto and others.
 //! - Inspection and repair: [`check`] validates every file, [`recover`] copies what is valid.
 //!
 //! The byte layouts live in the `formats` crate and are described in `docs/FORMAT.md`.
@@ -20,6 +21,8 @@ pub mod check;
 mod damage;
 pub mod data_store;
 mod error;
+#[cfg(feature = "export")]
+pub mod export;
 pub mod follow;
 #[cfg(feature = "analysis")]
 pub mod label_match;

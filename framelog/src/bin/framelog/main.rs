@@ -2,6 +2,7 @@
 
 mod data;
 mod dump;
+mod export;
 mod output;
 mod serve;
 mod stats;
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Inspect framelog profiler logs: dump records, show frame data, statistics, validate and recover files, record programs that connect.
+/// Inspect framelog profiler logs: dump records, show frame data, statistics, validate and recover files, export them, record programs that connect.
 #[derive(Parser)]
 #[command(name = "framelog", version, about)]
 struct Cli {
@@ -45,6 +46,8 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Write the log for Perfetto UI, chrome://tracing and speedscope (Chrome JSON or speedscope's format).
+    Export(export::ExportArgs),
     /// Record programs that connect (FRAMELOG_CONNECT=HOST:PORT) into a log directory.
     Serve(serve::ServeArgs),
 }
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Check { dir } => stats::check(&dir),
         Command::Recover { dir, out } => stats::recover(&dir, &out),
         Command::Serve(args) => serve::run(&args),
+        Command::Export(args) => export::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,117 @@
+//! `framelog export` throughput (Chrome JSON and speedscope) on a 2 M-frame log, against reading the same
+//! log with `LogReader` (the floor: an export must read every record) in the same run.
+//!
+//! `cargo bench -p framelog --bench export`
+
+#![allow(missing_docs)]
+
+use std::time::Instant;
+
+use formats::{Category, FrameEnd, FrameStart, Record, ThreadInfo};
+use framelog::export::chrome::ChromeTrace;
+use framelog::export::speedscope::Speedscope;
+use framelog::export::{ExportOptions, export};
+use framelog::{LogReader, LogWriter};
+
+const FRAMES: u32 = 2_000_000;
+
+/// Requests of four frames (a root and three nested), on 4 threads, in 64 KiB-ish appends.
+fn write_log(dir: &std::path::Path) {
+    let w = LogWriter::open(dir).unwrap();
+    let labels = [
+        "GET /orders",
+        "db: select",
+        "template: orders",
+        "cache: get",
+    ];
+    let mut buf = Vec::new();
+    let mut t = 1_700_000_000_000_000_000u64;
+    let mut id = 1u32;
+    while id < FRAMES {
+        let thread = id % 4;
+        Record::ThreadInfo(ThreadInfo {
+            worker: w.worker(),
+            thread,
+            timestamp: t,
+            name: "worker",
+        })
+        .encode_to_vec(&mut buf);
+        for _ in 0..256 {
+            let root = id;
+            for (depth, label) in labels.iter().enumerate() {
+                Record::Start(FrameStart {
+                    id: root + depth as u32,
+                    worker: w.worker(),
+                    timestamp: t + depth as u64 * 10,
+                    context: root,
+                    category: Category::HTTP,
+                    label,
+                })
+                .encode_to_vec(&mut buf);
+            }
+            for depth in (0..4u32).rev() {
+                Record::End(FrameEnd {
+                    id: root + depth,
+                    worker: w.worker(),
+                    timestamp: t + 100 - u64::from(depth) * 10,
+                })
+                .encode_to_vec(&mut buf);
+            }
+            id += 4;
+            t += 200;
+        }
+        w.append_frames(&buf).unwrap();
+        buf.clear();
+    }
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path());
+    let mut floor = Vec::new();
+    let mut chrome = Vec::new();
+    let mut speedscope = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let mut n = 0u64;
+        LogReader::open(dir.path())
+            .unwrap()
+            .read_available(|_, r| n += u64::from(matches!(r, Record::Start(_))))
+            .unwrap();
+        floor.push(n as f64 / t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let mut sink = ChromeTrace::new(std::io::BufWriter::new(std::io::sink())).unwrap();
+        let s = export(dir.path(), &ExportOptions::default(), &mut sink).unwrap();
+        assert_eq!(s.frames, n);
+        chrome.push(s.frames as f64 / t.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let mut sink = Speedscope::new(std::io::BufWriter::new(std::io::sink()));
+        let s = export(dir.path(), &ExportOptions::default(), &mut sink).unwrap();
+        assert_eq!(s.frames, n);
+        speedscope.push(s.frames as f64 / t.elapsed().as_secs_f64());
+    }
+    speedscope.sort_by(f64::total_cmp);
+    floor.sort_by(f64::total_cmp);
+    chrome.sort_by(f64::total_cmp);
+    println!(
+        "export chrome: {:.2} M frames/s (median of 3: {:?}); floor (LogReader over the same log): {:.1} M frames/s; ratio {:.3}",
+        chrome[1] / 1e6,
+        chrome
+            .iter()
+            .map(|r| (r / 1e4).round() / 100.0)
+            .collect::<Vec<_>>(),
+        floor[1] / 1e6,
+        chrome[1] / floor[1]
+    );
+    println!(
+        "export speedscope: {:.2} M frames/s (median of 3: {:?}); ratio to the floor {:.3}",
+        speedscope[1] / 1e6,
+        speedscope
+            .iter()
+            .map(|r| (r / 1e4).round() / 100.0)
+            .collect::<Vec<_>>(),
+        speedscope[1] / floor[1]
+    );
+}

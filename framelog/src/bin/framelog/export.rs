@@ -1,0 +1,96 @@
+//! `framelog export`: the log in another viewer's format.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use framelog::export::chrome::ChromeTrace;
+use framelog::export::speedscope::Speedscope;
+use framelog::export::{ExportError, ExportOptions, FrameSink, export};
+use framelog::label_match::LabelPattern;
+
+/// Output formats.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    /// Chrome Trace Event JSON: Perfetto UI, chrome://tracing, speedscope, Tracy's importer.
+    Chrome,
+    /// speedscope's own format (evented profiles, one per thread).
+    Speedscope,
+}
+
+/// Arguments of `framelog export`.
+#[derive(Args)]
+pub struct ExportArgs {
+    /// The log directory.
+    dir: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "chrome")]
+    format: Format,
+    /// Output file (default: standard output).
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Only frames of this context (a root frame's id).
+    #[arg(long)]
+    context: Option<u32>,
+    /// Only frames whose label matches: `db` (contains), `"User: Select"` (exactly) or a glob.
+    #[arg(long)]
+    label: Option<String>,
+    /// Only frames that end after this offset from the log's start (e.g. `1.5s`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    from: Option<Duration>,
+    /// Only frames that start before this offset from the log's start.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    to: Option<Duration>,
+    /// Leave frame data out (faster on big logs).
+    #[arg(long)]
+    no_data: bool,
+}
+
+/// Writes the export; a summary goes to stderr.
+pub fn run(a: &ExportArgs) -> Result<ExitCode> {
+    let label = match &a.label {
+        Some(t) => LabelPattern::parse(t).map_err(anyhow::Error::msg)?,
+        None => None,
+    };
+    let opts = ExportOptions {
+        context: a.context,
+        label,
+        from_ns: a.from.map(|d| d.as_nanos() as u64),
+        to_ns: a.to.map(|d| d.as_nanos() as u64),
+        with_data: !a.no_data,
+    };
+    let (out, shown): (Box<dyn Write>, String) = match &a.output {
+        Some(p) => (
+            Box::new(File::create(p).with_context(|| format!("creating {}", p.display()))?),
+            p.display().to_string(),
+        ),
+        None => (Box::new(std::io::stdout().lock()), "standard output".into()),
+    };
+    let out = BufWriter::with_capacity(1 << 20, out);
+    let mut sink: Box<dyn FrameSink> = match a.format {
+        Format::Chrome => {
+            Box::new(ChromeTrace::new(out).with_context(|| format!("writing {shown}"))?)
+        }
+        Format::Speedscope => Box::new(Speedscope::new(out)),
+    };
+    let summary = export(&a.dir, &opts, sink.as_mut()).map_err(|e| match e {
+        ExportError::Output(io) => anyhow::Error::new(io).context(format!("writing {shown}")),
+        ExportError::Log(e) => anyhow::Error::new(e),
+    })?;
+    eprintln!(
+        "exported {} frames ({} on async tracks, {} still open at the end){}",
+        summary.frames,
+        summary.async_frames,
+        summary.open_frames,
+        if summary.damaged_bytes > 0 {
+            format!("; skipped {} damaged bytes", summary.damaged_bytes)
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}

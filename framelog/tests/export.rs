@@ -1,0 +1,393 @@
+//! `framelog export --format chrome` on real logs: nesting, async tracks, open frames, data,
+//! filters, damage; the JSON checked the way a trace viewer reads it.
+
+use std::collections::HashMap;
+use std::process::{Command, Output};
+
+use formats::{Category, FrameEnd, FrameKey, FrameStart, Record, ThreadInfo};
+use framelog::{DataBatch, LogWriter, WriterOptions};
+use serde_json::Value;
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+fn framelog(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// One event: start (label, category, context) or end, on `thread`.
+enum Ev {
+    S(u32, &'static str, u32, u64),
+    E(u32, u64),
+}
+
+/// Writes `events` of thread `thread` (one ThreadInfo first) as worker `w`.
+fn write(w: &LogWriter, thread: u32, events: &[Ev]) {
+    let worker = w.worker();
+    let mut bytes = Vec::new();
+    let name = format!("worker-{thread}");
+    Record::ThreadInfo(ThreadInfo {
+        worker,
+        thread,
+        timestamp: T0,
+        name: &name,
+    })
+    .encode_to_vec(&mut bytes);
+    for e in events {
+        match *e {
+            Ev::S(id, label, context, t) => Record::Start(FrameStart {
+                id,
+                worker,
+                timestamp: T0 + t,
+                context,
+                category: Category::HTTP,
+                label,
+            }),
+            Ev::E(id, t) => Record::End(FrameEnd {
+                id,
+                worker,
+                timestamp: T0 + t,
+            }),
+        }
+        .encode_to_vec(&mut bytes);
+    }
+    w.append_frames(&bytes).unwrap();
+}
+
+/// A log with: a request with nested db and template frames (thread 1); on thread 2 an async
+/// task that outlives the request it started in; a job still open at the end; data on the
+/// db frame.
+fn sample_log() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            process_name: Some("orders-api".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    write(
+        &w,
+        1,
+        &[
+            Ev::S(1, "GET /orders", 1, 1_000),
+            Ev::S(2, "db: select", 1, 1_000), // same start as its parent
+            Ev::E(2, 2_500),
+            Ev::S(3, "template: orders", 1, 3_000),
+            Ev::E(3, 3_700),
+            Ev::E(1, 4_000),
+        ],
+    );
+    write(
+        &w,
+        2,
+        &[
+            Ev::S(10, "POST /pay", 10, 10_000),
+            Ev::S(11, "spawned: notify", 10, 11_000), // outlives its parent
+            Ev::S(12, "email: render", 10, 11_500),
+            Ev::E(12, 12_000),
+            Ev::E(10, 13_000),
+            Ev::E(11, 20_000),
+            Ev::S(20, "job: nightly", 20, 21_000), // never ends
+            Ev::S(21, "job: step", 20, 21_100),
+            Ev::E(21, 21_600),
+        ],
+    );
+    let mut batch = DataBatch::new();
+    let doc = bson::to_vec(&bson::doc! {"sql": "SELECT * FROM \"orders\"", "rows": 3}).unwrap();
+    batch.push(FrameKey::new(w.worker(), 2), &doc);
+    w.append_data(&batch).unwrap();
+    dir
+}
+
+fn export_json(dir: &std::path::Path, extra: &[&str]) -> (Vec<Value>, String) {
+    let out = dir.join("out.json");
+    let mut args = vec!["export", dir.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = framelog(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["displayTimeUnit"], "ns");
+    (v["traceEvents"].as_array().unwrap().clone(), stderr)
+}
+
+fn ns(v: &Value) -> u64 {
+    // µs with three decimals → ns, exactly.
+    let s = v.to_string();
+    let (int, frac) = s.split_once('.').unwrap_or((&s, "0"));
+    int.parse::<u64>().unwrap() * 1000 + format!("{frac:0<3}")[..3].parse::<u64>().unwrap()
+}
+
+#[test]
+fn chrome_export_nests_moves_overlaps_to_async_tracks_and_marks_open_frames() {
+    let dir = sample_log();
+    let (events, stderr) = export_json(dir.path(), &[]);
+    assert!(
+        stderr.contains("exported 8 frames (1 on async tracks, 1 still open at the end)"),
+        "{stderr}"
+    );
+
+    // Names: the process and both threads.
+    let meta: Vec<&Value> = events.iter().filter(|e| e["ph"] == "M").collect();
+    assert!(meta.iter().any(|m| {
+        m["name"] == "process_name"
+            && m["args"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("orders-api (pid ")
+    }));
+    for t in [1, 2] {
+        assert!(meta.iter().any(|m| m["name"] == "thread_name"
+            && m["tid"] == t
+            && m["args"]["name"] == format!("worker-{t}")));
+    }
+
+    // X events: times exact to the ns, from the log's first record.
+    let xs: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    let by_name: HashMap<&str, &Value> = xs
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), *e))
+        .collect();
+    let get = |n: &str| by_name.get(n).unwrap_or_else(|| panic!("{n} missing"));
+    let t0 = 0; // the ThreadInfo at T0 is the first record
+    assert_eq!(
+        (
+            ns(&get("GET /orders")["ts"]) - t0,
+            ns(&get("GET /orders")["dur"])
+        ),
+        (1_000, 3_000)
+    );
+    assert_eq!(ns(&get("template: orders")["ts"]), 3_000);
+    assert_eq!(ns(&get("template: orders")["dur"]), 700);
+
+    // Per thread, in file order: parents before children, strictly nested.
+    let mut by_thread: HashMap<(u64, u64), Vec<(u64, u64)>> = HashMap::new();
+    for e in &xs {
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        let s = ns(&e["ts"]);
+        by_thread
+            .entry(key)
+            .or_default()
+            .push((s, s + ns(&e["dur"])));
+    }
+    for (t, frames) in &by_thread {
+        let mut stack: Vec<(u64, u64)> = Vec::new();
+        for &(s, e) in frames {
+            while stack
+                .last()
+                .is_some_and(|&(_, pe)| pe <= s && !(pe == s && e == s))
+            {
+                stack.pop();
+            }
+            if let Some(&(ps, pe)) = stack.last() {
+                assert!(
+                    ps <= s && e <= pe,
+                    "thread {t:?}: [{s},{e}] overlaps [{ps},{pe}] without nesting"
+                );
+            }
+            stack.push((s, e));
+        }
+    }
+    // The db frame starts with its parent and comes after it.
+    let order: Vec<&str> = xs.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let pos = |n: &str| order.iter().position(|x| *x == n).unwrap();
+    assert!(pos("GET /orders") < pos("db: select"));
+
+    // The task that outlived its parent is an async pair with one id.
+    let asyncs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "b" || e["ph"] == "e")
+        .collect();
+    assert_eq!(asyncs.len(), 2);
+    assert!(
+        asyncs
+            .iter()
+            .all(|e| e["name"] == "spawned: notify" && e["id"] == asyncs[0]["id"])
+    );
+    assert_eq!(ns(&asyncs[0]["ts"]), 11_000);
+    assert_eq!(ns(&asyncs[1]["ts"]), 20_000);
+    // Its child stays on the thread track, inside the frame that is still there.
+    assert!(by_name.contains_key("email: render"));
+
+    // The job still open: ended at the log's last time, marked.
+    let job = get("job: nightly");
+    assert_eq!(job["args"]["open"], true);
+    assert_eq!(ns(&job["ts"]) + ns(&job["dur"]), 21_600);
+    assert!(get("job: step")["args"].get("open").is_none());
+
+    // Frame data in args, as written (no escaping beyond JSON's own).
+    assert_eq!(
+        get("db: select")["args"]["data"]["sql"],
+        "SELECT * FROM \"orders\""
+    );
+    assert_eq!(get("db: select")["args"]["data"]["rows"], 3);
+}
+
+#[test]
+fn filters_keep_one_context_a_label_or_a_time_window() {
+    let dir = sample_log();
+    let names = |events: &[Value]| -> Vec<String> {
+        let mut v: Vec<String> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" || e["ph"] == "b")
+            .map(|e| e["name"].as_str().unwrap().to_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let (e, _) = export_json(dir.path(), &["--context", "1"]);
+    assert_eq!(names(&e), ["GET /orders", "db: select", "template: orders"]);
+    let (e, _) = export_json(dir.path(), &["--label", "job*"]);
+    assert_eq!(names(&e), ["job: nightly", "job: step"]);
+    let (e, _) = export_json(dir.path(), &["--from", "11us", "--to", "12us", "--no-data"]);
+    assert_eq!(names(&e), ["POST /pay", "email: render", "spawned: notify"]);
+}
+
+#[test]
+fn damaged_bytes_mid_log_are_skipped_and_said_and_the_rest_exports() {
+    let dir = sample_log();
+    let seg = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "framelog"))
+        .unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    // Thread 1's batch is the second (after the worker info's); zero 20 bytes inside it.
+    let mid = bytes.len() / 3;
+    bytes[mid..mid + 20].fill(0);
+    std::fs::write(&seg, bytes).unwrap();
+    let (events, stderr) = export_json(dir.path(), &[]);
+    assert!(
+        stderr.contains("skipped") && stderr.contains("damaged bytes"),
+        "{stderr}"
+    );
+    assert!(
+        events.iter().any(|e| e["name"] == "POST /pay"),
+        "the later batch still exports"
+    );
+}
+
+#[test]
+fn a_missing_log_or_unwritable_output_is_one_clear_error() {
+    let o = framelog(&["export", "/nonexistent/log"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/nonexistent/log") && err.lines().count() == 1,
+        "{err}"
+    );
+    let dir = sample_log();
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "-o",
+        "/nonexistent/dir/out.json",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("/nonexistent/dir/out.json"), "{err}");
+}
+
+/// Checks what speedscope's importer requires of an evented profile: frame indexes in range,
+/// events in time order within [startValue, endValue], every close matching the innermost open.
+fn check_speedscope(v: &Value) -> usize {
+    assert_eq!(
+        v["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    let nframes = v["shared"]["frames"].as_array().unwrap().len();
+    let mut opened = 0;
+    for p in v["profiles"].as_array().unwrap() {
+        assert_eq!(p["type"], "evented");
+        assert_eq!(p["unit"], "nanoseconds");
+        let (start, end) = (
+            p["startValue"].as_u64().unwrap(),
+            p["endValue"].as_u64().unwrap(),
+        );
+        let mut stack = Vec::new();
+        let mut last = start;
+        for e in p["events"].as_array().unwrap() {
+            let (f, at) = (e["frame"].as_u64().unwrap(), e["at"].as_u64().unwrap());
+            assert!((f as usize) < nframes);
+            assert!(
+                at >= last && at <= end,
+                "{}: events out of order",
+                p["name"]
+            );
+            last = at;
+            match e["type"].as_str().unwrap() {
+                "O" => {
+                    stack.push(f);
+                    opened += 1;
+                }
+                "C" => assert_eq!(
+                    stack.pop(),
+                    Some(f),
+                    "{}: close without its open",
+                    p["name"]
+                ),
+                t => panic!("event type {t}"),
+            }
+        }
+        assert!(stack.is_empty(), "{}: frames left open", p["name"]);
+    }
+    opened
+}
+
+#[test]
+fn speedscope_export_is_one_valid_evented_profile_per_thread_plus_async_lanes() {
+    let dir = sample_log();
+    let out = dir.path().join("out.speedscope.json");
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "speedscope",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(check_speedscope(&v), 8, "every frame opened once");
+    let names: Vec<&str> = v["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("orders-api (pid ") && n.ends_with("/ worker-1"))
+    );
+    assert!(
+        names.iter().any(|n| n.ends_with("/ worker-2 async 1")),
+        "{names:?}"
+    );
+    // Against speedscope's published schema when CI provides it (`.ci/run` fetches the
+    // `speedscope` npm package and installs the `jsonschema` Python package).
+    match std::env::var("SPEEDSCOPE_SCHEMA") {
+        Ok(schema) => {
+            let status = Command::new("python3")
+                .args([
+                    "-c",
+                    "import json,sys,jsonschema; s=json.load(open(sys.argv[1])); \
+                     jsonschema.validate(json.load(open(sys.argv[2])), s, \
+                     cls=jsonschema.validators.validator_for(s))",
+                    &schema,
+                    out.to_str().unwrap(),
+                ])
+                .status()
+                .unwrap();
+            assert!(
+                status.success(),
+                "the file does not validate against {schema}"
+            );
+        }
+        Err(_) => eprintln!("SPEEDSCOPE_SCHEMA not set: checked the importer's rules only"),
+    }
+}
