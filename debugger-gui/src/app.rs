@@ -10,6 +10,7 @@ use formats::Category;
 
 use crate::data_loader::DataLoader;
 use crate::demo::Demo;
+use crate::export_job::{ExportFormat, ExportJob};
 use crate::ingest::{Ingest, IngestStatus};
 use crate::listen::Listener;
 use crate::model::search::{Matches, Pattern};
@@ -63,6 +64,11 @@ pub struct DebuggerApp {
     listen_dialog: Option<String>,
     /// The last error of a Processes tab button.
     process_message: Option<String>,
+    /// The File > Export… dialog (format, output path), while it is open.
+    export_dialog: Option<(ExportFormat, String)>,
+    /// The running export, and the last one's outcome.
+    export: Option<ExportJob>,
+    export_note: Option<String>,
     ui_cpu: Duration,
     title: String,
 }
@@ -95,6 +101,9 @@ impl DebuggerApp {
             listener: None,
             listen_dialog: None,
             process_message: None,
+            export_dialog: None,
+            export: None,
+            export_note: None,
             ui_cpu: Duration::ZERO,
             title: String::new(),
         }
@@ -339,6 +348,16 @@ impl DebuggerApp {
             }
             egui::CentralPanel::default().show(ui, |ui| {
                 self.problems_banner(ui, log.as_ref());
+                if let Some(note) = &self.export_note {
+                    let mut dismiss = false;
+                    ui.horizontal(|ui| {
+                        ui.label(RichText::new(format!("ℹ {note}")).strong());
+                        dismiss = ui.small_button("✕").on_hover_text("Dismiss").clicked();
+                    });
+                    if dismiss {
+                        self.export_note = None;
+                    }
+                }
                 if log.is_none() {
                     ui.vertical_centered(|ui| {
                         ui.add_space(60.0);
@@ -368,6 +387,7 @@ impl DebuggerApp {
             });
             self.open_dialog(&ctx);
             self.listen_dialog(&ctx);
+            self.export_dialog(&ctx, log.as_ref().map(|l| l.dir.as_path()));
         }
         // A log opened while drawing (File > Open log…, Open demo, a dropped folder) replaces
         // the one taken out above, which is dropped (its threads stop).
@@ -424,6 +444,16 @@ impl DebuggerApp {
                 }
                 if ui.button("Open demo").clicked() {
                     self.start_demo();
+                    ui.close();
+                }
+                if ui
+                    .add_enabled(current.is_some(), egui::Button::new("Export…"))
+                    .on_hover_text("Write the log for Perfetto UI or speedscope")
+                    .clicked()
+                    && let Some(dir) = current
+                {
+                    let f = ExportFormat::Chrome;
+                    self.export_dialog = Some((f, f.default_path(dir).display().to_string()));
                     ui.close();
                 }
                 if ui
@@ -603,6 +633,73 @@ impl DebuggerApp {
 }
 
 impl DebuggerApp {
+    /// The running or last export: (output path, outcome so far: None while running).
+    pub fn export_state(&self) -> Option<(&Path, Option<&str>)> {
+        self.export
+            .as_ref()
+            .map(|j| (j.path.as_path(), self.export_note.as_deref()))
+    }
+
+    fn export_dialog(&mut self, ctx: &egui::Context, log: Option<&Path>) {
+        if let Some(job) = &mut self.export
+            && let Some(outcome) = job.poll()
+        {
+            self.export_note = Some(match outcome {
+                Ok(s) => format!(
+                    "Exported {} frames to {} ({} on async tracks)",
+                    s.frames,
+                    job.path.display(),
+                    s.async_frames
+                ),
+                Err(e) => format!("Export failed: {e}"),
+            });
+            ctx.request_repaint();
+        }
+        if self.export.as_ref().is_some_and(ExportJob::running) {
+            ctx.request_repaint_after(Duration::from_millis(100));
+        }
+        let Some((mut format, mut path)) = self.export_dialog.take() else {
+            return;
+        };
+        let Some(dir) = log else {
+            return;
+        };
+        let mut open = true;
+        let (mut go, mut cancel) = (false, false);
+        egui::Window::new("Export log")
+            .collapsible(false)
+            .resizable(false)
+            .open(&mut open)
+            .show(ctx, |ui| {
+                ui.horizontal(|ui| {
+                    for (f, name) in [
+                        (
+                            ExportFormat::Chrome,
+                            "Chrome JSON (Perfetto, chrome://tracing)",
+                        ),
+                        (ExportFormat::Speedscope, "speedscope"),
+                    ] {
+                        if ui.selectable_label(format == f, name).clicked() && format != f {
+                            format = f;
+                            path = f.default_path(dir).display().to_string();
+                        }
+                    }
+                });
+                ui.add(TextEdit::singleline(&mut path).desired_width(420.0))
+                    .accessible_name("Export file");
+                ui.horizontal(|ui| {
+                    go = ui.button("Export").clicked();
+                    cancel = ui.button("Cancel").clicked();
+                });
+            });
+        if go {
+            self.export_note = None;
+            self.export = Some(ExportJob::start(dir, Path::new(path.trim()), format));
+        } else if open && !cancel {
+            self.export_dialog = Some((format, path));
+        }
+    }
+
     fn listen_dialog(&mut self, ctx: &egui::Context) {
         let Some(mut addr) = self.listen_dialog.take() else {
             return;

@@ -4,6 +4,7 @@
 //!   statistics and contexts — plain Rust, no drawing.
 //! - [`ingest`]: the background thread that tails a log into the model.
 //! - [`data_loader`]: frame data on demand, off the UI thread.
+//! - [`export_job`]: File > Export… (Chrome JSON, speedscope) off the UI thread.
 //! - [`listen`]: the window as a recording server for programs that connect to it.
 //! - [`ui`]: the egui widgets; [`DebuggerApp`] puts them together.
 //! - [`synth`] and [`demo`]: synthetic workloads for tests, benchmarks and `--demo`.
@@ -14,6 +15,7 @@
 pub mod app;
 pub mod data_loader;
 pub mod demo;
+pub mod export_job;
 pub mod ingest;
 pub mod listen;
 pub mod model;

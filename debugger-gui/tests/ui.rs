@@ -621,3 +621,44 @@ fn listening_window_resumes_a_suspended_program_and_shows_its_frames() {
             .is_some_and(|l| l.lines().iter().any(|l| l.contains("ended its session")))
     });
 }
+
+/// File > Export… writes the open log as Chrome JSON (off the UI thread) and says so.
+#[test]
+fn file_export_writes_the_log_for_perfetto() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    write_request(&writer(&log), 1, T0, "GET /exported");
+    let mut h = harness(DebuggerApp::open(&log));
+    step_until(&mut h, "the log", |h| !boxes(h, "GET /exported").is_empty());
+    h.get_by_label("File").click();
+    step_until(&mut h, "the File menu", |h| {
+        h.query_by_label("Export…").is_some()
+    });
+    h.get_by_label("Export…").click();
+    let default = dir.path().join("log.trace.json").display().to_string();
+    step_until(&mut h, "the export dialog with a default path", |h| {
+        h.query_by_label("Export file")
+            .and_then(|n| n.value())
+            .is_some_and(|v| v == default)
+    });
+    h.get_by_label("Export").click();
+    step_until(&mut h, "the export's outcome", |h| {
+        h.state()
+            .export_state()
+            .is_some_and(|(_, note)| note.is_some())
+    });
+    let (_, note) = h.state().export_state().unwrap();
+    assert!(note.unwrap().starts_with("Exported 3 frames"), "{note:?}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&default).unwrap()).unwrap();
+    let names: Vec<&str> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["GET /exported", "User: Select", "template: user.html"]
+    );
+}
