@@ -662,3 +662,103 @@ fn file_export_writes_the_log_for_perfetto() {
         ["GET /exported", "User: Select", "template: user.html"]
     );
 }
+
+/// Zoomed out, thousands of sub-pixel frames merge into one box that does not pass for a
+/// frame: no label (their labels differ), and its tooltip sums what it stands for; a click
+/// zooms to the frames it stands for.
+#[test]
+fn merged_boxes_say_what_they_stand_for_and_zoom_in_on_click() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    let worker = w.worker();
+    let first = w.reserve_ids(10_001).unwrap();
+    let mut bytes = Vec::new();
+    Record::ThreadInfo(ThreadInfo {
+        worker,
+        thread: 1,
+        timestamp: T0,
+        name: "busy",
+    })
+    .encode_to_vec(&mut bytes);
+    // 10,000 frames of 1 µs, 2 µs apart, alternating two labels; then one 1 ms frame.
+    for k in 0..10_000u32 {
+        let t = T0 + u64::from(k) * 2_000;
+        let label = if k % 2 == 0 {
+            "cache: get"
+        } else {
+            "cache: set"
+        };
+        Record::Start(FrameStart {
+            id: first + k,
+            worker,
+            timestamp: t,
+            context: first + k,
+            category: Category::DATABASE,
+            label,
+        })
+        .encode_to_vec(&mut bytes);
+        Record::End(FrameEnd {
+            id: first + k,
+            worker,
+            timestamp: t + 1_000,
+        })
+        .encode_to_vec(&mut bytes);
+    }
+    let big = first + 10_000;
+    let t = T0 + 20_000_000;
+    Record::Start(FrameStart {
+        id: big,
+        worker,
+        timestamp: t,
+        context: big,
+        category: Category::HTTP,
+        label: "GET /slow",
+    })
+    .encode_to_vec(&mut bytes);
+    Record::End(FrameEnd {
+        id: big,
+        worker,
+        timestamp: t + 1_000_000,
+    })
+    .encode_to_vec(&mut bytes);
+    w.append_frames(&bytes).unwrap();
+
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "a merged box", |h| {
+        !h.state().flame().drawn.merged_boxes.is_empty()
+    });
+    assert!(
+        h.state()
+            .flame()
+            .drawn
+            .labeled
+            .iter()
+            .all(|(_, l, ..)| !l.starts_with("cache")),
+        "a merged box of mixed labels carries none"
+    );
+    let (rect, _, _, b) = h.state().flame().drawn.merged_boxes[0];
+    assert!(b.count > 100, "{b:?}");
+    h.hover_at(rect.center());
+    let title = format!("{} frames (merged", b.count);
+    step_until(&mut h, "the merged tooltip", |h| {
+        h.query_by_label_contains(&title).is_some()
+    });
+    assert!(h.query_by_label_contains("largest: cache: ").is_some());
+    h.event(egui::Event::PointerButton {
+        pos: rect.center(),
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: egui::Modifiers::default(),
+    });
+    h.event(egui::Event::PointerButton {
+        pos: rect.center(),
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: egui::Modifiers::default(),
+    });
+    let span = (b.end - b.start) as f64;
+    step_until(&mut h, "the view zoomed to the merged frames", |h| {
+        let f = h.state().flame();
+        f.width <= span * 1.3 && f.width >= span
+    });
+}

@@ -115,6 +115,62 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
     }
 }
 
+/// Frames a merged box's summary reads at most (beyond, it says so).
+pub const MERGED_SCAN: usize = 1 << 20;
+/// Frames read to choose a merged box's colour and label: a paint may draw thousands of
+/// merged boxes, so each reads only its first few frames.
+pub const MERGED_SAMPLE: usize = 16;
+
+/// What a merged box stands for (its tooltip).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergedSummary {
+    /// Frames in the box.
+    pub frames: u32,
+    /// Frames read (less than `frames` when the box is huge).
+    pub scanned: u32,
+    /// Sum of the read frames' durations, ns.
+    pub total_ns: u64,
+    /// Index (in the row) of the longest read frame, and its duration.
+    pub largest: (u32, u64),
+}
+
+/// The look of a merged box: the category most of its first frames have, and their label if
+/// they all share one (read over at most [`MERGED_SAMPLE`] frames; a bigger box has none).
+pub fn merged_look(row: &Row, b: &LodBox) -> (u8, Option<u32>) {
+    let first = b.first as usize;
+    let n = (b.count as usize).min(MERGED_SAMPLE);
+    let mut counts = [0u32; 256];
+    for &c in &row.category[first..first + n] {
+        counts[c as usize] += 1;
+    }
+    let dominant = (0..256).max_by_key(|&c| counts[c]).unwrap_or(0) as u8;
+    let l0 = row.label[first];
+    let same =
+        (b.count as usize) <= MERGED_SAMPLE && row.label[first..first + n].iter().all(|&l| l == l0);
+    (dominant, same.then_some(l0))
+}
+
+/// Sums what a merged box stands for.
+pub fn merged_summary(row: &Row, b: &LodBox, newest: u64) -> MergedSummary {
+    let first = b.first as usize;
+    let n = (b.count as usize).min(MERGED_SCAN).min(row.len() - first);
+    let mut total = 0u64;
+    let mut largest = (b.first, 0u64);
+    for i in first..first + n {
+        let d = row.end_or(i, newest) - row.start[i];
+        total += d;
+        if d > largest.1 {
+            largest = (i as u32, d);
+        }
+    }
+    MergedSummary {
+        frames: b.count,
+        scanned: n as u32,
+        total_ns: total,
+        largest,
+    }
+}
+
 impl Model {
     /// Boxes of one lane row visible in `[t0, t1)` at `px_ns` ns per pixel (see [`row_boxes`]).
     pub fn lod_row(
@@ -147,6 +203,41 @@ mod tests {
             r.push(s, e, 0, 0, k as u32, 0);
         }
         r
+    }
+
+    #[test]
+    fn a_merged_box_sums_its_frames_and_names_the_longest() {
+        let mut r = Row::default();
+        // Label 1 on all but the third frame; categories 8, 8, 0.
+        for (k, (s, e, label, cat)) in [(0, 10, 1, 8), (12, 40, 1, 8), (41, 45, 2, 0)]
+            .into_iter()
+            .enumerate()
+        {
+            r.push(s, e, label, 0, k as u32, cat);
+        }
+        let b = LodBox {
+            start: 0,
+            end: 45,
+            first: 0,
+            count: 3,
+        };
+        let s = merged_summary(&r, &b, 45);
+        assert_eq!(
+            (s.frames, s.scanned, s.total_ns, s.largest),
+            (3, 3, 42, (1, 28))
+        );
+        assert_eq!(
+            merged_look(&r, &b),
+            (8, None),
+            "dominant category, labels differ"
+        );
+        let b2 = LodBox {
+            start: 0,
+            end: 40,
+            first: 0,
+            count: 2,
+        };
+        assert_eq!(merged_look(&r, &b2), (8, Some(1)), "all share a label");
     }
 
     /// Reference: the same merge rule, frame by frame.

@@ -10,7 +10,7 @@ use egui::{
 };
 use formats::Category;
 
-use crate::model::lod::LodBox;
+use crate::model::lod::{LodBox, merged_look, merged_summary};
 use crate::model::search::Matches;
 use crate::model::{FrameRef, Model};
 use crate::timefmt;
@@ -60,7 +60,12 @@ pub struct Drawn {
     pub frames: u64,
     /// Boxes wide enough to carry a label: (frame, label, highlighted by the search, dimmed).
     pub labeled: Vec<(FrameRef, String, bool, bool)>,
+    /// Merged boxes as drawn: (rect, lane, row, the box), for their tooltip and clicks.
+    pub merged_boxes: Vec<(Rect, u32, u32, LodBox)>,
 }
+
+/// Merged boxes remembered per paint (for hovering); beyond this, they are drawn only.
+const MAX_MERGED_KEPT: usize = 8192;
 
 impl Default for FlameState {
     fn default() -> Self {
@@ -356,7 +361,14 @@ pub fn show(
                 let x0 = x_of(b.start).max(rect.left() - 2.0);
                 let x1 = x_of(b.end).min(rect.right() + 2.0).max(x0 + 1.0);
                 let brect = Rect::from_min_max(pos2(x0, ry + 1.0), pos2(x1, ry + ROW_H - 1.0));
-                let cat = Category(row.category[i]);
+                // A merged box stands for many frames: the dominant category's colour, lighter
+                // and thinner than a frame, labeled only if all its frames share a label.
+                let (cat, label_id, brect) = if b.is_merged() {
+                    let (dominant, same) = merged_look(row, b);
+                    (Category(dominant), same, brect.shrink2(vec2(0.0, 3.0)))
+                } else {
+                    (Category(row.category[i]), Some(row.label[i]), brect)
+                };
                 let mut fill = category_color(cat);
                 let at = FrameRef {
                     lane,
@@ -366,7 +378,10 @@ pub fn show(
                 let mut hit = false;
                 let mut dim = false;
                 if b.is_merged() {
-                    fill = fill.gamma_multiply(0.75);
+                    fill = fill.gamma_multiply(0.55);
+                    if drawn.merged_boxes.len() < MAX_MERGED_KEPT {
+                        drawn.merged_boxes.push((brect, lane, r as u32, *b));
+                    }
                     if let Some(m) = matches {
                         let end = (i + b.count as usize).min(i + 512);
                         hit = row.label[i..end].iter().any(|&l| m.contains(l));
@@ -384,9 +399,11 @@ pub fn show(
                 drawn.frames += b.count as u64;
                 if b.is_merged() {
                     drawn.merged += 1;
-                    continue;
                 }
-                if hit && searching {
+                let Some(label_id) = label_id else {
+                    continue;
+                };
+                if hit && searching && !b.is_merged() {
                     lane_painter.rect_stroke(
                         brect,
                         CornerRadius::same(2),
@@ -404,7 +421,7 @@ pub fn show(
                 }
                 let vis_w = brect.intersect(body).width();
                 if vis_w >= MIN_LABEL_W {
-                    let label = model.labels().name(row.label[i]);
+                    let label = model.labels().name(label_id);
                     let text_x = brect.left().max(rect.left()) + 4.0;
                     let max_w = (brect.right().min(rect.right()) - text_x - 3.0).max(0.0);
                     // Quantize the width so the text layout cache is hit while zooming.
@@ -420,7 +437,8 @@ pub fn show(
                         let gy = ry + (ROW_H - galley.size().y) / 2.0;
                         lane_painter.galley(pos2(text_x, gy), galley, Color32::WHITE);
                     }
-                    if a11y_on && a11y < MAX_A11Y_BOXES && body.intersects(brect) {
+                    if a11y_on && a11y < MAX_A11Y_BOXES && body.intersects(brect) && !b.is_merged()
+                    {
                         a11y += 1;
                         let vis = brect.intersect(body);
                         let id = response.id.with(("flame-box", lane, r, b.first));
@@ -444,7 +462,9 @@ pub fn show(
                             node.add_action(egui::accesskit::Action::Click);
                         });
                     }
-                    drawn.labeled.push((at, label.to_owned(), hit, dim));
+                    if !b.is_merged() {
+                        drawn.labeled.push((at, label.to_owned(), hit, dim));
+                    }
                 }
             }
         }
@@ -468,10 +488,42 @@ pub fn show(
         }
         None
     };
-    state.hovered = hover.and_then(pick);
+    let merged_at = |p: Pos2| {
+        state
+            .drawn
+            .merged_boxes
+            .iter()
+            .find(|(r, ..)| r.contains(p))
+            .copied()
+    };
+    let hovered_merged = hover.filter(|p| body.contains(*p)).and_then(merged_at);
+    state.hovered = if hovered_merged.is_some() {
+        None
+    } else {
+        hover.and_then(pick)
+    };
     if response.clicked() {
         let p = response.interact_pointer_pos().or(hover);
-        out.clicked = Some(p.and_then(pick));
+        match p.and_then(merged_at) {
+            // A click on a merged box zooms to the frames it stands for.
+            Some((_, _, _, b)) => {
+                let pad = (b.end - b.start) / 10 + 1;
+                state.zoom_to(b.start.saturating_sub(pad), b.end + pad);
+                ui.ctx().request_repaint();
+            }
+            None => out.clicked = Some(p.and_then(pick)),
+        }
+    }
+    if let Some((brect, lane, row, b)) = hovered_merged
+        && !response.dragged()
+    {
+        lane_painter.rect_stroke(
+            brect,
+            CornerRadius::same(2),
+            Stroke::new(1.0, visuals.strong_text_color()),
+            StrokeKind::Inside,
+        );
+        merged_tooltip(&response, model, lane, row, &b);
     }
     if response.double_clicked()
         && let Some(at) = response.interact_pointer_pos().and_then(pick)
@@ -512,6 +564,41 @@ pub fn show(
         );
     }
     out
+}
+
+fn merged_tooltip(response: &Response, model: &Model, lane: u32, row: u32, b: &LodBox) {
+    let Some(r) = model
+        .lanes()
+        .get(lane as usize)
+        .and_then(|l| l.rows.get(row as usize))
+    else {
+        return;
+    };
+    let s = merged_summary(r, b, model.newest());
+    let largest = model
+        .labels()
+        .name(r.label[s.largest.0 as usize])
+        .to_owned();
+    response.clone().on_hover_ui_at_pointer(|ui| {
+        ui.strong(format!(
+            "{} frames (merged: each narrower than a pixel)",
+            s.frames
+        ));
+        let of = if s.scanned < s.frames {
+            format!(" (first {} frames)", s.scanned)
+        } else {
+            String::new()
+        };
+        ui.label(format!(
+            "total {}{of}",
+            timefmt::duration(s.total_ns as f64)
+        ));
+        ui.label(format!(
+            "largest: {largest}, {}",
+            timefmt::duration(s.largest.1 as f64)
+        ));
+        ui.label(egui::RichText::new("Click to zoom in").weak());
+    });
 }
 
 fn tooltip(response: &Response, model: &Model, at: FrameRef) {
