@@ -391,3 +391,149 @@ fn speedscope_export_is_one_valid_evented_profile_per_thread_plus_async_lanes() 
         Err(_) => eprintln!("SPEEDSCOPE_SCHEMA not set: checked the importer's rules only"),
     }
 }
+
+/// A small OTLP/HTTP receiver on 127.0.0.1: decodes each `ExportTraceServiceRequest`;
+/// answers the first request 503 (the exporter must retry), the rest 200.
+fn otlp_receiver() -> (
+    String,
+    std::sync::Arc<
+        std::sync::Mutex<
+            Vec<opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest>,
+        >,
+    >,
+) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = got.clone();
+    std::thread::spawn(move || {
+        let mut first = true;
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut conn = conn;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                assert!(line.starts_with("POST /v1/traces "), "{line}");
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    if h == "\r\n" {
+                        break;
+                    }
+                    let lower = h.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                    if lower.starts_with("content-type:") {
+                        assert!(lower.contains("application/x-protobuf"), "{h}");
+                    }
+                }
+                let mut body = vec![0u8; len];
+                reader.read_exact(&mut body).unwrap();
+                let status = if std::mem::take(&mut first) {
+                    "503 Service Unavailable"
+                } else {
+                    let req = <opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest as prost::Message>::decode(&body[..]).unwrap();
+                    g.lock().unwrap().push(req);
+                    "200 OK"
+                };
+                write!(conn, "HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").unwrap();
+            }
+        }
+    });
+    (addr, got)
+}
+
+#[test]
+fn otlp_export_sends_spans_with_parents_traces_attributes_and_resources() {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+    let dir = sample_log();
+    let (url, got) = otlp_receiver();
+    let o = framelog(&["export", dir.path().to_str().unwrap(), "--otlp", &url]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("sent 8 spans"), "{stderr}");
+    let requests = got.lock().unwrap();
+    let mut spans = Vec::new();
+    for r in requests.iter() {
+        for rs in &r.resource_spans {
+            let res = rs.resource.as_ref().unwrap();
+            let name = res
+                .attributes
+                .iter()
+                .find(|a| a.key == "service.name")
+                .unwrap();
+            assert!(
+                matches!(&name.value.as_ref().unwrap().value, Some(V::StringValue(s)) if s == "orders-api")
+            );
+            assert!(res.attributes.iter().any(|a| a.key == "process.pid"));
+            for ss in &rs.scope_spans {
+                spans.extend(ss.spans.iter().cloned());
+            }
+        }
+    }
+    assert_eq!(spans.len(), 8, "every frame once, after the retried 503");
+    let by: HashMap<&str, _> = spans.iter().map(|s| (s.name.as_str(), s)).collect();
+    let (req, db) = (by["GET /orders"], by["db: select"]);
+    assert_eq!(
+        db.parent_span_id, req.span_id,
+        "the db frame's parent is its request"
+    );
+    assert!(req.parent_span_id.is_empty(), "a root has no parent");
+    assert_eq!(db.trace_id, req.trace_id, "one trace per context");
+    assert_ne!(by["POST /pay"].trace_id, req.trace_id);
+    assert_eq!(
+        by["spawned: notify"].parent_span_id, by["POST /pay"].span_id,
+        "async task's parent"
+    );
+    assert_eq!(db.end_time_unix_nano - db.start_time_unix_nano, 1_500);
+    assert_eq!(db.start_time_unix_nano, T0 + 1_000);
+    let attr = |s: &opentelemetry_proto::tonic::trace::v1::Span, k: &str| {
+        s.attributes
+            .iter()
+            .find(|a| a.key == k)
+            .and_then(|a| a.value.clone())
+            .and_then(|v| v.value)
+    };
+    assert_eq!(
+        attr(db, "sql"),
+        Some(V::StringValue("SELECT * FROM \"orders\"".into()))
+    );
+    assert_eq!(attr(db, "rows"), Some(V::IntValue(3)));
+    assert_eq!(
+        attr(db, "framelog.category"),
+        Some(V::StringValue("http".into()))
+    );
+    assert_eq!(
+        attr(by["job: nightly"], "framelog.open"),
+        Some(V::BoolValue(true))
+    );
+}
+
+#[test]
+fn otlp_export_to_nothing_listening_fails_with_one_line_after_retrying() {
+    let dir = sample_log();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--otlp",
+        &format!("http://127.0.0.1:{port}"),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("not sent after 6 tries") && err.lines().count() == 1,
+        "{err}"
+    );
+}

@@ -8,6 +8,8 @@
 //! open frames and one root's subtree per thread, not the log.
 
 pub mod chrome;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod speedscope;
 pub mod tracks;
 
@@ -58,6 +60,10 @@ pub struct Frame<'a> {
     pub async_track: bool,
     /// Still open when the log ended (its end is the log's last time).
     pub open: bool,
+    /// The frame it started inside on its thread, if any.
+    pub parent: Option<FrameKey>,
+    /// The log's start, ns since the Unix epoch (add it to `start_ns`/`end_ns` for wall time).
+    pub origin_ns: u64,
     /// Its data, if asked for and present.
     pub data: Option<bson::Document>,
 }
@@ -162,6 +168,8 @@ pub fn export(
                 end_ns: end,
                 async_track: d.async_track,
                 open: d.open,
+                parent: d.parent,
+                origin_ns: t0,
                 data,
             };
             sink.frame(&f)?;

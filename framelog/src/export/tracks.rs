@@ -32,6 +32,8 @@ pub struct Done<S> {
     pub end_ns: u64,
     /// Nesting depth on its thread when it started.
     pub depth: u32,
+    /// The frame it started inside on its thread, if any.
+    pub parent: Option<FrameKey>,
     /// It overlaps its thread's frames without nesting: it belongs on an async track.
     pub async_track: bool,
     /// It had not ended when the log ended.
@@ -43,6 +45,7 @@ pub struct Done<S> {
 struct Started<S> {
     thread: (u8, u32),
     depth: u32,
+    parent: Option<FrameKey>,
     info: S,
 }
 
@@ -88,6 +91,7 @@ impl<S> Tracks<S> {
                 start_ns,
                 end_ns,
                 depth: 0,
+                parent: None,
                 async_track: true,
                 open: false,
                 info,
@@ -99,6 +103,7 @@ impl<S> Tracks<S> {
             held: Vec::new(),
         });
         let depth = t.stack.len() as u32;
+        let parent = t.stack.last().copied();
         t.stack.push(key);
         self.pairing.wait_for_end(
             key,
@@ -106,6 +111,7 @@ impl<S> Tracks<S> {
             Started {
                 thread,
                 depth,
+                parent,
                 info,
             },
         );
@@ -143,6 +149,7 @@ impl<S> Tracks<S> {
             start_ns,
             end_ns,
             depth: s.depth,
+            parent: s.parent,
             async_track: self.moved.remove(&key),
             open,
             info: s.info,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use framelog::export::chrome::ChromeTrace;
+use framelog::export::otlp::OtlpSender;
 use framelog::export::speedscope::Speedscope;
 use framelog::export::{ExportError, ExportOptions, FrameSink, export};
 use framelog::label_match::LabelPattern;
@@ -48,6 +49,10 @@ pub struct ExportArgs {
     /// Leave frame data out (faster on big logs).
     #[arg(long)]
     no_data: bool,
+    /// Send the frames as OpenTelemetry spans to this OTLP/HTTP endpoint instead (e.g.
+    /// `http://localhost:4318`, a collector, Jaeger or Tempo).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["output", "format"])]
+    otlp: Option<String>,
 }
 
 /// Writes the export; a summary goes to stderr.
@@ -63,6 +68,18 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         to_ns: a.to.map(|d| d.as_nanos() as u64),
         with_data: !a.no_data,
     };
+    if let Some(url) = &a.otlp {
+        let mut sender = OtlpSender::new(url);
+        let summary = export(&a.dir, &opts, &mut sender).map_err(|e| match e {
+            ExportError::Output(io) => anyhow::Error::new(io),
+            ExportError::Log(e) => anyhow::Error::new(e),
+        })?;
+        eprintln!(
+            "sent {} spans to {url} ({} on async tracks, {} still open at the end)",
+            sender.sent, summary.async_frames, summary.open_frames
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let (out, shown): (Box<dyn Write>, String) = match &a.output {
         Some(p) => (
             Box::new(File::create(p).with_context(|| format!("creating {}", p.display()))?),
