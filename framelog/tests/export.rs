@@ -537,3 +537,112 @@ fn otlp_export_to_nothing_listening_fails_with_one_line_after_retrying() {
         "{err}"
     );
 }
+
+/// `framelog serve --otlp`: a program's frames reach the OTLP receiver while it is still
+/// connected (forwarded as they arrive), and the server exits 0 on SIGTERM.
+#[test]
+fn serve_forwards_frames_to_otlp_as_they_arrive() {
+    use formats::protocol::{self, Advertise, Kind, Reply};
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (url, got) = otlp_receiver();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--dir"])
+        .arg(dir.path().join("served"))
+        .args(["--otlp", &url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    // A program, by hand: Advertise, answer StartSession, stream two frames.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    let mut out = Vec::new();
+    Advertise {
+        protocol: protocol::PROTOCOL_VERSION,
+        instance: 42,
+        pid: 4242,
+        suspended: false,
+        records_locally: false,
+        name: "forwarded-app".into(),
+        token: String::new(),
+        commands: vec![(protocol::START_SESSION, 2)],
+    }
+    .encode(&mut out);
+    s.write_all(&out).unwrap();
+    let mut payload = Vec::new();
+    assert_eq!(
+        framelog::remote::wire::read_message(&mut s, &mut payload).unwrap(),
+        Some(Kind::Command)
+    );
+    out.clear();
+    Reply::ok(protocol::START_SESSION, payload[1]).encode(&mut out);
+    let mut records = Vec::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    for (id, label, t) in [(1, "GET /live", 0), (2, "db: live", 100)] {
+        Record::Start(FrameStart {
+            id,
+            worker: 0,
+            timestamp: now + t,
+            context: 1,
+            category: Category::HTTP,
+            label,
+        })
+        .encode_to_vec(&mut records);
+    }
+    Record::End(FrameEnd {
+        id: 2,
+        worker: 0,
+        timestamp: now + 500,
+    })
+    .encode_to_vec(&mut records);
+    Record::End(FrameEnd {
+        id: 1,
+        worker: 0,
+        timestamp: now + 900,
+    })
+    .encode_to_vec(&mut records);
+    protocol::encode_frames(&records, &mut out);
+    s.write_all(&out).unwrap();
+    // Forwarded while the program is still connected.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let names = || -> Vec<String> {
+        got.lock()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.resource_spans.iter())
+            .flat_map(|rs| rs.scope_spans.iter())
+            .flat_map(|ss| ss.spans.iter().map(|s| s.name.clone()))
+            .collect()
+    };
+    while names().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "spans not forwarded: {:?}",
+            names()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut n = names();
+    n.sort();
+    assert_eq!(n, ["GET /live", "db: live"]);
+    drop(s);
+    Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    let status = serve.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(names().len(), 2, "nothing forwarded twice");
+}

@@ -62,8 +62,10 @@ pub struct Frame<'a> {
     pub open: bool,
     /// The frame it started inside on its thread, if any.
     pub parent: Option<FrameKey>,
-    /// The log's start, ns since the Unix epoch (add it to `start_ns`/`end_ns` for wall time).
-    pub origin_ns: u64,
+    /// Start, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// End, ns since the Unix epoch.
+    pub end_unix_ns: u64,
     /// Its data, if asked for and present.
     pub data: Option<bson::Document>,
 }
@@ -110,166 +112,208 @@ pub enum ExportError {
     Output(#[source] std::io::Error),
 }
 
-/// Exports the log in `dir` to `sink`.
-pub fn export(
-    dir: &Path,
-    opts: &ExportOptions,
-    sink: &mut dyn FrameSink,
-) -> std::result::Result<ExportSummary, ExportError> {
-    // The time origin: the earliest frame or thread record (a first pass over timestamps;
-    // the file is not in time order across workers and threads).
-    let mut origin: Option<u64> = None;
-    LogReader::open(dir)?.read_available(|_, rec| {
-        let ts = match rec {
-            Record::Start(s) => s.timestamp,
-            Record::ThreadInfo(t) => t.timestamp,
-            _ => return,
+/// An export in progress: [`Exporter::step`] reads what the log holds now (call it again
+/// as a live log grows), [`Exporter::finish`] ends frames still open and flushes.
+pub struct Exporter {
+    opts: ExportOptions,
+    /// Taken out while reading (the callback borrows the rest of `self`).
+    reader: Option<LogReader>,
+    store: Option<DataStore>,
+    labels: Vec<String>,
+    label_ids: HashMap<String, u32>,
+    tracks: Tracks<StartInfo>,
+    current_thread: HashMap<u8, u32>,
+    t0: Option<u64>,
+    last: u64,
+    summary: ExportSummary,
+    done: Vec<Done<StartInfo>>,
+}
+
+impl Exporter {
+    /// Opens the log in `dir`. The time origin is its earliest frame or thread record so
+    /// far (a first pass over timestamps: across workers and threads the file is not in time
+    /// order).
+    pub fn open(dir: &Path, opts: &ExportOptions) -> Result<Self, ExportError> {
+        let mut origin: Option<u64> = None;
+        LogReader::open(dir)?.read_available(|_, rec| {
+            let ts = match rec {
+                Record::Start(s) => s.timestamp,
+                Record::ThreadInfo(t) => t.timestamp,
+                _ => return,
+            };
+            origin = Some(origin.map_or(ts, |o| o.min(ts)));
+        })?;
+        Ok(Self {
+            opts: opts.clone(),
+            reader: Some(LogReader::open(dir)?),
+            store: if opts.with_data {
+                Some(DataStore::open(dir)?)
+            } else {
+                None
+            },
+            labels: Vec::new(),
+            label_ids: HashMap::default(),
+            tracks: Tracks::default(),
+            current_thread: HashMap::default(),
+            t0: origin,
+            last: 0,
+            summary: ExportSummary::default(),
+            done: Vec::new(),
+        })
+    }
+
+    /// Exports what the log holds now; the frames released so far.
+    pub fn step(&mut self, sink: &mut dyn FrameSink) -> Result<u64, ExportError> {
+        if let Some(s) = &mut self.store {
+            s.refresh()?;
+        }
+        let before = self.summary.frames;
+        let mut io_error = None;
+        let Some(mut reader) = self.reader.take() else {
+            return Ok(0);
         };
-        origin = Some(origin.map_or(ts, |o| o.min(ts)));
-    })?;
-    let mut reader = LogReader::open(dir)?;
-    let mut store = if opts.with_data {
-        Some(DataStore::open(dir)?)
-    } else {
-        None
-    };
-    let mut labels: Vec<String> = Vec::new();
-    let mut label_ids: HashMap<String, u32> = HashMap::default();
-    let mut tracks: Tracks<StartInfo> = Tracks::default();
-    let mut current_thread: HashMap<u8, u32> = HashMap::default();
-    let mut t0: Option<u64> = origin;
-    let mut last = 0u64;
-    let mut summary = ExportSummary::default();
-    let mut done: Vec<Done<StartInfo>> = Vec::new();
-    let mut io_error: Option<std::io::Error> = None;
-    let emit = |done: &mut Vec<Done<StartInfo>>,
-                labels: &[String],
-                t0: u64,
-                store: &mut Option<DataStore>,
-                sink: &mut dyn FrameSink,
-                summary: &mut ExportSummary|
-     -> std::io::Result<()> {
-        for d in done.drain(..) {
+        let read = reader.read_available(|_, rec| {
+            if io_error.is_none()
+                && let Err(e) = self.record(rec, sink)
+            {
+                io_error = Some(e);
+            }
+        });
+        self.summary.damaged_bytes = reader.damage_totals().0;
+        self.reader = Some(reader);
+        read?;
+        if let Some(e) = io_error {
+            return Err(ExportError::Output(e));
+        }
+        Ok(self.summary.frames - before)
+    }
+
+    /// Ends the frames still open at the log's last time, releases everything, and finishes
+    /// the sink.
+    pub fn finish(mut self, sink: &mut dyn FrameSink) -> Result<ExportSummary, ExportError> {
+        let mut done = std::mem::take(&mut self.done);
+        self.tracks.finish(self.last, &mut |d| done.push(d));
+        self.done = done;
+        self.emit(sink).map_err(ExportError::Output)?;
+        sink.finish().map_err(ExportError::Output)?;
+        Ok(self.summary)
+    }
+
+    fn record(&mut self, rec: Record<'_>, sink: &mut dyn FrameSink) -> std::io::Result<()> {
+        match rec {
+            Record::WorkerInfo(w) => {
+                // Not a time origin: a writer stamps it when it opens the log.
+                sink.process(w.worker, w.pid, w.name)?;
+            }
+            Record::ThreadInfo(t) => {
+                self.t0.get_or_insert(t.timestamp);
+                if self.current_thread.insert(t.worker, t.thread) != Some(t.thread) {
+                    sink.thread(t.worker, t.thread, t.name)?;
+                }
+            }
+            Record::Start(s) => {
+                self.t0.get_or_insert(s.timestamp);
+                self.last = self.last.max(s.timestamp);
+                if self.opts.context.is_some_and(|c| c != s.context)
+                    || self
+                        .opts
+                        .label
+                        .as_ref()
+                        .is_some_and(|p| !p.matches(s.label))
+                {
+                    return Ok(());
+                }
+                let label = match self.label_ids.get(s.label) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.labels.len() as u32;
+                        self.labels.push(s.label.to_owned());
+                        self.label_ids.insert(s.label.to_owned(), id);
+                        id
+                    }
+                };
+                let thread = (
+                    s.worker,
+                    self.current_thread.get(&s.worker).copied().unwrap_or(0),
+                );
+                let info = StartInfo {
+                    label,
+                    category: s.category,
+                    context: s.context,
+                };
+                let done = &mut self.done;
+                self.tracks.start(
+                    FrameKey::new(s.worker, s.id),
+                    thread,
+                    s.timestamp,
+                    info,
+                    &mut |d| done.push(d),
+                );
+            }
+            Record::End(e) => {
+                self.last = self.last.max(e.timestamp);
+                let done = &mut self.done;
+                self.tracks
+                    .end(FrameKey::new(e.worker, e.id), e.timestamp, &mut |d| {
+                        done.push(d)
+                    });
+            }
+            Record::Dropped(d) => self.last = self.last.max(d.timestamp),
+            Record::Unknown(_) => {}
+        }
+        if !self.done.is_empty() {
+            self.emit(sink)?;
+        }
+        Ok(())
+    }
+
+    /// Hands released frames to the sink, filtered by the time window, with their data.
+    fn emit(&mut self, sink: &mut dyn FrameSink) -> std::io::Result<()> {
+        let t0 = self.t0.unwrap_or(0);
+        for d in self.done.drain(..) {
             let (start, end) = (d.start_ns.saturating_sub(t0), d.end_ns.saturating_sub(t0));
-            if opts.from_ns.is_some_and(|f| end < f) || opts.to_ns.is_some_and(|t| start > t) {
+            if self.opts.from_ns.is_some_and(|f| end < f)
+                || self.opts.to_ns.is_some_and(|t| start > t)
+            {
                 continue;
             }
-            let data = match store {
+            let data = match &mut self.store {
                 Some(s) if s.contains(d.key) => s.get(d.key).ok().flatten(),
                 _ => None,
             };
             let f = Frame {
                 key: d.key,
                 thread: d.thread,
-                label: &labels[d.info.label as usize],
+                label: &self.labels[d.info.label as usize],
                 category: d.info.category,
                 context: d.info.context,
                 start_ns: start,
                 end_ns: end,
+                start_unix_ns: d.start_ns,
+                end_unix_ns: d.end_ns,
                 async_track: d.async_track,
                 open: d.open,
                 parent: d.parent,
-                origin_ns: t0,
                 data,
             };
             sink.frame(&f)?;
-            summary.frames += 1;
-            summary.async_frames += u64::from(d.async_track);
-            summary.open_frames += u64::from(d.open);
+            self.summary.frames += 1;
+            self.summary.async_frames += u64::from(d.async_track);
+            self.summary.open_frames += u64::from(d.open);
         }
         Ok(())
-    };
-    reader.read_available(|_, rec| {
-        if io_error.is_some() {
-            return;
-        }
-        let result = (|| -> std::io::Result<()> {
-            match rec {
-                Record::WorkerInfo(w) => {
-                    // Not a time origin: a writer stamps it when it opens the log.
-                    sink.process(w.worker, w.pid, w.name)?;
-                }
-                Record::ThreadInfo(t) => {
-                    t0.get_or_insert(t.timestamp);
-                    if current_thread.insert(t.worker, t.thread) != Some(t.thread) {
-                        sink.thread(t.worker, t.thread, t.name)?;
-                    }
-                }
-                Record::Start(s) => {
-                    t0.get_or_insert(s.timestamp);
-                    last = last.max(s.timestamp);
-                    if opts.context.is_some_and(|c| c != s.context)
-                        || opts.label.as_ref().is_some_and(|p| !p.matches(s.label))
-                    {
-                        return Ok(());
-                    }
-                    let label = match label_ids.get(s.label) {
-                        Some(&id) => id,
-                        None => {
-                            let id = labels.len() as u32;
-                            labels.push(s.label.to_owned());
-                            label_ids.insert(s.label.to_owned(), id);
-                            id
-                        }
-                    };
-                    let thread = (
-                        s.worker,
-                        current_thread.get(&s.worker).copied().unwrap_or(0),
-                    );
-                    let info = StartInfo {
-                        label,
-                        category: s.category,
-                        context: s.context,
-                    };
-                    tracks.start(
-                        FrameKey::new(s.worker, s.id),
-                        thread,
-                        s.timestamp,
-                        info,
-                        &mut |d| done.push(d),
-                    );
-                }
-                Record::End(e) => {
-                    last = last.max(e.timestamp);
-                    tracks.end(FrameKey::new(e.worker, e.id), e.timestamp, &mut |d| {
-                        done.push(d)
-                    });
-                }
-                Record::Dropped(d) => last = last.max(d.timestamp),
-                Record::Unknown(_) => {}
-            }
-            if !done.is_empty() {
-                emit(
-                    &mut done,
-                    &labels,
-                    t0.unwrap_or(0),
-                    &mut store,
-                    sink,
-                    &mut summary,
-                )?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = result {
-            io_error = Some(e);
-        }
-    })?;
-    if let Some(e) = io_error {
-        return Err(ExportError::Output(e));
     }
-    tracks.finish(last, &mut |d| done.push(d));
-    emit(
-        &mut done,
-        &labels,
-        t0.unwrap_or(0),
-        &mut store,
-        sink,
-        &mut summary,
-    )
-    .map_err(ExportError::Output)?;
-    sink.finish().map_err(ExportError::Output)?;
-    summary.damaged_bytes = reader.damage_totals().0;
-    Ok(summary)
+}
+
+/// Exports the log in `dir` to `sink`, as it is now.
+pub fn export(
+    dir: &Path,
+    opts: &ExportOptions,
+    sink: &mut dyn FrameSink,
+) -> Result<ExportSummary, ExportError> {
+    let mut e = Exporter::open(dir, opts)?;
+    e.step(sink)?;
+    e.finish(sink)
 }
 
 use tracks::Tracks;

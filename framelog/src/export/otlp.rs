@@ -2,7 +2,7 @@
 //! (protobuf `ExportTraceServiceRequest` to `/v1/traces`, the `opentelemetry-proto`
 //! definitions, a blocking HTTP client).
 //!
-//! - Trace id per context (the log's origin time, the worker and the context id), span id
+//! - Trace id per context (the log's start time, the worker and the context id), span id
 //!   per frame (worker and id), parent span: the frame it started inside on its thread.
 //! - Resource per worker: `service.name` = process name, `process.pid`, `framelog.worker`.
 //! - Attributes: `framelog.category`, `framelog.frame`, `framelog.context`, `framelog.open`
@@ -34,6 +34,8 @@ pub struct OtlpSender {
     /// Spans waiting, by worker.
     pending: HashMap<u8, Vec<Span>>,
     waiting: usize,
+    /// Distinguishes this log's traces from other logs' (the first frame's wall time).
+    salt: Option<u64>,
     /// Spans the collector accepted.
     pub sent: u64,
 }
@@ -58,10 +60,10 @@ fn attr_of(v: &bson::Bson) -> any_value::Value {
     }
 }
 
-/// The trace id of a context: unique per log (its origin), worker and context.
-pub fn trace_id(origin_ns: u64, worker: u8, context: u32) -> Vec<u8> {
+/// The trace id of a context: unique per log (`salt`), worker and context.
+pub fn trace_id(salt: u64, worker: u8, context: u32) -> Vec<u8> {
     let mut id = Vec::with_capacity(16);
-    id.extend_from_slice(&origin_ns.to_be_bytes());
+    id.extend_from_slice(&salt.to_be_bytes());
     id.extend_from_slice(&[worker, 0, 0, 1]);
     id.extend_from_slice(&context.to_be_bytes());
     id
@@ -88,11 +90,17 @@ impl OtlpSender {
             resources: HashMap::new(),
             pending: HashMap::new(),
             waiting: 0,
+            salt: None,
             sent: 0,
         }
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
+    fn salt(&mut self, f: &Frame<'_>) -> u64 {
+        *self.salt.get_or_insert(f.start_unix_ns - f.start_ns)
+    }
+
+    /// Sends the spans waiting now (a live forwarder calls it after each pass).
+    pub fn flush(&mut self) -> std::io::Result<()> {
         if self.waiting == 0 {
             return Ok(());
         }
@@ -186,7 +194,7 @@ impl FrameSink for OtlpSender {
             }
         }
         let span = Span {
-            trace_id: trace_id(f.origin_ns, f.key.worker, f.context),
+            trace_id: trace_id(self.salt(f), f.key.worker, f.context),
             span_id: span_id(f.key.worker, f.key.id),
             parent_span_id: f
                 .parent
@@ -194,8 +202,8 @@ impl FrameSink for OtlpSender {
                 .unwrap_or_default(),
             name: f.label.to_owned(),
             kind: span::SpanKind::Internal as i32,
-            start_time_unix_nano: f.origin_ns + f.start_ns,
-            end_time_unix_nano: f.origin_ns + f.end_ns,
+            start_time_unix_nano: f.start_unix_ns,
+            end_time_unix_nano: f.end_unix_ns,
             attributes,
             ..Default::default()
         };

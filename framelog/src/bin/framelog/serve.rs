@@ -4,8 +4,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::Context;
+use framelog::export::otlp::OtlpSender;
+use framelog::export::{ExportOptions, Exporter};
 use framelog::remote::{Server, ServerOptions};
 
 /// Arguments of `framelog serve`.
@@ -23,6 +27,53 @@ pub struct ServeArgs {
     /// Keep suspended programs waiting (they run on when their own timeout passes).
     #[arg(long)]
     hold: bool,
+    /// Also forward every frame, as it arrives, as an OpenTelemetry span to this OTLP/HTTP
+    /// endpoint (e.g. `http://localhost:4318`); sending happens on its own thread.
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
+}
+
+/// How often the OTLP forwarder reads what arrived.
+const FORWARD_EVERY: Duration = Duration::from_millis(500);
+
+/// Tails the log and sends its frames to `url` until `stop`, then sends the rest; the
+/// recording side never waits for it (it reads the log, as any reader does).
+fn forward(dir: PathBuf, url: String, stop: Arc<AtomicBool>) -> u64 {
+    let opts = ExportOptions {
+        with_data: true,
+        ..Default::default()
+    };
+    let mut sender = OtlpSender::new(&url);
+    let mut exporter: Option<Exporter> = None;
+    let mut reported = false;
+    let mut report = |what: &str, e: &dyn std::fmt::Display| {
+        if !std::mem::replace(&mut reported, true) {
+            eprintln!("framelog serve: forwarding to {url}: {what}: {e} (retrying)");
+        }
+    };
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if exporter.is_none() {
+            exporter = Exporter::open(&dir, &opts).ok();
+        }
+        if let Some(e) = &mut exporter
+            && let Err(err) = e.step(&mut sender)
+        {
+            report("reading the log", &err);
+        }
+        if let Err(err) = sender.flush() {
+            report("sending", &err);
+        }
+        if stopping {
+            if let Some(e) = exporter
+                && let Err(err) = e.finish(&mut sender)
+            {
+                eprintln!("framelog serve: forwarding to {url}: {err}");
+            }
+            return sender.sent;
+        }
+        std::thread::sleep(FORWARD_EVERY);
+    }
 }
 
 /// Serves until SIGINT or SIGTERM, then closes every connection and exits 0.
@@ -37,6 +88,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     opts.auto_resume = !args.hold;
     opts.log = Arc::new(|line: &str| eprintln!("framelog serve: {line}"));
     let server = Server::bind(&args.listen, opts)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let forwarder = args.otlp.clone().map(|url| {
+        let (dir, stop) = (args.dir.clone(), stop.clone());
+        std::thread::spawn(move || forward(dir, url, stop))
+    });
     {
         // The first line of stdout, for scripts and tests (port 0 picks one).
         let mut out = std::io::stdout().lock();
@@ -47,6 +103,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let programs = server.processes();
     let frames = server.frames();
     server.shutdown();
+    stop.store(true, Ordering::Release);
+    if let Some(f) = forwarder {
+        let sent = f.join().unwrap_or(0);
+        eprintln!("framelog serve: forwarded {sent} spans");
+    }
     eprintln!(
         "framelog serve: stopped; {frames} frames from {} programs in {}",
         programs.len(),
