@@ -13,14 +13,11 @@ use stopwatch::demo::{DemoOptions, run};
 #[derive(Parser)]
 #[command(about = "Record a demo server workload into a log directory or to a server")]
 struct Args {
-    /// Log directory (default target/framelog-demo unless connecting).
-    dir: Option<PathBuf>,
-    /// How long to run: seconds, or `forever`.
-    #[arg(default_value = "10")]
-    seconds: String,
-    /// Request-handling threads.
-    #[arg(default_value_t = 4)]
-    threads: usize,
+    /// [DIR] [SECONDS|forever] [THREADS]: the log directory (default target/framelog-demo,
+    /// none when connecting), how long to run (default 10), request threads (default 4). A
+    /// first value that is a number or `forever` is SECONDS.
+    #[arg(num_args = 0..=3)]
+    positional: Vec<String>,
     /// Stream to `framelog serve` or the debugger at HOST:PORT (FRAMELOG_CONNECT wins).
     #[arg(long)]
     connect: Option<String>,
@@ -29,9 +26,24 @@ struct Args {
     suspend: bool,
 }
 
+fn is_seconds(s: &str) -> bool {
+    s == "forever" || s.parse::<f64>().is_ok()
+}
+
 fn main() -> ExitCode {
     let a = Args::parse();
-    let duration = match a.seconds.as_str() {
+    let mut pos = a.positional.iter().map(String::as_str).peekable();
+    let dir_arg = pos.next_if(|p| !is_seconds(p)).map(PathBuf::from);
+    let seconds = pos.next().unwrap_or("10");
+    let threads = match pos.next().map(str::parse::<usize>) {
+        None => 4,
+        Some(Ok(t)) if t > 0 => t,
+        Some(_) => {
+            eprintln!("demo: THREADS must be a positive number");
+            return ExitCode::FAILURE;
+        }
+    };
+    let duration = match seconds {
         "forever" => None,
         s => match s.parse::<f64>() {
             Ok(secs) if secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
@@ -42,18 +54,13 @@ fn main() -> ExitCode {
         },
     };
     let connecting = a.connect.is_some() || std::env::var_os("FRAMELOG_CONNECT").is_some();
-    let dir = a
-        .dir
-        .or_else(|| (!connecting).then(|| PathBuf::from("target/framelog-demo")));
+    let dir = dir_arg.or_else(|| (!connecting).then(|| PathBuf::from("target/framelog-demo")));
+    let mut targets: Vec<String> = Vec::new();
+    targets.extend(dir.as_ref().map(|d| format!("into {}", d.display())));
+    targets.extend(a.connect.as_ref().map(|c| format!("to {c}")));
     eprintln!(
-        "demo: recording {}{} ({})",
-        dir.as_ref()
-            .map(|d| format!("into {}", d.display()))
-            .unwrap_or_default(),
-        a.connect
-            .as_ref()
-            .map(|c| format!(" to {c}"))
-            .unwrap_or_default(),
+        "demo: recording {} ({})",
+        targets.join(" and "),
         match duration {
             Some(d) => format!("{:.1} s", d.as_secs_f64()),
             None => "until interrupted".into(),
@@ -64,7 +71,7 @@ fn main() -> ExitCode {
         connect: a.connect,
         suspend: a.suspend,
         duration,
-        threads: a.threads,
+        threads,
         ..Default::default()
     }) {
         Ok(s) => {
