@@ -48,6 +48,28 @@ fn sample_log(dir: &Path) -> u8 {
     w.worker()
 }
 
+/// Opens `worker` of the log again. Its lock is released when the previous writer drops, but
+/// a child process another test forks at that moment holds a copy of the lock's descriptor
+/// until it execs: poll until the slot is free (with a deadline) instead of assuming.
+fn reopen_worker(dir: &Path, worker: u8) -> LogWriter {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match LogWriter::open_with(
+            dir,
+            WriterOptions {
+                worker: Some(worker),
+                ..Default::default()
+            },
+        ) {
+            Ok(w) => return w,
+            Err(framelog::Error::WorkerTaken(_)) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("reopening worker {worker}: {e}"),
+        }
+    }
+}
+
 fn dir_arg(dir: &tempfile::TempDir) -> &str {
     dir.path().to_str().unwrap()
 }
@@ -340,16 +362,7 @@ fn dump_into_a_closed_pipe_exits_quietly() {
 fn damage_mid_log_is_skipped_by_every_command_and_recover_copies_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let worker = sample_log(dir.path());
-    let used = LogWriter::open_with(
-        dir.path(),
-        WriterOptions {
-            worker: Some(worker),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-    .reserve_ids(500)
-    .unwrap();
+    let used = reopen_worker(dir.path(), worker).reserve_ids(500).unwrap();
     // The "db/query" frames are the second batch; zero 30 bytes in its middle, and flip a
     // byte inside a BSON document of the data file.
     let seg = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
@@ -427,13 +440,6 @@ fn damage_mid_log_is_skipped_by_every_command_and_recover_copies_the_rest() {
         "{stats}"
     );
     // Ids keep going past the old log's in the recovered one.
-    let w = LogWriter::open_with(
-        &out_dir,
-        WriterOptions {
-            worker: Some(worker),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let w = reopen_worker(&out_dir, worker);
     assert!(w.reserve_ids(1).unwrap() >= used + 500);
 }
