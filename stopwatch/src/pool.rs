@@ -270,7 +270,10 @@ mod tests {
         let b = pool.take().expect("second");
         let t = Instant::now();
         assert!(pool.take().is_none());
-        assert!(t.elapsed() < Duration::from_millis(50));
+        // Under Miri (an interpreter) the clock says nothing about blocking.
+        if !cfg!(miri) {
+            assert!(t.elapsed() < Duration::from_millis(50));
+        }
         pool.give_back(a);
         assert_eq!(pool.free(), 1);
         assert!(pool.take().is_some());
