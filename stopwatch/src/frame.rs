@@ -4,7 +4,9 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use formats::{Category, FrameKey};
+use std::sync::atomic::Ordering;
+
+use formats::{Category, FrameEnd, FrameKey};
 use serde::Serialize;
 
 use crate::context::Context;
@@ -72,7 +74,8 @@ impl Frame {
     /// is not a map is stored as `{"value": ...}`.
     pub fn data<T: Serialize + ?Sized>(&self, value: &T) {
         if let (Some(e), true) = (&self.entry, self.is_recording()) {
-            e.send_data(self.id, value);
+            e.inner
+                .send_frame_data(FrameKey::new(e.worker, self.id), value);
         }
     }
 
@@ -155,14 +158,27 @@ impl Detached {
         if flags & RECORDING != 0 {
             // Only the end record: the thread's context state is not this frame's to change
             // (it left its starting thread's context when it was detached).
-            let _ = local::with_entry(&self.inner, |e| e.end(self.id, RECORDING));
+            let ended = local::with_entry(&self.inner, |e| e.end(self.id, RECORDING));
+            if ended.is_none() {
+                // This thread's recording state is already gone (the frame is dropped by a
+                // thread-local destructor, e.g. a runtime's worker exiting).
+                let end = FrameEnd {
+                    id: self.id,
+                    worker: self.inner.worker,
+                    timestamp: self.inner.clock.now(),
+                };
+                if !self.inner.send_late(&end) {
+                    self.inner.writer_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
     }
 
     /// Attaches data to the frame.
     pub(crate) fn data<T: Serialize + ?Sized>(&self, value: &T) {
         if self.flags & RECORDING != 0 {
-            let _ = local::with_entry(&self.inner, |e| e.send_data(self.id, value));
+            let key = FrameKey::new(self.inner.worker, self.id);
+            self.inner.send_frame_data(key, value);
         }
     }
 }

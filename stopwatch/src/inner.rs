@@ -10,14 +10,16 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use formats::Category;
+use formats::{Category, FrameKey};
+use serde::Serialize;
 
 use crate::clock::Clock;
 use crate::connect::connector::Connector;
 use crate::connect::stream::RemoteStream;
-use crate::error::Reporter;
+use crate::error::{Error, Reporter};
 use crate::gate::Gate;
 use crate::ids::IdSource;
+use crate::local::Encode;
 use crate::pool::Pool;
 use crate::sampling::Sampler;
 use crate::sink::{DataMsg, Msg, Sink};
@@ -134,6 +136,31 @@ pub struct Stats {
 }
 
 impl Inner {
+    /// Sends one record made where no thread buffer exists (a thread's teardown) straight to
+    /// the writer; false if it could not be (too long, or the writer is gone).
+    pub(crate) fn send_late(&self, rec: &dyn Encode) -> bool {
+        // Only FrameEnds (25 bytes) and short FrameStarts take this path.
+        let mut tmp = [0u8; 512];
+        match rec.encode_into(&mut tmp) {
+            Some(n) => self.msgs.send(Msg::Late(tmp[..n].to_vec())).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Encodes `value` as frame `key`'s data (on the caller's thread) and queues it.
+    pub(crate) fn send_frame_data<T: Serialize + ?Sized>(&self, key: FrameKey, value: &T) {
+        if !self.gate.records_data() {
+            return;
+        }
+        match formats::to_document(value) {
+            Ok(document) => self.send_data(DataMsg { key, document }),
+            Err(e) => {
+                self.dropped_data.fetch_add(1, Ordering::Relaxed);
+                self.reporter.report(Error::Data(e.to_string()));
+            }
+        }
+    }
+
     /// Queues one frame-data update per the buffering mode (counted as dropped if it is not).
     pub(crate) fn send_data(&self, msg: DataMsg) {
         if !self.pool.send_per_mode(&self.data_tx, msg) {

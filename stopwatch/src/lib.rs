@@ -27,6 +27,7 @@
 //!   settings applied while the program runs; `docs/PROTOCOL.md`).
 //! - [`sampling`]: fixed-probability and adaptive sampling, decided at the root frame.
 //! - `frame`, `recorder`: the public guard and recorder types.
+//! - `tracing_layer` (feature `tracing`): [`TracingLayer`] records `tracing` spans as frames.
 //! - [`demo`], [`stress`]: workloads used by the examples, tests, benchmarks and the viewer.
 
 mod buffer;
@@ -51,6 +52,8 @@ mod sink;
 mod slot;
 #[cfg(feature = "demo")]
 pub mod stress;
+#[cfg(feature = "tracing")]
+mod tracing_layer;
 mod writer;
 
 pub use connect::DEFAULT_SUSPEND_TIMEOUT;
@@ -64,3 +67,5 @@ pub use pool::BufferingMode;
 pub use recorder::{Builder, InstallGuard, Recorder, Stopwatch};
 pub use sampling::Sampling;
 pub use sink::Sink;
+#[cfg(feature = "tracing")]
+pub use tracing_layer::TracingLayer;

@@ -17,15 +17,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use formats::{Category, FrameEnd, FrameKey, FrameStart};
-use serde::Serialize;
+use formats::{Category, FrameEnd, FrameStart};
 
 use crate::buffer::Buf;
 use crate::clock::Clock;
-use crate::error::Error;
 use crate::ids::CHUNK;
 use crate::inner::Inner;
-use crate::sink::{DataMsg, Msg, count_frame_records};
+use crate::sink::{Msg, count_frame_records};
 use crate::slot::Slot;
 
 /// The outermost frame of a thread asks the writer to flush when the thread's records have
@@ -281,8 +279,16 @@ impl Entry {
     #[cold]
     #[inline(never)]
     fn emit_slow(&self, rec: &dyn Encode) {
-        if self.retired.get() || self.inner.closed.load(Ordering::Acquire) {
+        if self.inner.closed.load(Ordering::Acquire) {
             self.slot.count_dropped(1);
+            return;
+        }
+        if self.retired.get() {
+            // The thread is exiting and its last buffer went to the writer: a frame that
+            // ends now (a guard dropped by another thread-local's destructor) goes on its own.
+            if !self.inner.send_late(rec) {
+                self.slot.count_dropped(1);
+            }
             return;
         }
         self.hand_off();
@@ -368,27 +374,6 @@ impl Entry {
         }
         self.hand_off();
         self.slot.lock().orphaned = true;
-    }
-
-    /// Sends one frame-data update for frame `id` (BSON-encoded here, on the caller's thread).
-    pub(crate) fn send_data<T: Serialize + ?Sized>(&self, id: u32, value: &T) {
-        let inner = &self.inner;
-        if !inner.gate.records_data() {
-            return;
-        }
-        let document = match formats::to_document(value) {
-            Ok(d) => d,
-            Err(e) => {
-                inner.dropped_data.fetch_add(1, Ordering::Relaxed);
-                inner.reporter.report(Error::Data(e.to_string()));
-                return;
-            }
-        };
-        let msg = DataMsg {
-            key: FrameKey::new(self.worker, id),
-            document,
-        };
-        inner.send_data(msg);
     }
 }
 

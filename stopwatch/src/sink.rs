@@ -66,6 +66,9 @@ pub(crate) enum Msg {
         buf: Box<Buf>,
         len: usize,
     },
+    /// Whole records made by a thread whose own buffers are gone (it is exiting): written
+    /// under thread number 0 (they are FrameEnds, whose thread is their FrameStart's).
+    Late(Vec<u8>),
     /// Write everything committed so far; answer when done (if a channel is given).
     Flush(Option<Sender<()>>),
     /// Write everything and exit.

@@ -42,6 +42,8 @@ struct Writer {
     data_failed: bool,
     acks: Vec<Sender<()>>,
     worker: u8,
+    /// Thread number 0: what late records (`Msg::Late`) are written under.
+    late: Arc<Slot>,
 }
 
 /// The writer thread's body.
@@ -57,6 +59,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         data_failed: false,
         acks: Vec::new(),
         worker,
+        late: Arc::new(Slot::new(0, String::new())),
     };
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| w.main_loop()));
     if outcome.is_err() {
@@ -111,14 +114,41 @@ impl Writer {
                 return;
             }
             if steal {
+                // Flushes asked for so far are answered after this steal; a flush that
+                // arrives while it is finished waits for the next one.
+                let ready = std::mem::take(&mut self.acks);
                 self.steal_all();
-            }
-            self.write_out();
-            self.write_data();
-            if steal {
-                for ack in self.acks.drain(..) {
+                // A thread that handed its buffer over just before the steal (it was full,
+                // or the thread is exiting) was skipped: its buffer is queued behind the
+                // flush. Write what is queued now, so the flush covers it.
+                let mut again = false;
+                for _ in 0..self.rx.len() {
+                    match self.rx.try_recv() {
+                        Ok(m) => shutdown |= self.handle(m, &mut again),
+                        Err(_) => break,
+                    }
+                }
+                for _ in 0..self.data_rx.len() {
+                    match self.data_rx.try_recv() {
+                        Ok(d) => self.push_data(d),
+                        Err(_) => break,
+                    }
+                }
+                self.write_out();
+                self.write_data();
+                for ack in ready {
                     let _ = ack.send(());
                 }
+                if again {
+                    next_tick = Instant::now();
+                }
+                if shutdown {
+                    self.finish();
+                    return;
+                }
+            } else {
+                self.write_out();
+                self.write_data();
             }
         }
     }
@@ -135,6 +165,11 @@ impl Writer {
                 self.inner.pool.give_back(buf);
                 let mut st = slot.lock();
                 st.pending = st.pending.saturating_sub(1);
+                false
+            }
+            Msg::Late(bytes) => {
+                let late = self.late.clone();
+                self.add_chunk(&late, &bytes);
                 false
             }
             Msg::Flush(ack) => {

@@ -241,3 +241,41 @@ fn without_an_installed_stopwatch_frames_are_inert() {
     assert!(Stopwatch::current_context().is_none());
     assert!(!Stopwatch::flush(Duration::from_millis(10)));
 }
+
+thread_local! {
+    // Registered before the stopwatch's own thread state, so destroyed after it.
+    static HELD_FRAME: std::cell::RefCell<Option<stopwatch::Frame>> =
+        const { std::cell::RefCell::new(None) };
+    static HELD_FUTURE: std::cell::RefCell<Option<Box<dyn std::any::Any>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+#[test]
+fn frames_ended_by_a_thread_local_destructor_after_the_stopwatch_state_reach_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = std::sync::Arc::new(Stopwatch::builder().dir(dir.path()).build().unwrap());
+    // An instrumented future started here and dropped on the other thread during its exit
+    // (as a runtime's worker drops the tasks it still holds).
+    let fut = rec.start("task").instrument(async {});
+    let r = rec.clone();
+    std::thread::spawn(move || {
+        HELD_FRAME.with(|_| {});
+        HELD_FUTURE.with(|h| *h.borrow_mut() = Some(Box::new(fut)));
+        // First use of the stopwatch on this thread: its state is destroyed before the two
+        // thread-locals above, which then end their frames.
+        let frame = r.start("guard");
+        HELD_FRAME.with(|h| *h.borrow_mut() = Some(frame));
+    })
+    .join()
+    .unwrap();
+    // The thread is joined: its thread-local destructors have run.
+    drop(rec);
+    let log = read_log(dir.path());
+    let ended: HashSet<&str> = log
+        .starts
+        .iter()
+        .filter(|s| log.ends.contains_key(&s.key))
+        .map(|s| s.label.as_str())
+        .collect();
+    assert_eq!(ended, HashSet::from(["task", "guard"]), "{log:?}");
+}

@@ -1,0 +1,231 @@
+//! `TracingLayer` with real `tracing` spans: `#[instrument]` async fns on a multi-thread tokio
+//! runtime (frames cover whole lives across `.await`s and threads), explicit parents,
+//! `follows_from`, out-of-order exits, spans closed on other threads, per-layer filters.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use formats::{Category, FrameKey, Record};
+use framelog::{DataStore, LogReader};
+use stopwatch::{Recorder, Stopwatch, TracingLayer};
+use tracing::{info, info_span, instrument};
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::prelude::*;
+
+#[derive(Debug, Clone)]
+struct F {
+    key: FrameKey,
+    label: String,
+    category: Category,
+    context: u32,
+    start: u64,
+    end: u64,
+}
+
+/// The frames in the log: (ended, still open). An end may come before its start in the file
+/// (a span closed on another thread than the one it began on: two buffers).
+fn read(dir: &std::path::Path) -> (Vec<F>, Vec<F>) {
+    let mut starts: HashMap<FrameKey, F> = HashMap::new();
+    let mut ends: HashMap<FrameKey, u64> = HashMap::new();
+    LogReader::open(dir)
+        .unwrap()
+        .read_available(|_, r| match r {
+            Record::Start(s) => {
+                let key = FrameKey::new(s.worker, s.id);
+                starts.insert(
+                    key,
+                    F {
+                        key,
+                        label: s.label.to_owned(),
+                        category: s.category,
+                        context: s.context,
+                        start: s.timestamp,
+                        end: 0,
+                    },
+                );
+            }
+            Record::End(e) => {
+                ends.insert(FrameKey::new(e.worker, e.id), e.timestamp);
+            }
+            _ => {}
+        })
+        .unwrap();
+    let (mut done, mut open) = (Vec::new(), Vec::new());
+    for (key, mut f) in starts {
+        match ends.get(&key) {
+            Some(&end) => {
+                f.end = end;
+                done.push(f);
+            }
+            None => open.push(f),
+        }
+    }
+    (done, open)
+}
+
+/// The log's frames once `count` of them have ended and none is open. Polls: a runtime's
+/// worker threads may still be exiting (and ending the frames they drop) after the runtime
+/// is dropped.
+fn frames(rec: &Recorder, dir: &std::path::Path, count: usize) -> Vec<F> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        rec.flush(Duration::from_secs(10));
+        let (done, open) = read(dir);
+        if done.len() >= count && open.is_empty() {
+            return done;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "every span's frame ends: {} ended, open: {open:?}",
+            done.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn recorder(dir: &std::path::Path) -> Arc<Recorder> {
+    Arc::new(Stopwatch::builder().dir(dir).build().unwrap())
+}
+
+#[instrument]
+async fn handle(id: u32) {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    query(id).await;
+    info!(rows = 3, "loaded");
+}
+
+#[instrument(fields(category = "database"))]
+async fn query(id: u32) {
+    // Yield to the other requests, possibly resuming on another worker thread.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::task::yield_now().await;
+}
+
+#[test]
+fn instrumented_async_fns_are_one_frame_per_span_life_nested_in_their_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let dispatch =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(TracingLayer::new(&rec)));
+    let d = dispatch.clone();
+    // Every runtime thread gets the subscriber (a guard leaked per thread, as a global
+    // default would be, without making this test binary's other tests share it).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .unwrap();
+    tracing::dispatcher::with_default(&dispatch, || {
+        rt.block_on(async {
+            let tasks: Vec<_> = (1..=4).map(|id| tokio::spawn(handle(id))).collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        })
+    });
+    drop(rt);
+    let all = frames(&rec, dir.path(), 8);
+    let handles: Vec<&F> = all.iter().filter(|f| f.label == "handle").collect();
+    let queries: Vec<&F> = all.iter().filter(|f| f.label == "query").collect();
+    assert_eq!((handles.len(), queries.len()), (4, 4), "{all:?}");
+    let mut store = DataStore::open(dir.path()).unwrap();
+    for h in &handles {
+        assert_eq!(
+            h.context, h.key.id,
+            "a span without a parent opens a context"
+        );
+        assert!(
+            h.end - h.start >= 15_000_000,
+            "whole life across awaits: {h:?}"
+        );
+        let data = store.get(h.key).unwrap().expect("fields and events");
+        let id = data.get_i64("id").unwrap();
+        let q = queries
+            .iter()
+            .find(|q| q.context == h.key.id)
+            .expect("the query runs in its request's context");
+        assert_eq!(q.category, Category::DATABASE, "the category field");
+        assert!(q.end - q.start >= 10_000_000, "{q:?}");
+        assert!(
+            q.start >= h.start && q.end <= h.end,
+            "the query inside its request"
+        );
+        let qdata = store.get(q.key).unwrap().unwrap();
+        assert_eq!(qdata.get_i64("id").unwrap(), id);
+        let events = data.get_array("events").unwrap();
+        let ev = events[0].as_document().unwrap();
+        assert_eq!(ev.get_str("message").unwrap(), "loaded");
+        assert_eq!(ev.get_i64("rows").unwrap(), 3);
+        assert_eq!(ev.get_str("level").unwrap(), "INFO");
+    }
+}
+
+/// A layer without a filter: it enables every span.
+struct SeesAll;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SeesAll {}
+
+#[test]
+fn explicit_parents_follows_from_out_of_order_exits_other_threads_and_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let layer = TracingLayer::new(&rec)
+        .category_for("jobs", Category::JOB)
+        .with_filter(filter_fn(|m| m.name() != "hidden"));
+    // Another layer (a log formatter, say) sees every span, so `hidden` exists; with no
+    // layer wanting it, tracing would not create it and its children would be roots.
+    let subscriber = tracing_subscriber::registry().with(layer).with(SeesAll);
+    tracing::subscriber::with_default(subscriber, || {
+        let cause = info_span!("cause");
+        let root = info_span!("root", user = "ada");
+        // An explicit parent, though no span is entered.
+        let child = info_span!(parent: &root, "child");
+        child.follows_from(&cause);
+        // Entered out of order, exited out of order.
+        let r = root.clone().entered();
+        let c = child.clone().entered();
+        drop(r);
+        drop(c);
+        // A span the layer's filter hides: its child attaches to the nearest recorded span.
+        let hidden = info_span!(parent: &root, "hidden");
+        let grandchild = info_span!(target: "jobs::nightly", parent: &hidden, "grandchild",
+                                    user = tracing::field::Empty);
+        grandchild.record("user", "bob");
+        // Closed on another thread, while this one records on.
+        let moved = child.clone();
+        std::thread::spawn(move || drop(moved)).join().unwrap();
+        drop((cause, root, child, hidden, grandchild));
+    });
+    let all = frames(&rec, dir.path(), 4);
+    let by: HashMap<&str, &F> = all.iter().map(|f| (f.label.as_str(), f)).collect();
+    assert!(!by.contains_key("hidden"), "filtered out: {all:?}");
+    let (root, child, gc) = (by["root"], by["child"], by["grandchild"]);
+    assert_eq!(child.context, root.key.id, "explicit parent");
+    assert_eq!(
+        gc.context, root.key.id,
+        "through the hidden span to the recorded one"
+    );
+    assert_eq!(gc.category, Category::JOB, "category by target prefix");
+    let mut store = DataStore::open(dir.path()).unwrap();
+    let d = store.get(child.key).unwrap().unwrap();
+    let cause = by["cause"];
+    assert_eq!(
+        d.get_array("follows_from").unwrap()[0].as_str().unwrap(),
+        format!("{}:{}", cause.key.worker, cause.key.id)
+    );
+    assert_eq!(
+        store.get(gc.key).unwrap().unwrap().get_str("user").unwrap(),
+        "bob"
+    );
+    assert_eq!(
+        store
+            .get(root.key)
+            .unwrap()
+            .unwrap()
+            .get_str("user")
+            .unwrap(),
+        "ada"
+    );
+}
