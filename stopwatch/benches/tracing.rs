@@ -13,7 +13,7 @@ use stopwatch::clock::Clock;
 use stopwatch::{BufferingMode, Stopwatch, TracingLayer};
 use tracing_subscriber::prelude::*;
 
-const N: u64 = 200_000;
+const N: u64 = 1_000_000;
 
 /// ns per iteration, median of 7 runs of `N`.
 fn measure(mut f: impl FnMut()) -> f64 {

@@ -104,19 +104,7 @@ impl Frame {
     pub(crate) fn detach(mut self) -> Option<Detached> {
         let e = self.entry.take()?;
         let flags = std::mem::take(&mut self.flags);
-        let sampled = flags & RECORDING != 0 || (e.in_frame.get() && e.sampled.get());
-        let d = Detached {
-            inner: e.inner.clone(),
-            id: self.id,
-            ctx: e.ctx.get(),
-            sampled,
-            flags,
-        };
-        if flags & ROOT != 0 {
-            // The frame opened the thread's context; the thread is no longer in it.
-            e.in_frame.set(false);
-        }
-        Some(d)
+        Detached::from_started(&e, self.id, flags)
     }
 }
 
@@ -147,6 +135,31 @@ pub(crate) struct Detached {
 }
 
 impl Detached {
+    /// Starts a frame on the calling thread and detaches it at once (see [`Frame::detach`]).
+    pub(crate) fn start(inner: &Arc<Inner>, label: &str, category: Category) -> Option<Detached> {
+        local::with_entry(inner, |e| {
+            let (id, flags) = e.start(label, category);
+            Detached::from_started(e, id, flags)
+        })
+        .flatten()
+    }
+
+    /// The detached form of a frame `e.start` just returned.
+    fn from_started(e: &Entry, id: u32, flags: u8) -> Option<Detached> {
+        let sampled = flags & RECORDING != 0 || (e.in_frame.get() && e.sampled.get());
+        if flags & ROOT != 0 {
+            // The frame opened the thread's context; the thread is no longer in it.
+            e.in_frame.set(false);
+        }
+        Some(Detached {
+            inner: e.inner.clone(),
+            id,
+            ctx: e.ctx.get(),
+            sampled,
+            flags,
+        })
+    }
+
     /// The context the frame runs in.
     pub(crate) fn context(&self) -> Context {
         Context::new(self.inner.clone(), self.ctx, self.sampled)

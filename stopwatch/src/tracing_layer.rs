@@ -37,7 +37,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context as LayerContext;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::frame::{Detached, Frame};
+use crate::frame::Detached;
 use crate::inner::Inner;
 use crate::recorder::{Recorder, with_global};
 
@@ -56,12 +56,25 @@ pub struct TracingLayer {
     categories: Vec<(String, Category)>,
 }
 
-/// What the layer keeps in a span's extensions.
+/// What the layer keeps in the extensions of a span it records.
 struct SpanFrame {
-    frame: Option<Detached>,
+    frame: Detached,
+    /// Fields, events and links, once the span has any (most spans have none: no allocation).
+    data: Option<Box<SpanData>>,
+}
+
+/// A span's frame data, gathered until it closes.
+#[derive(Default)]
+struct SpanData {
     fields: Map<String, Value>,
     events: Vec<Value>,
     events_dropped: u64,
+}
+
+impl SpanFrame {
+    fn data(&mut self) -> &mut SpanData {
+        self.data.get_or_insert_with(Box::default)
+    }
 }
 
 impl TracingLayer {
@@ -110,8 +123,8 @@ impl TracingLayer {
         self
     }
 
-    fn category(&self, target: &str, fields: &Map<String, Value>) -> Option<Category> {
-        if let Some(v) = fields.get("category") {
+    fn category(&self, target: &str, fields: Option<&Map<String, Value>>) -> Option<Category> {
+        if let Some(v) = fields.and_then(|f| f.get("category")) {
             let parsed = match v {
                 Value::String(s) => Category::parse(s),
                 Value::Number(n) => n.as_u64().and_then(|n| u8::try_from(n).ok()).map(Category),
@@ -138,7 +151,7 @@ impl TracingLayer {
     ) -> Option<Detached> {
         let go = |inner: &Arc<Inner>| {
             let category = category.unwrap_or(inner.default_category);
-            let start = || Frame::start_on(inner, &label, category).detach();
+            let start = || Detached::start(inner, &label, category);
             match &parent {
                 Some(ctx) => ctx.run(start),
                 None => start(),
@@ -186,43 +199,39 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
-        let mut fields = Map::new();
-        attrs.record(&mut Fields(&mut fields));
+        let data = (!attrs.values().is_empty()).then(|| {
+            let mut data = Box::<SpanData>::default();
+            attrs.record(&mut Fields(&mut data.fields));
+            data
+        });
         let meta = attrs.metadata();
         let label: Cow<'static, str> = if self.with_target {
             Cow::Owned(format!("{}::{}", meta.target(), meta.name()))
         } else {
             Cow::Borrowed(meta.name())
         };
-        let category = self.category(meta.target(), &fields);
+        let category = self.category(meta.target(), data.as_ref().map(|d| &d.fields));
         // The nearest ancestor that has a frame: `parent()` skips spans this layer's filter
-        // disabled, but a span it saw without recording (none installed, gated) has none.
+        // disabled, but a span it saw without recording (none installed, not sampled) has none.
         let mut ancestor = span.parent();
         let mut parent = None;
         while let Some(p) = ancestor {
-            parent = p
-                .extensions()
-                .get::<SpanFrame>()
-                .and_then(|f| f.frame.as_ref().map(Detached::context));
+            parent = p.extensions().get::<SpanFrame>().map(|f| f.frame.context());
             if parent.is_some() {
                 break;
             }
             ancestor = p.parent();
         }
-        let frame = self.start(label, category, parent);
-        span.extensions_mut().insert(SpanFrame {
-            frame,
-            fields,
-            events: Vec::new(),
-            events_dropped: 0,
-        });
+        if let Some(frame) = self.start(label, category, parent) {
+            span.extensions_mut().insert(SpanFrame { frame, data });
+        }
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: LayerContext<'_, S>) {
         if let Some(span) = ctx.span(id)
             && let Some(f) = span.extensions_mut().get_mut::<SpanFrame>()
         {
-            values.record(&mut Fields(&mut f.fields));
+            values.record(&mut Fields(&mut f.data().fields));
         }
     }
 
@@ -230,15 +239,15 @@ where
         let Some(other) = ctx.span(follows) else {
             return;
         };
-        let key = other.extensions().get::<SpanFrame>().and_then(|f| {
-            f.frame
-                .as_ref()
-                .map(|d| format!("{}:{}", d.inner.worker, d.id))
-        });
+        let key = other
+            .extensions()
+            .get::<SpanFrame>()
+            .map(|f| format!("{}:{}", f.frame.inner.worker, f.frame.id));
         if let (Some(key), Some(span)) = (key, ctx.span(id))
             && let Some(f) = span.extensions_mut().get_mut::<SpanFrame>()
         {
             let list = f
+                .data()
                 .fields
                 .entry("follows_from")
                 .or_insert_with(|| Value::Array(Vec::new()));
@@ -256,8 +265,9 @@ where
         let Some(f) = ext.get_mut::<SpanFrame>() else {
             return;
         };
-        if f.events.len() >= MAX_EVENTS {
-            f.events_dropped += 1;
+        let data = f.data();
+        if data.events.len() >= MAX_EVENTS {
+            data.events_dropped += 1;
             return;
         }
         let mut fields = Map::new();
@@ -265,29 +275,32 @@ where
         let meta = event.metadata();
         fields.insert("level".into(), Value::from(meta.level().as_str()));
         fields.insert("target".into(), Value::from(meta.target()));
-        f.events.push(Value::Object(fields));
+        data.events.push(Value::Object(fields));
     }
 
     fn on_close(&self, id: Id, ctx: LayerContext<'_, S>) {
         let Some(span) = ctx.span(&id) else {
             return;
         };
-        let Some(mut f) = span.extensions_mut().remove::<SpanFrame>() else {
+        let Some(SpanFrame { mut frame, data }) = span.extensions_mut().remove::<SpanFrame>()
+        else {
             return;
         };
-        let Some(mut frame) = f.frame.take() else {
-            return;
-        };
-        if !f.events.is_empty() {
-            f.fields
-                .insert("events".into(), Value::Array(std::mem::take(&mut f.events)));
-        }
-        if f.events_dropped > 0 {
-            f.fields
-                .insert("events_dropped".into(), Value::from(f.events_dropped));
-        }
-        if !f.fields.is_empty() {
-            frame.data(&f.fields);
+        if let Some(data) = data {
+            let SpanData {
+                mut fields,
+                events,
+                events_dropped,
+            } = *data;
+            if !events.is_empty() {
+                fields.insert("events".into(), Value::Array(events));
+            }
+            if events_dropped > 0 {
+                fields.insert("events_dropped".into(), Value::from(events_dropped));
+            }
+            if !fields.is_empty() {
+                frame.data(&fields);
+            }
         }
         frame.end();
     }
