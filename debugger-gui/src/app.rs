@@ -15,6 +15,7 @@ use crate::ingest::{Ingest, IngestStatus};
 use crate::listen::Listener;
 use crate::model::search::{Matches, Pattern};
 use crate::model::{FrameInfo, FrameRef, Model};
+use crate::ui::aggregated::{self, AggregatedState, ScopeInput};
 use crate::ui::contexts::{self, ContextsPanel};
 use crate::ui::data_panel::DataPanel;
 pub use crate::ui::data_panel::DataState;
@@ -41,10 +42,21 @@ pub enum BottomTab {
     Processes,
 }
 
+/// What the central area shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CentralView {
+    /// Frames on their threads over time.
+    Timeline,
+    /// Frames merged by call path (icicle: callers above callees).
+    FlameGraph,
+}
+
 /// The debugger window's state.
 pub struct DebuggerApp {
     log: Option<OpenLog>,
+    view: CentralView,
     flame: FlameState,
+    aggregated: AggregatedState,
     selected: Option<FrameRef>,
     selected_info: Option<FrameInfo>,
     data: DataPanel,
@@ -84,7 +96,9 @@ impl DebuggerApp {
     pub fn new() -> Self {
         Self {
             log: None,
+            view: CentralView::Timeline,
             flame: FlameState::default(),
+            aggregated: AggregatedState::default(),
             selected: None,
             selected_info: None,
             data: DataPanel::default(),
@@ -379,10 +393,28 @@ impl DebuggerApp {
                             .animate(true),
                     );
                 }
-                let matches = self.search.matches();
-                let out = flamegraph::show(ui, &mut self.flame, model, matches, self.selected);
-                if let Some(sel) = out.clicked {
-                    self.select(sel);
+                ui.horizontal(|ui| {
+                    ui.selectable_value(&mut self.view, CentralView::Timeline, "Timeline");
+                    ui.selectable_value(&mut self.view, CentralView::FlameGraph, "Flame graph");
+                });
+                match self.view {
+                    CentralView::Timeline => {
+                        let matches = self.search.matches();
+                        let out =
+                            flamegraph::show(ui, &mut self.flame, model, matches, self.selected);
+                        if let Some(sel) = out.clicked {
+                            self.select(sel);
+                        }
+                    }
+                    CentralView::FlameGraph => {
+                        let input = self.scope_input(model);
+                        if let Some(label) =
+                            aggregated::show(ui, &mut self.aggregated, model, &input)
+                        {
+                            self.search.set_text(&Pattern::exact_text(&label));
+                            self.view = CentralView::Timeline;
+                        }
+                    }
                 }
             });
             self.open_dialog(&ctx);
@@ -395,6 +427,37 @@ impl DebuggerApp {
             self.log = log;
         }
         self.ui_cpu = t0.elapsed();
+    }
+
+    /// The central area's view.
+    pub fn view(&self) -> CentralView {
+        self.view
+    }
+
+    /// Switches the central area's view.
+    pub fn set_view(&mut self, view: CentralView) {
+        self.view = view;
+    }
+
+    /// The aggregated flame graph's state.
+    pub fn aggregated(&self) -> &AggregatedState {
+        &self.aggregated
+    }
+
+    /// What the aggregated flame graph's scope choices resolve to now.
+    fn scope_input(&self, model: &Model) -> ScopeInput {
+        let range = self.flame.base.map(|b| {
+            let from = b as f64 + self.flame.start.max(0.0);
+            (from as u64, (from + self.flame.width.max(1.0)) as u64)
+        });
+        let context = self.selected_info.as_ref().map(|i| {
+            // The context root is the first node of the frame's call path.
+            let tree = model.call_tree();
+            let node = model.row(i.at).node[i.at.index as usize];
+            let root = tree.path(node).first().map(|&n| tree.label(n));
+            ((i.key.worker, i.context), root)
+        });
+        ScopeInput { range, context }
     }
 
     fn toggle_follow(&mut self) {

@@ -136,6 +136,7 @@ pub(crate) struct Detached {
 
 impl Detached {
     /// Starts a frame on the calling thread and detaches it at once (see [`Frame::detach`]).
+    #[cfg(feature = "tracing")]
     pub(crate) fn start(inner: &Arc<Inner>, label: &str, category: Category) -> Option<Detached> {
         local::with_entry(inner, |e| {
             let (id, flags) = e.start(label, category);

@@ -7,7 +7,7 @@
 use formats::{FrameEnd, FrameKey, FrameStart, Record};
 
 use super::row::{Active, Lane, Row};
-use super::{FrameRef, Model, OPEN, UNKNOWN_THREAD};
+use super::{FrameRef, Model, OPEN, UNKNOWN_THREAD, calltree};
 
 /// A FrameStart with its label already interned (the ingest thread interns labels while it
 /// reads, so the model thread does not hash strings).
@@ -193,7 +193,19 @@ impl Model {
                 rows.len() - 1
             }
         };
-        let index = rows[row].push(t, end.unwrap_or(OPEN), label, s.context, s.id, s.category);
+        let parent_node = parent.map_or(calltree::ROOT, |p| {
+            rows[p.at.row as usize].node[p.at.index as usize]
+        });
+        let node = self.calltree.child(parent_node, label);
+        let index = rows[row].push(
+            t,
+            end.unwrap_or(OPEN),
+            label,
+            s.context,
+            s.id,
+            s.category,
+            node,
+        );
         let at = FrameRef {
             lane: lane_id,
             row: row as u32,
@@ -232,6 +244,7 @@ impl Model {
         row.end[i] = end;
         let dur = end - row.start[i];
         let label = row.label[i];
+        self.calltree.on_close(row.node[i], dur);
         self.stats.on_close(label, dur);
         if let Some(p) = parent {
             let prow = &mut self.lanes[p.lane as usize].rows[p.row as usize];

@@ -200,7 +200,7 @@ mod tests {
     fn row_of(frames: &[(u64, u64)]) -> Row {
         let mut r = Row::default();
         for (k, &(s, e)) in frames.iter().enumerate() {
-            r.push(s, e, 0, 0, k as u32, 0);
+            r.push(s, e, 0, 0, k as u32, 0, 0);
         }
         r
     }
@@ -213,7 +213,7 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            r.push(s, e, label, 0, k as u32, cat);
+            r.push(s, e, label, 0, k as u32, cat, 0);
         }
         let b = LodBox {
             start: 0,

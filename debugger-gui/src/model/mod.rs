@@ -11,8 +11,9 @@
 //! separate rows instead of being drawn over each other.
 //!
 //! Storage is struct-of-arrays per row: start, end, child time (u64 each), label id, context,
-//! frame id (u32 each) and category (u8) — 37 bytes per frame, labels interned once.
+//! frame id, call-tree node (u32 each) and category (u8) — 41 bytes per frame, labels interned once.
 
+pub mod calltree;
 pub mod contexts;
 pub mod hit;
 pub mod intern;
@@ -31,6 +32,7 @@ use formats::{Category, FrameKey};
 use framelog::pairing::Pairing;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
+use calltree::CallTree;
 use contexts::Contexts;
 use intern::Interner;
 use layout::OpenFrame;
@@ -100,6 +102,7 @@ pub struct Model {
     /// Start/end pairing (the rule every reader shares); the open frames wait in it.
     pairing: Pairing<OpenFrame, FxBuildHasher>,
     contexts: Contexts,
+    calltree: CallTree,
     stats: Stats,
     min_time: u64,
     max_time: u64,
@@ -126,6 +129,7 @@ impl Model {
             workers: vec![Worker::default(); 256],
             pairing: Pairing::new(),
             contexts: Contexts::default(),
+            calltree: CallTree::default(),
             stats: Stats::default(),
             min_time: u64::MAX,
             max_time: 0,
@@ -171,6 +175,11 @@ impl Model {
     /// Per-label statistics.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Frames merged by call path (the aggregated flame graph's tree).
+    pub fn call_tree(&self) -> &CallTree {
+        &self.calltree
     }
 
     /// The contexts (units of work) seen so far.
@@ -291,6 +300,7 @@ impl Model {
             + self.labels.heap_bytes()
             + self.stats.heap_bytes()
             + self.contexts.heap_bytes()
+            + self.calltree.heap_bytes()
     }
 }
 

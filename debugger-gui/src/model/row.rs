@@ -20,6 +20,8 @@ pub struct Row {
     pub id: Vec<u32>,
     /// Category bytes.
     pub category: Vec<u8>,
+    /// Call-tree nodes (the frame's call path, see [`calltree`](super::calltree)).
+    pub node: Vec<u32>,
     /// Level-of-detail summary: for aligned blocks of 16, 256, 4096 and 65,536 frames, the
     /// largest gap before a frame and the largest duration in the block (ns, saturating at
     /// `u32::MAX`), so a merged run can skip whole blocks (see [`lod`]).
@@ -90,6 +92,7 @@ impl Row {
         context: u32,
         id: u32,
         cat: u8,
+        node: u32,
     ) -> u32 {
         let len = self.start.len();
         if len > 0 && len.is_multiple_of(16) {
@@ -103,6 +106,7 @@ impl Row {
         self.context.push(context);
         self.id.push(id);
         self.category.push(cat);
+        self.node.push(node);
         i
     }
 
@@ -126,6 +130,7 @@ impl Row {
             + self.context.capacity() * 4
             + self.id.capacity() * 4
             + self.category.capacity()
+            + self.node.capacity() * 4
             + self.summary.iter().map(|v| v.capacity() * 8).sum::<usize>()
     }
 }

@@ -1,6 +1,7 @@
-//! The egui widgets: flamegraph, frame-data tree, contexts list, statistics table, processes
+//! The egui widgets: flamegraph (timeline), aggregated flame graph, frame-data tree, contexts list, statistics table, processes
 //! (listening windows), status bar.
 
+pub mod aggregated;
 pub mod contexts;
 pub mod data_panel;
 pub mod data_tree;

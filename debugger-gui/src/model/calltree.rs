@@ -1,0 +1,432 @@
+//! The call tree behind the aggregated flame graph: every frame belongs to a node named by its
+//! call path (the labels from its context's root down to it), so frames with the same path
+//! merge however often and wherever they ran.
+//!
+//! The tree grows as frames start (the model gives each frame its node, 4 bytes a frame) and
+//! keeps whole-log totals as they close, so the whole log's flame graph costs nothing to
+//! build; a time range or a set of contexts is aggregated on demand ([`Aggregate`]), and
+//! [`layout`] turns an aggregate into boxes for a focus node.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::{Model, OPEN};
+
+/// The node of the (virtual) root: its children are the roots of contexts.
+pub const ROOT: u32 = 0;
+
+/// Call paths seen so far, with whole-log totals of their closed frames.
+#[derive(Debug)]
+pub struct CallTree {
+    parent: Vec<u32>,
+    label: Vec<u32>,
+    depth: Vec<u32>,
+    children: FxHashMap<(u32, u32), u32>,
+    total_ns: Vec<u64>,
+    count: Vec<u64>,
+}
+
+impl Default for CallTree {
+    fn default() -> Self {
+        Self {
+            parent: vec![ROOT],
+            label: vec![u32::MAX],
+            depth: vec![0],
+            children: FxHashMap::default(),
+            total_ns: vec![0],
+            count: vec![0],
+        }
+    }
+}
+
+impl CallTree {
+    /// The node for `label` called from `parent` (created on first use).
+    #[inline]
+    pub(crate) fn child(&mut self, parent: u32, label: u32) -> u32 {
+        if let Some(&n) = self.children.get(&(parent, label)) {
+            return n;
+        }
+        let n = self.parent.len() as u32;
+        self.parent.push(parent);
+        self.label.push(label);
+        self.depth.push(self.depth[parent as usize] + 1);
+        self.total_ns.push(0);
+        self.count.push(0);
+        self.children.insert((parent, label), n);
+        n
+    }
+
+    /// A frame of `node` closed after `dur` ns.
+    #[inline]
+    pub(crate) fn on_close(&mut self, node: u32, dur: u64) {
+        self.total_ns[node as usize] += dur;
+        self.count[node as usize] += 1;
+    }
+
+    /// Number of nodes (the root included).
+    pub fn len(&self) -> usize {
+        self.parent.len()
+    }
+
+    /// True if no frame has started yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 1
+    }
+
+    /// The node's parent (the root is its own).
+    pub fn parent(&self, node: u32) -> u32 {
+        self.parent[node as usize]
+    }
+
+    /// The node's interned label (`u32::MAX` for the root).
+    pub fn label(&self, node: u32) -> u32 {
+        self.label[node as usize]
+    }
+
+    /// The node's depth (the root is 0, context roots 1).
+    pub fn depth(&self, node: u32) -> u32 {
+        self.depth[node as usize]
+    }
+
+    /// The path from the root's child down to `node`.
+    pub fn path(&self, node: u32) -> Vec<u32> {
+        let mut p = Vec::new();
+        let mut n = node;
+        while n != ROOT {
+            p.push(n);
+            n = self.parent[n as usize];
+        }
+        p.reverse();
+        p
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.parent.capacity() * 4
+            + self.label.capacity() * 4
+            + self.depth.capacity() * 4
+            + self.total_ns.capacity() * 8
+            + self.count.capacity() * 8
+            + self.children.capacity() * 16
+    }
+}
+
+/// Which frames an aggregate covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every closed frame of the log.
+    All,
+    /// Frames overlapping `[from, to)` (ns since the epoch), clipped to it.
+    Range(u64, u64),
+    /// Frames of these contexts, `(worker, context)`.
+    Contexts(FxHashSet<(u8, u32)>),
+}
+
+/// Time and frame counts per call-tree node for one scope.
+#[derive(Clone, Debug, Default)]
+pub struct Aggregate {
+    /// Total time per node (ns), never less than the sum of its children's.
+    pub total_ns: Vec<u64>,
+    /// Frames per node.
+    pub count: Vec<u64>,
+}
+
+impl Aggregate {
+    /// Aggregates the frames in `scope`.
+    pub fn build(model: &Model, scope: &Scope) -> Aggregate {
+        let tree = model.call_tree();
+        let mut a = match scope {
+            Scope::All => Aggregate {
+                total_ns: tree.total_ns.clone(),
+                count: tree.count.clone(),
+            },
+            Scope::Range(from, to) => {
+                let mut a = Aggregate::zeroed(tree.len());
+                let newest = model.newest();
+                for lane in model.lanes() {
+                    for row in &lane.rows {
+                        // Rows are sorted by end too: skip the frames that ended by `from`.
+                        let first = row.end.partition_point(|&e| e != OPEN && e <= *from);
+                        for i in first..row.len() {
+                            let s = row.start[i];
+                            if s >= *to {
+                                break;
+                            }
+                            let e = row.end_or(i, newest).min(*to);
+                            let n = row.node[i] as usize;
+                            a.total_ns[n] += e.saturating_sub(s.max(*from));
+                            a.count[n] += 1;
+                        }
+                    }
+                }
+                a
+            }
+            Scope::Contexts(set) => {
+                let mut a = Aggregate::zeroed(tree.len());
+                let newest = model.newest();
+                for lane in model.lanes() {
+                    for row in &lane.rows {
+                        for i in 0..row.len() {
+                            if set.contains(&(lane.worker, row.context[i])) {
+                                let n = row.node[i] as usize;
+                                a.total_ns[n] += row.end_or(i, newest) - row.start[i];
+                                a.count[n] += 1;
+                            }
+                        }
+                    }
+                }
+                a
+            }
+        };
+        // A parent is at least as long as its children together (an open parent counts as
+        // zero in the whole-log totals; clipping can shorten a parent more than a child).
+        // Children are created after their parents, so one backwards pass suffices.
+        let mut sums = vec![0u64; a.total_ns.len()];
+        for n in (1..a.total_ns.len()).rev() {
+            a.total_ns[n] = a.total_ns[n].max(sums[n]);
+            sums[tree.parent[n] as usize] += a.total_ns[n];
+        }
+        a.total_ns[ROOT as usize] = sums[ROOT as usize];
+        a
+    }
+
+    fn zeroed(n: usize) -> Aggregate {
+        Aggregate {
+            total_ns: vec![0; n],
+            count: vec![0; n],
+        }
+    }
+
+    /// Time in `node` not spent in its children.
+    pub fn self_ns(&self, node: u32, children: &[u32]) -> u64 {
+        let kids: u64 = children.iter().map(|&c| self.total_ns[c as usize]).sum();
+        self.total_ns[node as usize].saturating_sub(kids)
+    }
+}
+
+/// One box of the aggregated flame graph.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlameBox {
+    /// The call-tree node it stands for.
+    pub node: u32,
+    /// Row from the top (0 = the outermost shown).
+    pub depth: u32,
+    /// Left and right edges as fractions of the width (0..=1).
+    pub x0: f64,
+    /// See `x0`.
+    pub x1: f64,
+}
+
+/// The boxes of the flame graph of `agg` focused on `focus`: its ancestors as full-width rows
+/// on top, the focus node full width under them, its descendants by share of time, the
+/// heaviest first (left). Boxes narrower than `min_frac` of the width are left out.
+pub fn layout(tree: &CallTree, agg: &Aggregate, focus: u32, min_frac: f64) -> Vec<FlameBox> {
+    let mut boxes = Vec::new();
+    let path = tree.path(focus);
+    for (d, &n) in path.iter().enumerate() {
+        boxes.push(FlameBox {
+            node: n,
+            depth: d as u32,
+            x0: 0.0,
+            x1: 1.0,
+        });
+    }
+    let total = agg.total_ns.get(focus as usize).copied().unwrap_or(0);
+    if total == 0 {
+        return boxes;
+    }
+    let kids = children_of(tree, agg);
+    let scale = 1.0 / total as f64;
+    // (node, depth, x0) to lay out below.
+    let base = if focus == ROOT { 0 } else { path.len() as u32 };
+    let mut stack = vec![(focus, base, 0.0f64)];
+    while let Some((n, depth, x0)) = stack.pop() {
+        let mut x = x0;
+        for &c in &kids[n as usize] {
+            let w = agg.total_ns[c as usize] as f64 * scale;
+            if w < min_frac {
+                // Children are sorted by time: the rest are narrower still.
+                break;
+            }
+            boxes.push(FlameBox {
+                node: c,
+                depth,
+                x0: x,
+                x1: x + w,
+            });
+            stack.push((c, depth + 1, x));
+            x += w;
+        }
+    }
+    boxes
+}
+
+/// Each node's children that have time in `agg`, the longest first (then by label id).
+pub fn children_of(tree: &CallTree, agg: &Aggregate) -> Vec<Vec<u32>> {
+    let mut kids = vec![Vec::new(); tree.len()];
+    for n in 1..tree.len().min(agg.total_ns.len()) {
+        if agg.total_ns[n] > 0 {
+            kids[tree.parent[n] as usize].push(n as u32);
+        }
+    }
+    for k in &mut kids {
+        k.sort_by_key(|&c| {
+            (
+                std::cmp::Reverse(agg.total_ns[c as usize]),
+                tree.label[c as usize],
+            )
+        });
+    }
+    kids
+}
+
+/// The contexts whose root frame has label `label` (e.g. every `GET /orders`).
+pub fn contexts_with_root_label(model: &Model, label: u32) -> FxHashSet<(u8, u32)> {
+    let mut set = FxHashSet::default();
+    for lane in model.lanes() {
+        for row in &lane.rows {
+            for i in 0..row.len() {
+                if row.label[i] == label && row.id[i] == row.context[i] {
+                    set.insert((lane.worker, row.context[i]));
+                }
+            }
+        }
+    }
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::test_log::Log;
+
+    /// Two requests with the same shape and one with another: `request > db` merges.
+    fn log() -> Model {
+        let mut l = Log::default();
+        l.thread(0, 1, "main");
+        // request 1: [0, 100) with db [10, 40) and tpl [50, 60)
+        l.start(0, 1, 0, 1, "request")
+            .start(0, 2, 10, 1, "db")
+            .end(0, 2, 40)
+            .start(0, 3, 50, 1, "tpl")
+            .end(0, 3, 60)
+            .end(0, 1, 100);
+        // request 2: [200, 300) with db [210, 290)
+        l.start(0, 4, 200, 4, "request")
+            .start(0, 5, 210, 4, "db")
+            .end(0, 5, 290)
+            .end(0, 4, 300);
+        // a job [400, 450) calling db [410, 420): another path for db
+        l.start(0, 6, 400, 6, "job")
+            .start(0, 7, 410, 6, "db")
+            .end(0, 7, 420)
+            .end(0, 6, 450);
+        l.model()
+    }
+
+    fn node(m: &Model, path: &[&str]) -> u32 {
+        let t = m.call_tree();
+        (1..t.len() as u32)
+            .find(|&n| {
+                let p: Vec<&str> = t
+                    .path(n)
+                    .iter()
+                    .map(|&x| m.labels().name(t.label(x)))
+                    .collect();
+                p == path
+            })
+            .unwrap_or_else(|| panic!("no node {path:?}"))
+    }
+
+    #[test]
+    fn frames_merge_by_call_path_not_by_label() {
+        let m = log();
+        let a = Aggregate::build(&m, &Scope::All);
+        let req_db = node(&m, &["request", "db"]);
+        let job_db = node(&m, &["job", "db"]);
+        assert_ne!(req_db, job_db, "same label, other path: other node");
+        assert_eq!(
+            (a.total_ns[req_db as usize], a.count[req_db as usize]),
+            (110, 2)
+        );
+        assert_eq!(a.total_ns[job_db as usize], 10);
+        let req = node(&m, &["request"]);
+        assert_eq!(a.total_ns[req as usize], 200);
+        assert_eq!(a.total_ns[ROOT as usize], 250);
+        let kids = children_of(m.call_tree(), &a);
+        assert_eq!(a.self_ns(req, &kids[req as usize]), 200 - 110 - 10);
+    }
+
+    #[test]
+    fn layout_puts_the_heaviest_child_left_and_scales_to_the_focus() {
+        let m = log();
+        let a = Aggregate::build(&m, &Scope::All);
+        let boxes = layout(m.call_tree(), &a, ROOT, 0.0);
+        let find = |n: u32| *boxes.iter().find(|b| b.node == n).unwrap();
+        let req = find(node(&m, &["request"]));
+        let job = find(node(&m, &["job"]));
+        assert_eq!((req.depth, req.x0, req.x1), (0, 0.0, 0.8));
+        assert_eq!((job.depth, job.x0, job.x1), (0, 0.8, 1.0));
+        let db = find(node(&m, &["request", "db"]));
+        assert_eq!(db.depth, 1);
+        assert!((db.x1 - db.x0 - 110.0 / 250.0).abs() < 1e-9);
+        // Focused on `job`: it is full width, its child db 10/50 of it.
+        let job_n = node(&m, &["job"]);
+        let focused = layout(m.call_tree(), &a, job_n, 0.0);
+        assert_eq!(
+            focused[0],
+            FlameBox {
+                node: job_n,
+                depth: 0,
+                x0: 0.0,
+                x1: 1.0
+            }
+        );
+        assert_eq!(focused.len(), 2);
+        assert!((focused[1].x1 - 0.2).abs() < 1e-9 && focused[1].depth == 1);
+        // Narrow boxes are left out.
+        assert!(
+            layout(m.call_tree(), &a, ROOT, 0.1)
+                .iter()
+                .all(|b| b.x1 - b.x0 >= 0.1)
+        );
+    }
+
+    #[test]
+    fn a_range_clips_frames_and_contexts_select_their_frames() {
+        let m = log();
+        // [20, 220): request 1 from 20 (80 ns), db 1 from 20 (20), tpl (10), request 2 to 220
+        // (20), db 2 (10).
+        let a = Aggregate::build(&m, &Scope::Range(20, 220));
+        let req = node(&m, &["request"]) as usize;
+        let db = node(&m, &["request", "db"]) as usize;
+        assert_eq!(a.total_ns[req], 100);
+        assert_eq!((a.total_ns[db], a.count[db]), (30, 2));
+        assert_eq!(a.total_ns[node(&m, &["job"]) as usize], 0);
+        // Every context whose root is `request`.
+        let label = m.labels().get("request").unwrap();
+        let set = contexts_with_root_label(&m, label);
+        assert_eq!(set.len(), 2);
+        let c = Aggregate::build(&m, &Scope::Contexts(set));
+        assert_eq!((c.total_ns[req], c.total_ns[db]), (200, 110));
+        assert_eq!(c.total_ns[ROOT as usize], 200);
+    }
+
+    #[test]
+    fn an_open_parent_is_as_long_as_its_children() {
+        let mut l = Log::default();
+        l.start(0, 1, 0, 1, "main")
+            .start(0, 2, 10, 1, "step")
+            .end(0, 2, 30)
+            .start(0, 3, 40, 1, "step")
+            .end(0, 3, 45);
+        let m = l.model();
+        let a = Aggregate::build(&m, &Scope::All);
+        let main = node(&m, &["main"]) as usize;
+        assert_eq!(a.total_ns[main], 25, "open: its closed children's time");
+        let r = Aggregate::build(&m, &Scope::Range(0, 50));
+        assert_eq!(
+            r.total_ns[main], 45,
+            "in a range an open frame runs to the newest time"
+        );
+    }
+}

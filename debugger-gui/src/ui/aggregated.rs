@@ -1,0 +1,323 @@
+//! The aggregated flame graph: frames merged by call path, width = total time, for the whole
+//! log, the visible time range, or a set of contexts. Click a box to focus its subtree, click
+//! one of the full-width rows above it (or Reset) to go back up.
+
+use std::time::{Duration, Instant};
+
+use egui::{
+    Color32, CornerRadius, FontId, Rect, RichText, Role, Sense, Stroke, StrokeKind, Ui, WidgetInfo,
+    pos2, vec2,
+};
+use rustc_hash::FxHashSet;
+
+use crate::model::Model;
+use crate::model::calltree::{self, Aggregate, FlameBox, ROOT, Scope};
+use crate::timefmt;
+use crate::ui::text_color_on;
+
+const ROW_H: f32 = 18.0;
+const MIN_LABEL_W: f32 = 28.0;
+const MAX_A11Y_BOXES: usize = 400;
+/// A live log's aggregate is rebuilt at most this often (a range or context scope walks
+/// every frame).
+const REBUILD_EVERY: Duration = Duration::from_millis(500);
+
+/// Which frames the flame graph merges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScopeChoice {
+    /// The whole log.
+    WholeLog,
+    /// The timeline's visible time range.
+    VisibleRange,
+    /// The selected frame's context.
+    SelectedContext,
+    /// Every context whose root has the same label as the selected frame's context root.
+    ContextsLikeSelected,
+}
+
+/// What the scope choice resolves to now (given by the app: the view range, the selection).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeInput {
+    /// The timeline's visible range (ns since the epoch).
+    pub range: Option<(u64, u64)>,
+    /// The selected frame's `(worker, context)` and its context root's label.
+    pub context: Option<((u8, u32), Option<u32>)>,
+}
+
+/// The aggregated flame graph's state.
+pub struct AggregatedState {
+    /// Which frames are merged.
+    pub scope: ScopeChoice,
+    /// The node shown full width.
+    pub focus: u32,
+    /// What the last paint drew: (node, label, rect), for tests.
+    pub drawn: Vec<(u32, String, Rect)>,
+    cache: Option<Cache>,
+}
+
+struct Cache {
+    scope: Scope,
+    generation: u64,
+    built: Instant,
+    agg: Aggregate,
+    kids: Vec<Vec<u32>>,
+    /// Boxes for (focus, width in points).
+    boxes: Option<(u32, u32, Vec<FlameBox>)>,
+}
+
+impl Default for AggregatedState {
+    fn default() -> Self {
+        Self {
+            scope: ScopeChoice::WholeLog,
+            focus: ROOT,
+            drawn: Vec::new(),
+            cache: None,
+        }
+    }
+}
+
+impl AggregatedState {
+    /// The scope to aggregate, or why there is none.
+    fn resolve(&self, model: &Model, input: &ScopeInput) -> Result<Scope, &'static str> {
+        match self.scope {
+            ScopeChoice::WholeLog => Ok(Scope::All),
+            ScopeChoice::VisibleRange => input
+                .range
+                .map(|(a, b)| Scope::Range(a, b))
+                .ok_or("No visible range yet"),
+            ScopeChoice::SelectedContext => match input.context {
+                Some((c, _)) => Ok(Scope::Contexts(FxHashSet::from_iter([c]))),
+                None => Err("Select a frame to see its context's flame graph"),
+            },
+            ScopeChoice::ContextsLikeSelected => match input.context {
+                Some((_, Some(label))) => Ok(Scope::Contexts(calltree::contexts_with_root_label(
+                    model, label,
+                ))),
+                _ => Err("Select a frame to merge every context like its own"),
+            },
+        }
+    }
+
+    /// The aggregate for `scope`, rebuilt when the scope changed or the log grew (throttled).
+    fn aggregate(&mut self, model: &Model, scope: Scope) -> &mut Cache {
+        let stale = match &self.cache {
+            None => true,
+            Some(c) => {
+                c.scope != scope
+                    || (c.generation != model.generation() && c.built.elapsed() >= REBUILD_EVERY)
+            }
+        };
+        if stale {
+            let agg = Aggregate::build(model, &scope);
+            let kids = calltree::children_of(model.call_tree(), &agg);
+            if self.cache.as_ref().is_some_and(|c| c.scope != scope) {
+                self.focus = ROOT;
+            }
+            self.cache = Some(Cache {
+                scope,
+                generation: model.generation(),
+                built: Instant::now(),
+                agg,
+                kids,
+                boxes: None,
+            });
+        }
+        self.cache.as_mut().expect("built above")
+    }
+}
+
+/// A warm color per label, as classic flame graphs use (stable across frames and runs).
+fn label_color(label: u32) -> Color32 {
+    let h = label.wrapping_mul(2_654_435_761);
+    let r = 205 + (h % 50) as u8;
+    let g = 90 + ((h >> 8) % 130) as u8;
+    let b = 30 + ((h >> 16) % 50) as u8;
+    Color32::from_rgb(r, g, b)
+}
+
+/// Draws the aggregated flame graph; returns a label to search for when a box is
+/// double-clicked (to find its frames in the timeline).
+pub fn show(
+    ui: &mut Ui,
+    state: &mut AggregatedState,
+    model: &Model,
+    input: &ScopeInput,
+) -> Option<String> {
+    let mut wanted = None;
+    ui.horizontal(|ui| {
+        ui.label("Merge:");
+        for (choice, text) in [
+            (ScopeChoice::WholeLog, "Whole log"),
+            (ScopeChoice::VisibleRange, "Visible range"),
+            (ScopeChoice::SelectedContext, "Selected context"),
+            (ScopeChoice::ContextsLikeSelected, "Contexts like selected"),
+        ] {
+            ui.selectable_value(&mut state.scope, choice, text);
+        }
+        ui.separator();
+        if ui
+            .add_enabled(state.focus != ROOT, egui::Button::new("Reset zoom"))
+            .clicked()
+        {
+            state.focus = ROOT;
+        }
+    });
+    let size = ui.available_size().max(vec2(50.0, 50.0));
+    let (rect, response) = ui.allocate_exact_size(size, Sense::click());
+    response.widget_info(|| WidgetInfo::labeled(Role::Canvas, true, "Aggregated flame graph"));
+    let painter = ui.painter_at(rect);
+    let visuals = ui.visuals().clone();
+    painter.rect_filled(rect, CornerRadius::ZERO, visuals.extreme_bg_color);
+    let mut drawn = std::mem::take(&mut state.drawn);
+    drawn.clear();
+    // A label (not painted text) so screen readers and tests see it.
+    let message = |ui: &mut Ui, text: &str| {
+        ui.put(
+            Rect::from_center_size(rect.center(), vec2(rect.width(), 24.0)),
+            egui::Label::new(RichText::new(text).size(16.0).weak()),
+        );
+    };
+    let scope = match state.resolve(model, input) {
+        Ok(s) => s,
+        Err(why) => {
+            message(ui, why);
+            state.drawn = drawn;
+            return None;
+        }
+    };
+    let tree = model.call_tree();
+    let focus_in = state.focus;
+    let cache = state.aggregate(model, scope);
+    let focus = if (focus_in as usize) < cache.agg.total_ns.len() {
+        focus_in
+    } else {
+        ROOT
+    };
+    let scope_ns = cache.agg.total_ns[ROOT as usize];
+    if scope_ns == 0 {
+        message(ui, "No frames in this scope");
+        state.drawn = drawn;
+        return None;
+    }
+    let w = rect.width();
+    let min_frac = 1.0 / f64::from(w.max(1.0));
+    let key = (focus, w as u32);
+    if cache
+        .boxes
+        .as_ref()
+        .is_none_or(|(f, pw, _)| (*f, *pw) != key)
+    {
+        let boxes = calltree::layout(tree, &cache.agg, focus, min_frac);
+        cache.boxes = Some((key.0, key.1, boxes));
+    }
+    let (_, _, boxes) = cache.boxes.as_ref().expect("laid out above");
+    let a11y_on = ui
+        .ctx()
+        .accesskit_node_builder(response.id, |_| ())
+        .is_some();
+    let font = FontId::proportional(12.0);
+    let hover = response.hover_pos();
+    let mut hovered = None;
+    let mut new_focus = None;
+    let mut a11y = 0;
+    for b in boxes {
+        let y = rect.top() + b.depth as f32 * ROW_H;
+        if y > rect.bottom() {
+            continue;
+        }
+        let x0 = rect.left() + (b.x0 as f32) * w;
+        let x1 = rect.left() + (b.x1 as f32) * w;
+        let brect = Rect::from_min_max(pos2(x0, y), pos2(x1.max(x0 + 1.0), y + ROW_H - 1.0));
+        let label_id = tree.label(b.node);
+        let fill = label_color(label_id);
+        // Rows above the focus (its callers) are drawn muted.
+        let above = tree.depth(b.node) <= tree.depth(focus) && b.node != focus;
+        let fill = if above {
+            fill.gamma_multiply(0.55)
+        } else {
+            fill
+        };
+        painter.rect_filled(brect, CornerRadius::same(2), fill);
+        painter.rect_stroke(
+            brect,
+            CornerRadius::same(2),
+            Stroke::new(0.5, visuals.extreme_bg_color),
+            StrokeKind::Inside,
+        );
+        if hover.is_some_and(|p| brect.contains(p)) {
+            hovered = Some(b.node);
+        }
+        if brect.width() >= MIN_LABEL_W {
+            let label = model.labels().name(label_id);
+            let max_w = ((brect.width() - 8.0) / 6.0).floor() * 6.0;
+            if max_w >= 12.0 {
+                let mut job = egui::text::LayoutJob::simple_singleline(
+                    label.to_owned(),
+                    font.clone(),
+                    text_color_on(fill),
+                );
+                job.wrap = egui::text::TextWrapping::truncate_at_width(max_w);
+                let galley = ui.fonts_mut(|f| f.layout_job(job));
+                let gy = y + (ROW_H - 1.0 - galley.size().y) / 2.0;
+                painter.galley(pos2(brect.left() + 4.0, gy), galley, Color32::WHITE);
+            }
+            if a11y_on && a11y < MAX_A11Y_BOXES {
+                a11y += 1;
+                let id = response.id.with(("aggregated-box", b.node));
+                ui.ctx().accesskit_node_builder(id, |node| {
+                    node.set_role(Role::Button);
+                    node.set_label(label.to_owned());
+                    node.set_bounds(egui::accesskit::Rect {
+                        x0: brect.min.x as f64,
+                        y0: brect.min.y as f64,
+                        x1: brect.max.x as f64,
+                        y1: brect.max.y as f64,
+                    });
+                    node.add_action(egui::accesskit::Action::Click);
+                });
+            }
+            drawn.push((b.node, label.to_owned(), brect));
+        }
+    }
+    if let Some(node) = hovered {
+        let total = cache.agg.total_ns[node as usize];
+        let count = cache.agg.count[node as usize];
+        let self_ns = cache.agg.self_ns(node, &cache.kids[node as usize]);
+        let path: Vec<&str> = tree
+            .path(node)
+            .iter()
+            .map(|&n| model.labels().name(tree.label(n)))
+            .collect();
+        response.clone().on_hover_ui_at_pointer(|ui| {
+            ui.strong(model.labels().name(tree.label(node)));
+            ui.label(format!(
+                "total {} ({:.1} % of the scope), {} frame{}",
+                timefmt::duration(total as f64),
+                total as f64 * 100.0 / scope_ns as f64,
+                count,
+                if count == 1 { "" } else { "s" }
+            ));
+            ui.label(format!(
+                "self {}, mean {}",
+                timefmt::duration(self_ns as f64),
+                timefmt::duration(total as f64 / count.max(1) as f64)
+            ));
+            ui.weak(path.join(" › "));
+            ui.weak("Click to focus · double-click to find its frames in the timeline");
+        });
+        if response.double_clicked() {
+            wanted = Some(model.labels().name(tree.label(node)).to_owned());
+        } else if response.clicked() {
+            new_focus = Some(if node == focus {
+                tree.parent(node)
+            } else {
+                node
+            });
+        }
+    }
+    state.drawn = drawn;
+    if let Some(f) = new_focus {
+        state.focus = f;
+    }
+    wanted
+}
