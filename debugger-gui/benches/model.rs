@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use debugger_gui::DebuggerApp;
+use debugger_gui::app::CentralView;
 use debugger_gui::model::Model;
+use debugger_gui::model::calltree::{self, Aggregate, Scope};
 use debugger_gui::synth::{self, SynthOptions};
 
 fn frames_env() -> u64 {
@@ -165,6 +167,39 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
         });
     }
     g.finish();
+
+    // ---- the aggregated flame graph: aggregate + layout ----
+    let tree = model.call_tree();
+    let time = |f: &mut dyn FnMut() -> usize| {
+        let mut best = Duration::MAX;
+        let mut n = 0;
+        for _ in 0..5 {
+            let t = Instant::now();
+            n = f();
+            best = best.min(t.elapsed());
+        }
+        (best, n)
+    };
+    for (name, scope) in [
+        ("whole log", Scope::All),
+        (
+            "10 % range",
+            Scope::Range(t_min + span / 2, t_min + span / 2 + span / 10),
+        ),
+        ("whole log as a range", Scope::Range(t_min, t_max + 1)),
+    ] {
+        let (build, nodes) = time(&mut || {
+            let agg = Aggregate::build(&model, &scope);
+            calltree::layout(tree, &agg, calltree::ROOT, 1.0 / 1500.0).len() + agg.count.len()
+        });
+        summary.push(format!(
+            "flame graph of the {name}: aggregate + layout {:.1} ms ({} call paths, {:.0}x floor per frame)",
+            build.as_secs_f64() * 1e3,
+            tree.len(),
+            build.as_nanos() as f64 / frames as f64 / floor,
+        ));
+        black_box(nodes);
+    }
     drop(model);
 
     // ---- the app end to end: write a log, open it, paint until loaded ----
@@ -253,6 +288,25 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
         });
     }
     g.finish();
+
+    // ---- UI CPU per frame of the aggregated flame graph (whole log) ----
+    app.set_view(CentralView::FlameGraph);
+    let hover = vec![egui::Event::PointerMoved(egui::pos2(600.0, 120.0))];
+    let first = ui_frame(&ctx, &mut app, hover.clone());
+    let mut worst = Duration::ZERO;
+    let mut total = Duration::ZERO;
+    for _ in 0..20 {
+        let d = ui_frame(&ctx, &mut app, hover.clone());
+        worst = worst.max(d);
+        total += d;
+    }
+    summary.push(format!(
+        "ui frame of the aggregated flame graph (whole log): first {:.2} ms (builds it), then mean {:.2} ms, worst {:.2} ms, {} labeled boxes",
+        first.as_secs_f64() * 1e3,
+        total.as_secs_f64() * 1e3 / 20.0,
+        worst.as_secs_f64() * 1e3,
+        app.aggregated().drawn.len()
+    ));
 }
 
 fn main() {

@@ -13,7 +13,7 @@ use crate::demo::Demo;
 use crate::export_job::{ExportFormat, ExportJob};
 use crate::ingest::{Ingest, IngestStatus};
 use crate::listen::Listener;
-use crate::model::search::{Matches, Pattern};
+use crate::model::search::{Matches, Pattern, SearchFrom};
 use crate::model::{FrameInfo, FrameRef, Model};
 use crate::ui::aggregated::{self, AggregatedState, ScopeInput};
 use crate::ui::contexts::{self, ContextsPanel};
@@ -444,12 +444,26 @@ impl DebuggerApp {
         &self.aggregated
     }
 
-    /// What the aggregated flame graph's scope choices resolve to now.
-    fn scope_input(&self, model: &Model) -> ScopeInput {
-        let range = self.flame.base.map(|b| {
+    /// The timeline's visible time range (ns since the epoch), once it has shown frames.
+    fn view_range(&self) -> Option<(u64, u64)> {
+        self.flame.base.map(|b| {
             let from = b as f64 + self.flame.start.max(0.0);
             (from as u64, (from + self.flame.width.max(1.0)) as u64)
-        });
+        })
+    }
+
+    /// Where Next/Prev start: the selected frame, else the visible range.
+    fn search_from(&self) -> SearchFrom {
+        match (self.selected, self.view_range()) {
+            (Some(at), _) => SearchFrom::Frame(at),
+            (None, Some((t0, t1))) => SearchFrom::View(t0, t1),
+            (None, None) => SearchFrom::Start,
+        }
+    }
+
+    /// What the aggregated flame graph's scope choices resolve to now.
+    fn scope_input(&self, model: &Model) -> ScopeInput {
+        let range = self.view_range();
         let context = self.selected_info.as_ref().map(|i| {
             // The context root is the first node of the frame's call path.
             let tree = model.call_tree();
@@ -570,7 +584,7 @@ impl DebuggerApp {
             ui.separator();
             if let Some(backward) = self.search.ui(ui)
                 && let Some(m) = self.search.matches()
-                && let Some(at) = model.next_match(m, self.selected, backward)
+                && let Some(at) = model.next_match(m, self.search_from(), backward)
             {
                 self.select(Some(at));
                 if let Some(info) = model.info(at) {
@@ -582,13 +596,12 @@ impl DebuggerApp {
         });
     }
 
-    /// Brings a frame into view: centered, zoomed out if needed, its lane scrolled to.
+    /// Brings a frame into view: centered, zoomed so it takes a quarter of the view (wide
+    /// enough to be drawn as itself, never inside a merged box, with context on both sides),
+    /// its lane scrolled to.
     fn reveal(&mut self, model: &Model, info: FrameInfo) {
         let dur = info.duration.max(1) as f64;
-        let mut width = self.flame.width;
-        if width < dur * 1.2 {
-            width = dur * 4.0;
-        }
+        let width = (dur * 4.0).max(1_000.0);
         let center = info.start as f64 + dur / 2.0;
         let start = (center - width / 2.0).max(0.0) as u64;
         self.flame.zoom_to(start, start + width as u64);

@@ -888,3 +888,55 @@ fn flame_graph_merges_frames_by_call_path_and_focuses_on_click() {
         h.query_by_label_contains("3 frames").is_some()
     });
 }
+
+#[test]
+fn next_match_starts_from_the_view_and_zooms_until_the_match_is_drawn_as_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    // 400 requests 2 ms apart: zoomed to fit, each 0.5 ms query is far below a pixel.
+    let keys: Vec<FrameKey> = (0..400u64)
+        .map(|k| write_request(&w, 1, T0 + k * 2_000_000, "GET /users/:id"))
+        .collect();
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "the whole log", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 1200)
+    });
+    // The view: the second half of the log, still zoomed out, nothing selected.
+    let half = T0 + 400_000_000;
+    h.state_mut().flame_mut().zoom_to(half, T0 + 800_000_000);
+    h.step();
+    h.step();
+    h.get_by_label("Search").focus();
+    h.step();
+    h.get_by_label("Search").type_text("\"User: Select\"");
+    step_until(&mut h, "the matches", |h| {
+        h.state().search_matches().is_some()
+    });
+    h.get_by_label("⏷ Next").click();
+    step_until(&mut h, "a selection", |h| h.state().selected().is_some());
+    let at = h.state().selected().unwrap();
+    let info = h.state().model().unwrap().info(at).unwrap();
+    // The first query after the view's start (the view began 5 % of its width earlier).
+    let view_start = half - 20_000_000;
+    let expected = keys
+        .iter()
+        .zip(0u64..)
+        .find(|(_, k)| T0 + k * 2_000_000 + 50_000 >= view_start)
+        .map(|(key, _)| *key)
+        .unwrap();
+    assert_eq!(info.key, expected, "not the first match of the whole log");
+    // Zoomed to it: the match is a quarter of the view and drawn as itself, labeled.
+    step_until(&mut h, "the match drawn as itself", |h| {
+        h.state()
+            .flame()
+            .drawn
+            .labeled
+            .iter()
+            .any(|(f, l, hit, _)| *f == at && l == "User: Select" && *hit)
+    });
+    let width = h.state().flame().width;
+    assert!(
+        (1_500_000.0..=3_000_000.0).contains(&width),
+        "about four times the 0.5 ms match: {width}"
+    );
+}

@@ -49,23 +49,24 @@ impl Model {
         m
     }
 
-    /// The first matching frame after `from` in (start, lane, row) order, wrapping around;
-    /// from the beginning if `from` is `None`. With `backward`, the last one before it.
-    pub fn next_match(
-        &self,
-        m: &Matches,
-        from: Option<FrameRef>,
-        backward: bool,
-    ) -> Option<FrameRef> {
-        let pos = |at: FrameRef| {
-            (
+    /// The first matching frame after `from` in (start, lane, row) order, wrapping around.
+    /// With `backward`, the last one before it.
+    pub fn next_match(&self, m: &Matches, from: SearchFrom, backward: bool) -> Option<FrameRef> {
+        let cur = match from {
+            SearchFrom::Frame(at) => Some((
                 self.row(at).start[at.index as usize],
                 at.lane,
                 at.row,
                 at.index,
-            )
+            )),
+            // Forward: frames starting at or after `t0`; backward: starting before `t1`.
+            SearchFrom::View(t0, t1) => Some(if backward {
+                (t1, 0, 0, 0)
+            } else {
+                (t0.saturating_sub(1), u32::MAX, u32::MAX, u32::MAX)
+            }),
+            SearchFrom::Start => None,
         };
-        let cur = from.map(pos);
         let mut best: Option<((u64, u32, u32, u32), FrameRef)> = None;
         let mut wrap: Option<((u64, u32, u32, u32), FrameRef)> = None;
         for (li, lane) in self.lanes().iter().enumerate() {
@@ -126,6 +127,17 @@ impl Model {
     }
 }
 
+/// Where walking the matches starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchFrom {
+    /// The selected frame.
+    Frame(FrameRef),
+    /// Nothing selected: the visible time range `[t0, t1)` (ns since the epoch).
+    View(u64, u64),
+    /// The log's beginning (or end, backward).
+    Start,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,17 +173,37 @@ mod tests {
         assert_eq!(matches.labels, 2);
         assert_eq!(matches.frames, 3);
         let id = |at: Option<FrameRef>| m.info(at.unwrap()).unwrap().key.id;
-        let first = m.next_match(&matches, None, false);
+        let from = |at: Option<FrameRef>| SearchFrom::Frame(at.unwrap());
+        let first = m.next_match(&matches, SearchFrom::Start, false);
         assert_eq!(id(first), 2);
-        let second = m.next_match(&matches, first, false);
+        let second = m.next_match(&matches, from(first), false);
         assert_eq!(id(second), 4);
-        let third = m.next_match(&matches, second, false);
+        let third = m.next_match(&matches, from(second), false);
         assert_eq!(id(third), 3);
         // Wraps around.
-        assert_eq!(id(m.next_match(&matches, third, false)), 2);
-        assert_eq!(id(m.next_match(&matches, third, true)), 4);
-        assert_eq!(id(m.next_match(&matches, first, true)), 3);
+        assert_eq!(id(m.next_match(&matches, from(third), false)), 2);
+        assert_eq!(id(m.next_match(&matches, from(third), true)), 4);
+        assert_eq!(id(m.next_match(&matches, from(first), true)), 3);
+        // Nothing selected: from the visible range, not the log's beginning.
+        assert_eq!(
+            id(m.next_match(&matches, SearchFrom::View(25, 45), false)),
+            4
+        );
+        assert_eq!(
+            id(m.next_match(&matches, SearchFrom::View(30, 45), false)),
+            4
+        );
+        assert_eq!(
+            id(m.next_match(&matches, SearchFrom::View(31, 45), false)),
+            3
+        );
+        assert_eq!(id(m.next_match(&matches, SearchFrom::View(5, 35), true)), 4);
+        assert_eq!(
+            id(m.next_match(&matches, SearchFrom::View(60, 90), false)),
+            2,
+            "wraps"
+        );
         let none = m.search(&Pattern::parse("nothing").unwrap().unwrap());
-        assert_eq!(m.next_match(&none, None, false), None);
+        assert_eq!(m.next_match(&none, SearchFrom::Start, false), None);
     }
 }
