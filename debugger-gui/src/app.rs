@@ -347,6 +347,10 @@ impl DebuggerApp {
                     .resizable(true)
                     .default_size(360.0)
                     .show(ui, |ui| {
+                        // The panel keeps the width the user gave it: long values wrap
+                        // instead of widening it (and rescaling the timeline under the pointer).
+                        ui.set_max_width(ui.available_width());
+                        ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Wrap);
                         let info = self.selected_info.as_ref();
                         if let Some((start, end)) = self.data.ui(ui, model, info) {
                             self.flame.zoom_to(start, end);
@@ -358,7 +362,12 @@ impl DebuggerApp {
                 egui::Panel::bottom("bottom-tabs")
                     .resizable(true)
                     .default_size(220.0)
-                    .show(ui, |ui| self.bottom_panel(ui, model));
+                    .show(ui, |ui| {
+                        // Every tab fills the height the user gave the panel, so switching
+                        // tabs does not move the timeline.
+                        ui.set_min_height(ui.available_height());
+                        self.bottom_panel(ui, model);
+                    });
             }
             egui::CentralPanel::default().show(ui, |ui| {
                 self.problems_banner(ui, log.as_ref());

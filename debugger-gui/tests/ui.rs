@@ -940,3 +940,51 @@ fn next_match_starts_from_the_view_and_zooms_until_the_match_is_drawn_as_itself(
         "about four times the 0.5 ms match: {width}"
     );
 }
+
+#[test]
+fn selecting_a_frame_and_switching_tabs_keep_the_layout_still() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    let key = write_request(&w, 1, T0, "GET /users/:id");
+    for k in 1..40u64 {
+        write_request(
+            &w,
+            1 + k as u32 % 3,
+            T0 + k * 2_000_000,
+            "POST /a/very/long/route/name/that/goes/on/and/on/for/quite/a/while/longer/than/the/panel",
+        );
+    }
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "the whole log", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 120)
+    });
+    h.step();
+    let before = canvas(&h);
+    let at = h.state().model().unwrap().find(key).unwrap();
+    h.state_mut().select(Some(at));
+    step_until(&mut h, "the frame's data", |h| {
+        matches!(h.state().data_state(), DataState::Ready(..))
+    });
+    for _ in 0..3 {
+        h.step();
+    }
+    assert_eq!(
+        canvas(&h),
+        before,
+        "the timeline keeps its size when a frame is selected"
+    );
+    h.get_by_label("Statistics").click();
+    for _ in 0..3 {
+        h.step();
+    }
+    assert_eq!(
+        canvas(&h),
+        before,
+        "the bottom panel keeps its height across tabs"
+    );
+    h.get_by_label("Contexts").click();
+    for _ in 0..3 {
+        h.step();
+    }
+    assert_eq!(canvas(&h), before);
+}

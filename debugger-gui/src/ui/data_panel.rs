@@ -80,6 +80,7 @@ impl DataPanel {
         egui::Grid::new("frame-info")
             .num_columns(2)
             .striped(true)
+            .max_col_width((ui.available_width() - 90.0).max(60.0))
             .show(ui, |ui| {
                 ui.label("Label");
                 ui.label(RichText::new(&info.label).strong());
