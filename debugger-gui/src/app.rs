@@ -333,6 +333,7 @@ impl DebuggerApp {
                 let info = status_bar::StatusInfo {
                     frames: model.frame_count(),
                     open: model.open_count(),
+                    cut: model.cut_count(),
                     dropped: model.dropped(),
                     following: self.flame.follow,
                     ingest: &status,

@@ -214,13 +214,19 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
     std::thread::scope(|scope| {
         scope.spawn(|| applier(shared, rx, recycle_tx, &stopped));
         let mut last_sent: Option<(ReadState, Instant)> = None;
+        let mut liveness = Liveness::default();
         loop {
             if stopped() {
                 return;
             }
             let mut buf = recycle_rx.try_recv().unwrap_or_default();
             buf.clear();
-            let result = reader.read_some(SLICE_BYTES, |_, rec| buf.push(&rec, &mut labels));
+            let result = reader.read_some(SLICE_BYTES, |_, rec| {
+                if let Record::WorkerInfo(w) = &rec {
+                    liveness.writers.insert(w.worker);
+                }
+                buf.push(&rec, &mut labels)
+            });
             // Damaged bytes were skipped (reading went on at the next valid batch): say where.
             for d in reader.take_damage() {
                 shared.push_error(d.to_string());
@@ -245,9 +251,14 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                 total_bytes: reader.total_bytes().unwrap_or(0),
                 at_end: delivered == 0 || (delivered != u64::MAX && !reader.has_new_bytes()),
             };
+            let caught_up = delivered == 0;
+            if caught_up && follow {
+                // Everything the suspects wrote before they stopped has been read now.
+                buf.stopped_workers = std::mem::take(&mut liveness.suspects);
+            }
             // Send data, state changes, and a heartbeat once a second (for the rate display).
             let due = last_sent.is_none_or(|(st, at)| st != state || at.elapsed().as_secs() >= 1);
-            if !buf.is_empty() || due {
+            if !buf.is_empty() || !buf.stopped_workers.is_empty() || due {
                 if tx.send((buf, state)).is_err() {
                     return;
                 }
@@ -257,6 +268,10 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                 if !follow {
                     drop(tx);
                     return;
+                }
+                if liveness.probe(dir) {
+                    // Read to the end once more before calling them stopped.
+                    continue;
                 }
                 // Caught up: wait for the log to grow (notify, with a polling fallback).
                 if reader.wait_for_growth(Duration::from_millis(200)).is_err() {
@@ -268,6 +283,42 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
     if !follow {
         shared.status().finished = true;
         shared.repaint();
+    }
+}
+
+/// Which writing processes are still alive: a process holds its worker slot's lock while it
+/// writes, and the OS releases it when the process dies, even by SIGKILL.
+#[derive(Default)]
+struct Liveness {
+    /// Workers that announced themselves (WorkerInfo) and were not found stopped since.
+    writers: std::collections::BTreeSet<u8>,
+    /// Found not writing at the last probe; reported once the log is read to its end again.
+    suspects: Vec<u8>,
+    last_probe: Option<Instant>,
+}
+
+impl Liveness {
+    /// At most once a second: moves workers whose slot is free to the suspects; true if any.
+    fn probe(&mut self, dir: &Path) -> bool {
+        if self
+            .last_probe
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return false;
+        }
+        self.last_probe = Some(Instant::now());
+        let stopped: Vec<u8> = self
+            .writers
+            .iter()
+            .copied()
+            // An unreadable slot file is not proof of death: keep the worker.
+            .filter(|&w| matches!(framelog::is_writing(dir, w), Ok(false)))
+            .collect();
+        for w in &stopped {
+            self.writers.remove(w);
+        }
+        self.suspects.extend(stopped);
+        !self.suspects.is_empty()
     }
 }
 
@@ -306,6 +357,12 @@ fn applier(
     for (buf, state) in rx {
         if !buf.is_empty() || !buf.new_labels.is_empty() {
             apply(shared, &buf, &mut label_ids, stopped);
+        }
+        if !buf.stopped_workers.is_empty() {
+            let mut model = shared.model.lock();
+            for &w in &buf.stopped_workers {
+                model.mark_stopped(w);
+            }
         }
         let frames = shared.model.lock().frame_count();
         {
@@ -350,6 +407,8 @@ struct Batch {
     new_labels: Vec<Box<str>>,
     /// The reader's id of `new_labels[0]`.
     first_new_label: u32,
+    /// Workers whose process stopped writing (applied after the batch's records).
+    stopped_workers: Vec<u8>,
 }
 
 impl Batch {
@@ -357,6 +416,7 @@ impl Batch {
         self.events.clear();
         self.raw.clear();
         self.new_labels.clear();
+        self.stopped_workers.clear();
     }
 
     fn is_empty(&self) -> bool {

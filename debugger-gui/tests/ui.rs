@@ -988,3 +988,89 @@ fn selecting_a_frame_and_switching_tabs_keep_the_layout_still() {
     }
     assert_eq!(canvas(&h), before);
 }
+
+/// Set for the child process of `a_killed_writer_is_shown_as_stopped_and_its_open_frames_cut`.
+const CHILD_DIR_ENV: &str = "FRAMELOG_UI_TEST_CHILD_DIR";
+
+/// Child process: writes one finished request and one left running, then waits to be killed.
+#[test]
+#[ignore = "helper: run as a child process by the kill -9 test"]
+fn child_writer_waits_to_be_killed() {
+    let Some(dir) = std::env::var_os(CHILD_DIR_ENV) else {
+        return;
+    };
+    let w = writer(Path::new(&dir));
+    write_request(&w, 1, T0, "GET /done");
+    let id = w.reserve_ids(2).unwrap();
+    let worker = w.worker();
+    let mut bytes = Vec::new();
+    for (k, label) in [(0, "GET /stuck"), (1, "User: Select")] {
+        Record::Start(FrameStart {
+            id: id + k,
+            worker,
+            timestamp: T0 + 2_000_000 + u64::from(k) * 100_000,
+            context: id,
+            category: Category::HTTP,
+            label,
+        })
+        .encode_to_vec(&mut bytes);
+    }
+    w.append_frames(&bytes).unwrap();
+    println!("ready");
+    loop {
+        std::thread::park();
+    }
+}
+
+#[test]
+fn a_killed_writer_is_shown_as_stopped_and_its_open_frames_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_writer_waits_to_be_killed",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_DIR_ENV, dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "two running frames of a live writer", |h| {
+        h.state()
+            .model()
+            .is_some_and(|m| m.frame_count() == 5 && m.open_count() == 2)
+    });
+    // Alive: still running after a liveness probe or two.
+    let probes = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < probes {
+        h.step();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        h.state().model().unwrap().open_count(),
+        2,
+        "a live writer's frames run"
+    );
+    assert!(h.query_by_label_contains("(2 running)").is_some());
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    step_until(&mut h, "the frames cut", |h| {
+        h.state().model().is_some_and(|m| m.cut_count() == 2)
+    });
+    let m = h.state().model().unwrap();
+    assert_eq!(m.open_count(), 0);
+    assert!(m.worker(0).stopped);
+    let stuck = m.find(FrameKey::new(0, 4)).unwrap();
+    assert_eq!(m.info(stuck).unwrap().label, "GET /stuck");
+    assert!(m.is_cut(stuck));
+    assert!(
+        debugger_gui::ui::present::lane_title(&m, stuck.lane).ends_with("· stopped writing"),
+        "the lane says its process stopped writing"
+    );
+    drop(m);
+    step_until(&mut h, "the status bar says so", |h| {
+        h.query_by_label_contains("(2 cut)").is_some()
+    });
+}

@@ -43,6 +43,7 @@ pub use damage::{Damage, DamageLog};
 pub use data_store::DataStore;
 pub use error::{Error, Result};
 pub use reader::{LogReader, Position};
+pub use worker::is_writing;
 pub use writer::{LogWriter, WriterOptions};
 
 pub use formats;

@@ -30,7 +30,17 @@ impl WorkerSlot {
     /// Claims `worker` if given, else the lowest slot no live process holds.
     pub fn claim(dir: &Path, worker: Option<u8>) -> Result<Self> {
         match worker {
-            Some(w) => Self::try_claim(dir, w)?.ok_or(Error::WorkerTaken(w)),
+            Some(w) => {
+                // A viewer's liveness probe (`is_writing`) holds the lock for microseconds:
+                // try a few times before calling the slot taken.
+                for _ in 0..5 {
+                    if let Some(slot) = Self::try_claim(dir, w)? {
+                        return Ok(slot);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Err(Error::WorkerTaken(w))
+            }
             None => {
                 for w in 0..=u8::MAX {
                     if let Some(slot) = Self::try_claim(dir, w)? {
@@ -91,6 +101,24 @@ impl WorkerSlot {
     }
 }
 
+/// Whether a live process holds worker `w`'s slot in `dir` (is writing as that worker). A
+/// process that exited, even by SIGKILL, holds it no more.
+pub fn is_writing(dir: &Path, w: u8) -> Result<bool> {
+    let path = slot_path(dir, w);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    // A shared lock is refused while a writer holds its exclusive one; if granted, it is
+    // released when `file` closes below.
+    match file.try_lock_shared() {
+        Ok(()) => Ok(false),
+        Err(TryLockError::WouldBlock) => Ok(true),
+        Err(TryLockError::Error(e)) => Err(Error::io(&path, e)),
+    }
+}
+
 /// Writes into `dst` the id high-water mark of every worker slot of `src`, so that writers of
 /// `dst` (a copy of `src`) continue past every id `src` used.
 pub(crate) fn copy_high_water_marks(src: &Path, dst: &Path) -> Result<()> {
@@ -111,4 +139,23 @@ pub(crate) fn copy_high_water_marks(src: &Path, dst: &Path) -> Result<()> {
         std::fs::write(&to, mark).at(&to)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_slot_is_writing_and_a_released_or_missing_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_writing(dir.path(), 3).unwrap(), "no slot file");
+        let slot = WorkerSlot::claim(dir.path(), Some(3)).unwrap();
+        assert!(is_writing(dir.path(), 3).unwrap());
+        assert!(!is_writing(dir.path(), 4).unwrap());
+        // The probe does not keep the slot from its owner's next claim.
+        drop(slot);
+        assert!(!is_writing(dir.path(), 3).unwrap());
+        let again = WorkerSlot::claim(dir.path(), Some(3)).unwrap();
+        assert_eq!(again.worker(), 3);
+    }
 }

@@ -6,7 +6,7 @@
 
 use formats::{FrameEnd, FrameKey, FrameStart, Record};
 
-use super::row::{Active, Lane, Row};
+use super::row::{Active, Lane, NewFrame, Row};
 use super::{FrameRef, Model, OPEN, UNKNOWN_THREAD, calltree};
 
 /// A FrameStart with its label already interned (the ingest thread interns labels while it
@@ -43,7 +43,7 @@ impl StartRec {
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OpenFrame {
-    at: FrameRef,
+    pub(crate) at: FrameRef,
     parent: Option<FrameRef>,
 }
 
@@ -86,6 +86,8 @@ impl Model {
                 let wk = &mut self.workers[w.worker as usize];
                 wk.name = w.name.to_owned();
                 wk.pid = w.pid;
+                // A (new) process writes as this worker.
+                wk.stopped = false;
             }
             Record::ThreadInfo(t) => {
                 let lane = self.lane_for(t.worker, t.thread);
@@ -151,6 +153,8 @@ impl Model {
     fn start_interned(&mut self, s: &StartRec) {
         let k = key(s.worker, s.id);
         self.touch(s.timestamp);
+        let wk = &mut self.workers[s.worker as usize];
+        wk.last_time = wk.last_time.max(s.timestamp);
         let lane_id = match self.workers[s.worker as usize].current_lane {
             Some(l) => l,
             None => {
@@ -197,15 +201,15 @@ impl Model {
             rows[p.at.row as usize].node[p.at.index as usize]
         });
         let node = self.calltree.child(parent_node, label);
-        let index = rows[row].push(
-            t,
-            end.unwrap_or(OPEN),
+        let index = rows[row].push(NewFrame {
+            start: t,
+            end: end.unwrap_or(OPEN),
             label,
-            s.context,
-            s.id,
-            s.category,
+            context: s.context,
+            id: s.id,
+            category: s.category,
             node,
-        );
+        });
         let at = FrameRef {
             lane: lane_id,
             row: row as u32,
@@ -231,6 +235,8 @@ impl Model {
 
     fn end(&mut self, e: &FrameEnd) {
         self.touch(e.timestamp);
+        let wk = &mut self.workers[e.worker as usize];
+        wk.last_time = wk.last_time.max(e.timestamp);
         let k = key(e.worker, e.id);
         if let Some(f) = self.pairing.end(k, e.timestamp) {
             let of = f.start_info;

@@ -195,12 +195,18 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::row::NewFrame;
     use crate::model::test_log::Log;
 
     fn row_of(frames: &[(u64, u64)]) -> Row {
         let mut r = Row::default();
         for (k, &(s, e)) in frames.iter().enumerate() {
-            r.push(s, e, 0, 0, k as u32, 0, 0);
+            r.push(NewFrame {
+                start: s,
+                end: e,
+                id: k as u32,
+                ..NewFrame::default()
+            });
         }
         r
     }
@@ -213,7 +219,14 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            r.push(s, e, label, 0, k as u32, cat, 0);
+            r.push(NewFrame {
+                start: s,
+                end: e,
+                label,
+                id: k as u32,
+                category: cat,
+                ..NewFrame::default()
+            });
         }
         let b = LodBox {
             start: 0,

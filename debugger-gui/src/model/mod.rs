@@ -30,7 +30,7 @@ pub use row::{Lane, Row, SUMMARY_LEVELS, SUMMARY_SHIFT};
 
 use formats::{Category, FrameKey};
 use framelog::pairing::Pairing;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use calltree::CallTree;
 use contexts::Contexts;
@@ -64,6 +64,11 @@ pub struct Worker {
     pub pid: u32,
     /// Records this worker reported as dropped.
     pub dropped: u64,
+    /// Newest timestamp of its frames (ns since the epoch).
+    pub last_time: u64,
+    /// Its process stopped writing (exited or was killed) with frames still open, which were
+    /// cut at `last_time`.
+    pub stopped: bool,
     current_lane: Option<u32>,
 }
 
@@ -103,6 +108,8 @@ pub struct Model {
     pairing: Pairing<OpenFrame, FxBuildHasher>,
     contexts: Contexts,
     calltree: CallTree,
+    /// Frames cut when their process stopped writing.
+    cut: FxHashSet<FrameRef>,
     stats: Stats,
     min_time: u64,
     max_time: u64,
@@ -130,6 +137,7 @@ impl Model {
             pairing: Pairing::new(),
             contexts: Contexts::default(),
             calltree: CallTree::default(),
+            cut: FxHashSet::default(),
             stats: Stats::default(),
             min_time: u64::MAX,
             max_time: 0,
@@ -145,6 +153,10 @@ impl Model {
     #[inline]
     pub fn row(&self, at: FrameRef) -> &Row {
         &self.lanes[at.lane as usize].rows[at.row as usize]
+    }
+
+    fn row_mut(&mut self, at: FrameRef) -> &mut Row {
+        &mut self.lanes[at.lane as usize].rows[at.row as usize]
     }
 
     /// All lanes, in creation order (see [`Model::lane_order`] for display order).
@@ -200,6 +212,43 @@ impl Model {
     /// Frames still open (started, no end yet).
     pub fn open_count(&self) -> u64 {
         self.frames - self.closed
+    }
+
+    /// Frames cut because their process stopped writing before ending them.
+    pub fn cut_count(&self) -> u64 {
+        self.cut.len() as u64
+    }
+
+    /// Whether a frame was cut (its process stopped writing before ending it).
+    pub fn is_cut(&self, at: FrameRef) -> bool {
+        !self.cut.is_empty() && self.cut.contains(&at)
+    }
+
+    /// Worker `w`'s process stopped writing: its open frames are cut at its newest time (and
+    /// no longer counted as running). A later WorkerInfo for `w` (a new process in the slot)
+    /// clears the mark.
+    pub fn mark_stopped(&mut self, w: u8) {
+        let worker = &mut self.workers[w as usize];
+        if worker.stopped {
+            return;
+        }
+        worker.stopped = true;
+        let t = worker.last_time;
+        let keys: Vec<FrameKey> = self
+            .pairing
+            .open()
+            .filter(|(k, ..)| k.worker == w)
+            .map(|(k, ..)| k)
+            .collect();
+        for k in keys {
+            if let Some(f) = self.pairing.end(k, t) {
+                let at = f.start_info.at;
+                self.row_mut(at).end[at.index as usize] = t.max(f.start_ns);
+                self.cut.insert(at);
+                self.closed += 1;
+            }
+        }
+        self.generation = self.generation.wrapping_add(1);
     }
 
     /// Records applied so far.
@@ -433,6 +482,45 @@ pub(crate) mod tests {
         assert_eq!(m.lanes()[0].rows.len(), 2);
         assert_eq!(m.lanes()[0].rows[1].len(), 10);
         assert_eq!(m.info(at(0, 0, 0)).unwrap().self_ns, 200 - 50);
+    }
+
+    #[test]
+    fn a_stopped_process_has_its_open_frames_cut_at_its_last_time() {
+        let mut l = Log::default();
+        l.worker(0, 10, "killed").worker(1, 11, "alive");
+        l.start(0, 1, 100, 1, "request")
+            .start(0, 2, 110, 1, "query")
+            .start(0, 3, 120, 3, "done")
+            .end(0, 3, 150)
+            .start(1, 1, 100, 1, "other");
+        let mut m = l.model();
+        assert_eq!(m.open_count(), 3);
+        m.mark_stopped(0);
+        assert!(m.worker(0).stopped && !m.worker(1).stopped);
+        assert_eq!(
+            (m.open_count(), m.cut_count()),
+            (1, 2),
+            "only the live worker's frame runs"
+        );
+        let req = m.find(FrameKey::new(0, 1)).unwrap();
+        let info = m.info(req).unwrap();
+        assert_eq!(info.end, Some(150), "cut at the worker's newest time");
+        assert!(m.is_cut(req));
+        assert!(
+            !m.is_cut(m.find(FrameKey::new(0, 3)).unwrap()),
+            "ended normally"
+        );
+        assert!(!m.is_cut(m.find(FrameKey::new(1, 1)).unwrap()));
+        // Marking twice changes nothing; a new process in the slot clears the mark.
+        m.mark_stopped(0);
+        assert_eq!(m.cut_count(), 2);
+        m.apply(&formats::Record::WorkerInfo(formats::WorkerInfo {
+            worker: 0,
+            timestamp: 200,
+            pid: 12,
+            name: "restarted",
+        }));
+        assert!(!m.worker(0).stopped);
     }
 
     #[test]

@@ -83,30 +83,22 @@ impl Row {
         }
     }
 
+    /// Appends a frame (starting at or after the row's last end); returns its index.
     #[inline]
-    pub(crate) fn push(
-        &mut self,
-        start: u64,
-        end: u64,
-        label: u32,
-        context: u32,
-        id: u32,
-        cat: u8,
-        node: u32,
-    ) -> u32 {
+    pub(crate) fn push(&mut self, f: NewFrame) -> u32 {
         let len = self.start.len();
         if len > 0 && len.is_multiple_of(16) {
             self.summarize(len);
         }
         let i = len as u32;
-        self.start.push(start);
-        self.end.push(end);
+        self.start.push(f.start);
+        self.end.push(f.end);
         self.child_ns.push(0);
-        self.label.push(label);
-        self.context.push(context);
-        self.id.push(id);
-        self.category.push(cat);
-        self.node.push(node);
+        self.label.push(f.label);
+        self.context.push(f.context);
+        self.id.push(f.id);
+        self.category.push(f.category);
+        self.node.push(f.node);
         i
     }
 
@@ -133,6 +125,18 @@ impl Row {
             + self.node.capacity() * 4
             + self.summary.iter().map(|v| v.capacity() * 8).sum::<usize>()
     }
+}
+
+/// One frame as a row stores it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NewFrame {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) label: u32,
+    pub(crate) context: u32,
+    pub(crate) id: u32,
+    pub(crate) category: u8,
+    pub(crate) node: u32,
 }
 
 /// A frame that may still be running in a lane (a parent candidate for new frames).

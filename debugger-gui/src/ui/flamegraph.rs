@@ -22,6 +22,8 @@ pub const RULER_H: f32 = 22.0;
 pub const LANE_HEADER_H: f32 = 18.0;
 /// Height of one row of frames.
 pub const ROW_H: f32 = 18.0;
+/// The edge drawn where a cut frame stops.
+const CUT_COLOR: Color32 = Color32::from_rgb(220, 40, 40);
 /// Boxes narrower than this get no label.
 const MIN_LABEL_W: f32 = 28.0;
 /// At most this many boxes get an accessibility node per frame.
@@ -395,6 +397,14 @@ pub fn show(
                     fill = fill.gamma_multiply(0.22);
                 }
                 lane_painter.rect_filled(brect, CornerRadius::same(2), fill);
+                if !b.is_merged() && model.is_cut(at) {
+                    // Cut (its process stopped writing): a red right edge where it stops.
+                    let edge = Rect::from_min_max(
+                        pos2((brect.right() - 3.0).max(brect.left()), brect.top()),
+                        brect.max,
+                    );
+                    lane_painter.rect_filled(edge, CornerRadius::ZERO, CUT_COLOR);
+                }
                 drawn.boxes += 1;
                 drawn.frames += b.count as u64;
                 if b.is_merged() {

@@ -11,6 +11,9 @@ pub fn timing_rows(ui: &mut Ui, model: &Model, info: &FrameInfo) {
     let duration = timefmt::duration(info.duration as f64);
     ui.label("Duration");
     ui.label(match info.end {
+        Some(_) if model.is_cut(info.at) => {
+            format!("{duration} (cut: its process stopped writing before ending it)")
+        }
         Some(_) => duration,
         None => format!("{duration} (running)"),
     });

@@ -16,7 +16,8 @@ pub fn lane_title(model: &Model, lane: u32) -> String {
         (t, true) => format!("thread {t}"),
         (t, false) => format!("{} ({t})", l.thread_name),
     };
-    format!("{process} · {thread}")
+    let stopped = if w.stopped { " · stopped writing" } else { "" };
+    format!("{process} · {thread}{stopped}")
 }
 
 #[cfg(test)]

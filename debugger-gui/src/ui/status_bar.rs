@@ -11,6 +11,8 @@ pub struct StatusInfo<'a> {
     pub frames: u64,
     /// Frames still open.
     pub open: u64,
+    /// Frames cut because their process stopped writing.
+    pub cut: u64,
     /// Records reported dropped.
     pub dropped: u64,
     /// Whether the view follows the newest time.
@@ -41,6 +43,15 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
         ui.label(format!("{} frames", thousands(s.frames)));
         if s.open > 0 {
             ui.label(RichText::new(format!("({} running)", thousands(s.open))).weak());
+        }
+        if s.cut > 0 {
+            ui.label(
+                RichText::new(format!("({} cut)", thousands(s.cut)))
+                    .color(Color32::from_rgb(255, 120, 60)),
+            )
+            .on_hover_text(
+                "Frames a process never ended: it stopped writing (exited or was killed).",
+            );
         }
         ui.separator();
         ui.label(format!(
