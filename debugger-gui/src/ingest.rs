@@ -45,6 +45,8 @@ pub struct IngestStatus {
     pub first_frames_at: Option<Instant>,
     /// When the thread first caught up with the log.
     pub caught_up_at: Option<Instant>,
+    /// The loaded log's memory was compacted (after the first catch-up).
+    pub compacted: bool,
 }
 
 impl IngestStatus {
@@ -269,6 +271,8 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                     drop(tx);
                     return;
                 }
+                // A live tail reads small slices: let the load's big buffers go.
+                while recycle_rx.try_recv().is_ok() {}
                 if liveness.probe(dir) {
                     // Read to the end once more before calling them stopped.
                     continue;
@@ -354,6 +358,7 @@ fn applier(
     // lookup table (no hashing per record) keeps them right even if the two interners ever
     // disagree.
     let mut label_ids: Vec<u32> = Vec::new();
+    let mut compacted = false;
     for (buf, state) in rx {
         if !buf.is_empty() || !buf.new_labels.is_empty() {
             apply(shared, &buf, &mut label_ids, stopped);
@@ -383,9 +388,28 @@ fn applier(
                 s.caught_up_at.get_or_insert(now);
             }
         }
+        if state.at_end && !compacted {
+            compacted = true;
+            compact(shared, stopped);
+        }
         shared.repaint();
         let _ = recycle.send(buf);
     }
+}
+
+/// The log is loaded: gives back the model's growth headroom, a lane per lock so the UI never
+/// waits long.
+fn compact(shared: &Shared, stopped: &dyn Fn() -> bool) {
+    let lanes = shared.model.lock().lanes().len() as u32;
+    for lane in 0..lanes {
+        if stopped() {
+            return;
+        }
+        shared.model.lock().compact_lane(lane);
+    }
+    shared.model.lock().compact_indexes();
+    crate::memory::return_free_memory();
+    shared.status().compacted = true;
 }
 
 /// One record as the reader stage hands it to the applier: starts and ends decoded with

@@ -23,6 +23,10 @@ struct Args {
     /// The token programs must present when listening beyond loopback.
     #[arg(long, env = "FRAMELOG_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Print how long loading DIR took and the window's memory (RSS) once it is loaded, then
+    /// exit (a measurement a user can repeat: see the README's performance section).
+    #[arg(long, requires = "dir")]
+    exit_when_loaded: bool,
     /// Initial window width and height in points.
     #[arg(long, num_args = 2, value_names = ["W", "H"], default_values_t = [1500.0, 950.0])]
     size: Vec<f32>,
@@ -46,10 +50,61 @@ fn main() -> anyhow::Result<()> {
             .with_drag_and_drop(true),
         ..Default::default()
     };
+    let window = Window {
+        app,
+        started: std::time::Instant::now(),
+        exit_when_loaded: args.exit_when_loaded,
+    };
     eframe::run_native(
         "framelog debugger",
         options,
-        Box::new(move |_cc| Ok(Box::new(app))),
+        Box::new(move |_cc| Ok(Box::new(window))),
     )
     .map_err(|e| anyhow::anyhow!("could not open the window: {e}"))
+}
+
+/// The window: the app, and the `--exit-when-loaded` measurement.
+struct Window {
+    app: DebuggerApp,
+    started: std::time::Instant,
+    exit_when_loaded: bool,
+}
+
+impl eframe::App for Window {
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
+        eframe::App::ui(&mut self.app, ui, frame);
+        if !self.exit_when_loaded {
+            return;
+        }
+        // Measured once; the window closes at the next frame.
+        self.exit_when_loaded = false;
+        let status = self.app.ingest_status();
+        let frames = self.app.model().map_or(0, |m| m.frame_count());
+        let heap = self.app.model().map_or(0, |m| m.heap_bytes());
+        if (status.compacted && frames > 0) || status.finished {
+            let rss = rss_bytes();
+            println!(
+                "loaded {frames} frames in {:.2} s; model heap {:.1} bytes/frame; window RSS {} MiB = {:.1} bytes/frame",
+                self.started.elapsed().as_secs_f64(),
+                heap as f64 / frames.max(1) as f64,
+                rss >> 20,
+                rss as f64 / frames.max(1) as f64
+            );
+            ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+        } else {
+            self.exit_when_loaded = true;
+            ui.ctx().request_repaint();
+        }
+    }
+}
+
+/// This process's resident memory (Linux: `VmRSS` of /proc/self/status; 0 elsewhere).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
 }

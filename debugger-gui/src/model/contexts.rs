@@ -57,6 +57,12 @@ pub struct Contexts {
 }
 
 impl Contexts {
+    /// Gives back spare capacity.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.map.shrink_to_fit();
+        self.list.shrink_to_fit();
+    }
+
     /// Counts a frame of `context`; `cache` (one per lane) remembers the last context looked
     /// up there, so the frames of one request rarely touch the hash map.
     #[inline]
@@ -164,56 +170,62 @@ pub struct ContextRow {
 }
 
 impl Model {
-    /// The contexts matching `q`, sorted as it asks. Contexts whose root was not seen are left out.
-    pub fn query_contexts(&self, q: &ContextQuery) -> Vec<ContextRow> {
+    /// Context `entry` as the list shows it (`None` until its root was seen).
+    pub fn context_row(&self, entry: u32) -> Option<ContextRow> {
+        let e = self.contexts().entries().get(entry as usize)?;
+        let root = e.root?;
+        let row = self.row(root);
+        let ix = root.index as usize;
+        Some(ContextRow {
+            entry,
+            root,
+            label: row.label[ix],
+            start: row.start[ix],
+            duration: row.end_or(ix, self.newest()) - row.start[ix],
+            open: row.end[ix] == OPEN,
+            frames: e.frames,
+        })
+    }
+
+    /// The contexts matching `q` (indices into [`Contexts::entries`]), sorted as it asks;
+    /// contexts whose root was not seen are left out. Four bytes a listed context: the rows
+    /// shown are made on demand ([`Model::context_row`]), so a list of millions stays small.
+    pub fn query_contexts(&self, q: &ContextQuery) -> Vec<u32> {
         let needle = q.label.to_lowercase();
         let label_ok: Vec<bool> = self
             .labels()
             .names()
             .map(|(_, n)| needle.is_empty() || n.to_lowercase().contains(&needle))
             .collect();
-        let newest = self.newest();
-        let mut rows: Vec<ContextRow> = Vec::new();
-        for (i, e) in self.contexts().entries().iter().enumerate() {
-            let Some(root) = e.root else { continue };
-            let row = self.row(root);
-            let ix = root.index as usize;
-            let label = row.label[ix];
-            if !label_ok[label as usize] {
+        // Sorting by label: each label id's rank in name order.
+        let mut by_name: Vec<(&str, u32)> = self.labels().names().map(|(id, n)| (n, id)).collect();
+        by_name.sort_unstable();
+        let mut rank = vec![0u32; by_name.len()];
+        for (r, (_, id)) in by_name.iter().enumerate() {
+            rank[*id as usize] = r as u32;
+        }
+        // (primary key, start, entry): sorted, then only the entries are kept.
+        let mut keyed: Vec<(u64, u64, u32)> = Vec::new();
+        for i in 0..self.contexts().len() as u32 {
+            let Some(r) = self.context_row(i) else {
+                continue;
+            };
+            if !label_ok[r.label as usize] || r.duration < q.min_duration_ns {
                 continue;
             }
-            let duration = row.end_or(ix, newest) - row.start[ix];
-            if duration < q.min_duration_ns {
-                continue;
-            }
-            rows.push(ContextRow {
-                entry: i as u32,
-                root,
-                label,
-                start: row.start[ix],
-                duration,
-                open: row.end[ix] == OPEN,
-                frames: e.frames,
-            });
+            let primary = match q.sort {
+                ContextSort::Label => u64::from(rank[r.label as usize]),
+                ContextSort::Start => r.start,
+                ContextSort::Duration => r.duration,
+                ContextSort::Frames => u64::from(r.frames),
+            };
+            keyed.push((primary, r.start, i));
         }
-        match q.sort {
-            ContextSort::Label => {
-                let names = self.labels();
-                rows.sort_by(|a, b| {
-                    names
-                        .name(a.label)
-                        .cmp(names.name(b.label))
-                        .then(a.start.cmp(&b.start))
-                })
-            }
-            ContextSort::Start => rows.sort_by_key(|r| (r.start, r.entry)),
-            ContextSort::Duration => rows.sort_by_key(|r| (r.duration, r.start)),
-            ContextSort::Frames => rows.sort_by_key(|r| (r.frames, r.start)),
-        }
+        keyed.sort_unstable();
         if q.descending {
-            rows.reverse();
+            keyed.reverse();
         }
-        rows
+        keyed.into_iter().map(|(.., i)| i).collect()
     }
 }
 
@@ -243,6 +255,7 @@ mod tests {
         let rows = m.query_contexts(&ContextQuery::default());
         let got: Vec<(&str, u64, u64, u32)> = rows
             .iter()
+            .map(|&e| m.context_row(e).unwrap())
             .map(|r| (m.labels().name(r.label), r.start, r.duration, r.frames))
             .collect();
         assert_eq!(
@@ -265,7 +278,10 @@ mod tests {
             ..Default::default()
         };
         let rows = m.query_contexts(&q);
-        let labels: Vec<&str> = rows.iter().map(|r| m.labels().name(r.label)).collect();
+        let labels: Vec<&str> = rows
+            .iter()
+            .map(|&e| m.labels().name(m.context_row(e).unwrap().label))
+            .collect();
         assert_eq!(labels, vec!["GET /b", "GET /a"]);
         let q = ContextQuery {
             min_duration_ns: 150,
@@ -273,7 +289,10 @@ mod tests {
             ..Default::default()
         };
         let rows = m.query_contexts(&q);
-        let labels: Vec<&str> = rows.iter().map(|r| m.labels().name(r.label)).collect();
+        let labels: Vec<&str> = rows
+            .iter()
+            .map(|&e| m.labels().name(m.context_row(e).unwrap().label))
+            .collect();
         assert_eq!(labels, vec!["job/cleanup", "GET /b"]);
     }
 }

@@ -253,8 +253,7 @@ impl Model {
         self.calltree.on_close(row.node[i], dur);
         self.stats.on_close(label, dur);
         if let Some(p) = parent {
-            let prow = &mut self.lanes[p.lane as usize].rows[p.row as usize];
-            prow.child_ns[p.index as usize] += dur;
+            let prow = &self.lanes[p.lane as usize].rows[p.row as usize];
             let plabel = prow.label[p.index as usize];
             self.stats.on_child(plabel, dur);
         }

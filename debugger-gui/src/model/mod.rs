@@ -10,8 +10,8 @@
 //! hit test ([`hit`]) binary-search on. Concurrent async frames of one context land on
 //! separate rows instead of being drawn over each other.
 //!
-//! Storage is struct-of-arrays per row: start, end, child time (u64 each), label id, context,
-//! frame id, call-tree node (u32 each) and category (u8) — 41 bytes per frame, labels interned once.
+//! Storage is struct-of-arrays per row: start, end (u64 each), label id, context, frame id,
+//! call-tree node (u32 each) and category (u8) — 33 bytes per frame, labels interned once.
 
 pub mod calltree;
 pub mod contexts;
@@ -294,11 +294,36 @@ impl Model {
             start,
             end,
             duration,
-            self_ns: duration.saturating_sub(row.child_ns[i]),
+            self_ns: duration.saturating_sub(self.children_ns(at)),
             context: row.context[i],
             at,
             thread: lane.thread,
         })
+    }
+
+    /// Time in frame `at`'s direct children: the frames above it in its lane, of its
+    /// context, inside its time, whose call path is its own plus one label. (Computed, not
+    /// stored: 8 bytes a frame saved. Two concurrent frames of one call path in one context
+    /// would share their children's time; self time is then clamped at zero.)
+    pub fn children_ns(&self, at: FrameRef) -> u64 {
+        let lane = &self.lanes[at.lane as usize];
+        let row = &lane.rows[at.row as usize];
+        let i = at.index as usize;
+        let (start, end) = (row.start[i], row.end_or(i, self.max_time));
+        let (context, node) = (row.context[i], row.node[i]);
+        let mut sum = 0;
+        for r in &lane.rows[at.row as usize + 1..] {
+            let first = r.start.partition_point(|&s| s < start);
+            for j in first..r.len() {
+                if r.start[j] > end {
+                    break;
+                }
+                if r.context[j] == context && self.calltree.parent(r.node[j]) == node {
+                    sum += r.end_or(j, self.max_time).min(end) - r.start[j];
+                }
+            }
+        }
+        sum
     }
 
     /// Finds a frame by key (linear scan; for tests and tools, not per-frame UI work).
@@ -334,6 +359,23 @@ impl Model {
                 }
             }
         }
+    }
+
+    /// Gives back the spare capacity of lane `lane`'s arrays (their growth headroom, up to
+    /// half of what they hold). Called lane by lane once a log is loaded, so a loaded log
+    /// costs what it holds; growing again later is amortized as before.
+    pub fn compact_lane(&mut self, lane: u32) {
+        if let Some(l) = self.lanes.get_mut(lane as usize) {
+            for row in &mut l.rows {
+                row.shrink_to_fit();
+            }
+            l.rows.shrink_to_fit();
+        }
+    }
+
+    /// Gives back the spare capacity of everything but the lanes (see [`Model::compact_lane`]).
+    pub fn compact_indexes(&mut self) {
+        self.contexts.shrink_to_fit();
     }
 
     /// Heap bytes held by the model (frames, maps, labels, statistics, contexts).

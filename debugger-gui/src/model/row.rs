@@ -10,8 +10,6 @@ pub struct Row {
     pub start: Vec<u64>,
     /// End times ([`OPEN`] while unknown; only the last frame of a row can be open).
     pub end: Vec<u64>,
-    /// Summed durations of the frame's direct children (for self time).
-    pub child_ns: Vec<u64>,
     /// Interned label ids.
     pub label: Vec<u32>,
     /// Context values.
@@ -93,7 +91,6 @@ impl Row {
         let i = len as u32;
         self.start.push(f.start);
         self.end.push(f.end);
-        self.child_ns.push(0);
         self.label.push(f.label);
         self.context.push(f.context);
         self.id.push(f.id);
@@ -113,11 +110,24 @@ impl Row {
         }
     }
 
+    /// Gives back the arrays' spare capacity.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.start.shrink_to_fit();
+        self.end.shrink_to_fit();
+        self.label.shrink_to_fit();
+        self.context.shrink_to_fit();
+        self.id.shrink_to_fit();
+        self.category.shrink_to_fit();
+        self.node.shrink_to_fit();
+        for s in &mut self.summary {
+            s.shrink_to_fit();
+        }
+    }
+
     /// Heap bytes held by the row's arrays.
     pub fn heap_bytes(&self) -> usize {
         self.start.capacity() * 8
             + self.end.capacity() * 8
-            + self.child_ns.capacity() * 8
             + self.label.capacity() * 4
             + self.context.capacity() * 4
             + self.id.capacity() * 4

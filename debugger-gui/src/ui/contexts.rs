@@ -23,7 +23,7 @@ pub struct ContextsPanel {
     /// While a big log is still loading, keep the last list instead of re-sorting it (the
     /// model lock it needs would slow the ingest thread down).
     pub hold: bool,
-    rows: Vec<ContextRow>,
+    rows: Vec<u32>,
     computed: Option<(u64, ContextQuery, Instant)>,
     cost: Duration,
 }
@@ -31,7 +31,8 @@ pub struct ContextsPanel {
 impl ContextsPanel {
     /// The rows shown, recomputed when the query changes, and when the model grows at most
     /// every ten times the last computation's cost (so big live logs stay smooth).
-    pub fn rows(&mut self, model: &Model) -> &[ContextRow] {
+    /// (Context entry indices; [`Model::context_row`] makes the row shown.)
+    pub fn rows(&mut self, model: &Model) -> &[u32] {
         let stale = match &self.computed {
             None => true,
             Some((generation, q, at)) => {
@@ -119,7 +120,9 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
         })
         .body(|body| {
             body.rows(18.0, rows.len(), |mut row| {
-                let r = rows[row.index()];
+                let Some(r) = model.context_row(rows[row.index()]) else {
+                    return;
+                };
                 row.set_selected(selected == Some(r.entry));
                 row.col(|ui| {
                     if ui
