@@ -76,6 +76,8 @@ pub struct DebuggerApp {
     listen_dialog: Option<String>,
     /// The last error of a Processes tab button.
     process_message: Option<String>,
+    /// Limit statistics and contexts to the selected time range.
+    limit_to_selection: bool,
     /// The File > Export… dialog (format, output path), while it is open.
     export_dialog: Option<(ExportFormat, String)>,
     /// The running export, and the last one's outcome.
@@ -115,6 +117,7 @@ impl DebuggerApp {
             listener: None,
             listen_dialog: None,
             process_message: None,
+            limit_to_selection: true,
             export_dialog: None,
             export: None,
             export_note: None,
@@ -406,6 +409,7 @@ impl DebuggerApp {
                 ui.horizontal(|ui| {
                     ui.selectable_value(&mut self.view, CentralView::Timeline, "Timeline");
                     ui.selectable_value(&mut self.view, CentralView::FlameGraph, "Flame graph");
+                    self.selection_bar(ui, model);
                 });
                 match self.view {
                     CentralView::Timeline => {
@@ -437,6 +441,35 @@ impl DebuggerApp {
             self.log = log;
         }
         self.ui_cpu = t0.elapsed();
+    }
+
+    /// The selected range: its span, and whether the panels are limited to it.
+    fn selection_bar(&mut self, ui: &mut Ui, model: &Model) {
+        let Some((a, b)) = self.flame.selection else {
+            return;
+        };
+        ui.separator();
+        let base = model.time_range().map_or(a, |r| r.0);
+        ui.label(format!(
+            "Selected +{} … +{} ({})",
+            crate::timefmt::duration(a.saturating_sub(base) as f64),
+            crate::timefmt::duration(b.saturating_sub(base) as f64),
+            crate::timefmt::duration((b - a) as f64)
+        ));
+        ui.checkbox(
+            &mut self.limit_to_selection,
+            "Limit statistics and contexts to it",
+        );
+        if ui.button("Zoom to it").clicked() {
+            self.flame.zoom_to(a, b);
+        }
+        if ui
+            .button("Clear")
+            .on_hover_text("Clear the selection (Esc)")
+            .clicked()
+        {
+            self.flame.selection = None;
+        }
     }
 
     /// The central area's view.
@@ -481,7 +514,11 @@ impl DebuggerApp {
             let root = tree.path(node).first().map(|&n| tree.label(n));
             ((i.key.worker, i.context), root)
         });
-        ScopeInput { range, context }
+        ScopeInput {
+            range,
+            selection: self.flame.selection,
+            context,
+        }
     }
 
     fn toggle_follow(&mut self) {
@@ -646,6 +683,9 @@ impl DebuggerApp {
     }
 
     fn bottom_panel(&mut self, ui: &mut Ui, model: &Model) {
+        let limit = self.flame.selection.filter(|_| self.limit_to_selection);
+        self.stats.range = limit;
+        self.contexts.query.range = limit;
         ui.horizontal(|ui| {
             ui.selectable_value(&mut self.tab, BottomTab::Contexts, "Contexts");
             ui.selectable_value(&mut self.tab, BottomTab::Statistics, "Statistics");

@@ -1074,3 +1074,84 @@ fn a_killed_writer_is_shown_as_stopped_and_its_open_frames_cut() {
         h.query_by_label_contains("(2 cut)").is_some()
     });
 }
+
+/// Drags with the primary button from `a` to `b`, a few steps apart.
+fn drag(h: &mut Harness<'_, DebuggerApp>, a: egui::Pos2, b: egui::Pos2) {
+    h.hover_at(a);
+    h.event(egui::Event::PointerButton {
+        pos: a,
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: egui::Modifiers::default(),
+    });
+    h.step();
+    for k in 1..=4 {
+        let p = a + (b - a) * (k as f32 / 4.0);
+        h.event(egui::Event::PointerMoved(p));
+        h.step();
+    }
+    h.event(egui::Event::PointerButton {
+        pos: b,
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: egui::Modifiers::default(),
+    });
+    h.step();
+}
+
+#[test]
+fn dragging_on_the_ruler_selects_a_range_that_limits_the_panels_and_the_flame_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    for k in 0..4u64 {
+        write_request(&w, 1, T0 + k * 2_000_000, "GET /a");
+    }
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "the whole log", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 12)
+    });
+    h.step();
+    let c = canvas(&h);
+    let f = h.state().flame();
+    let (base, start, width) = (f.base.unwrap(), f.start, f.width);
+    let x = |t: u64| c.left() + ((t - base) as f64 - start) as f32 / width as f32 * c.width();
+    let (from, to) = (T0 + 1_500_000, T0 + 5_500_000);
+    drag(
+        &mut h,
+        egui::pos2(x(from), c.top() + 6.0),
+        egui::pos2(x(to), c.top() + 6.0),
+    );
+    let (a, b) = h.state().flame().selection.expect("a selected range");
+    let px = (width / f64::from(c.width())) as u64 * 2;
+    assert!(a.abs_diff(from) <= px && b.abs_diff(to) <= px, "{a} {b}");
+    assert_eq!(
+        (h.state().flame().start, h.state().flame().width),
+        (start, width),
+        "selecting does not pan"
+    );
+    // The contexts list holds the two requests that start in the range.
+    step_until(&mut h, "contexts limited to the range", |h| {
+        h.query_by_label("2 contexts").is_some()
+    });
+    h.get_by_label("Limit statistics and contexts to it")
+        .click();
+    step_until(&mut h, "all contexts again", |h| {
+        h.query_by_label("4 contexts").is_some()
+    });
+    // The flame graph of the selected range: the two queries in it, merged.
+    h.state_mut()
+        .set_view(debugger_gui::app::CentralView::FlameGraph);
+    h.step();
+    h.get_by_label("Selected range").click();
+    step_until(&mut h, "the range's flame graph", |h| {
+        merged_box(h, "User: Select").is_some()
+    });
+    let q = merged_box(&h, "User: Select").unwrap();
+    h.hover_at(q.center());
+    step_until(&mut h, "two queries in the range", |h| {
+        h.query_by_label_contains("2 frames").is_some()
+    });
+    h.get_by_label("Clear").click();
+    h.step();
+    assert_eq!(h.state().flame().selection, None);
+}

@@ -144,6 +144,8 @@ pub struct ContextQuery {
     pub label: String,
     /// Only contexts whose root lasted at least this long (ns).
     pub min_duration_ns: u64,
+    /// Only contexts whose root starts in this range (ns since the epoch).
+    pub range: Option<(u64, u64)>,
     /// Sort column.
     pub sort: ContextSort,
     /// Sort descending.
@@ -210,7 +212,10 @@ impl Model {
             let Some(r) = self.context_row(i) else {
                 continue;
             };
-            if !label_ok[r.label as usize] || r.duration < q.min_duration_ns {
+            if !label_ok[r.label as usize]
+                || r.duration < q.min_duration_ns
+                || q.range.is_some_and(|(a, b)| r.start < a || r.start >= b)
+            {
                 continue;
             }
             let primary = match q.sort {
@@ -294,5 +299,16 @@ mod tests {
             .map(|&e| m.labels().name(m.context_row(e).unwrap().label))
             .collect();
         assert_eq!(labels, vec!["job/cleanup", "GET /b"]);
+        // A selected time range: roots starting in it.
+        let q = ContextQuery {
+            range: Some((150, 900)),
+            ..Default::default()
+        };
+        let rows = m.query_contexts(&q);
+        let labels: Vec<&str> = rows
+            .iter()
+            .map(|&e| m.labels().name(m.context_row(e).unwrap().label))
+            .collect();
+        assert_eq!(labels, vec!["GET /b", "job/cleanup"]);
     }
 }

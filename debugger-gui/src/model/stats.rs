@@ -112,10 +112,68 @@ impl Stats {
     }
 }
 
+impl super::Model {
+    /// Statistics of the closed frames that start in `[from, to)` (a selected time range),
+    /// computed on demand; self time counts the children that start in it too.
+    pub fn stats_in(&self, from: u64, to: u64) -> Stats {
+        let mut st = Stats::default();
+        let tree = self.call_tree();
+        for lane in self.lanes() {
+            for row in &lane.rows {
+                let first = row.start.partition_point(|&s| s < from);
+                for i in first..row.len() {
+                    if row.start[i] >= to {
+                        break;
+                    }
+                    if row.end[i] == super::OPEN {
+                        continue;
+                    }
+                    let dur = row.end[i] - row.start[i];
+                    st.on_close(row.label[i], dur);
+                    let parent = tree.parent(row.node[i]);
+                    if parent != super::calltree::ROOT {
+                        st.on_child(tree.label(parent), dur);
+                    }
+                }
+            }
+        }
+        st
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::test_log::Log;
+
+    #[test]
+    fn statistics_of_a_range_count_the_frames_starting_in_it() {
+        let mut l = Log::default();
+        for k in 0..10u64 {
+            let t = k * 100;
+            let id = k as u32 * 2 + 1;
+            l.start(0, id, t, id, "req")
+                .start(0, id + 1, t + 10, id, "db")
+                .end(0, id + 1, t + 10 + 5 * (k + 1))
+                .end(0, id, t + 90);
+        }
+        let m = l.model();
+        // Requests 3, 4 and 5 (starting at 300, 400, 500), and their queries.
+        let st = m.stats_in(300, 550);
+        let req = m.labels().get("req").unwrap();
+        let db = m.labels().get("db").unwrap();
+        assert_eq!(st.get(req).count, 3);
+        assert_eq!(st.get(db).count, 3);
+        assert_eq!(st.get(db).total_ns, 20 + 25 + 30);
+        assert_eq!(st.get(db).max_ns, 30);
+        assert_eq!(st.get(req).self_time_ns(), 3 * 90 - 75);
+        assert_eq!(
+            m.stats().get(db).count,
+            10,
+            "the whole log's statistics are untouched"
+        );
+        assert_eq!(m.stats_in(2000, 3000).iter().count(), 0);
+    }
     use rand::{Rng, SeedableRng};
 
     #[test]

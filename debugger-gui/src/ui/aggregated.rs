@@ -29,6 +29,8 @@ pub enum ScopeChoice {
     WholeLog,
     /// The timeline's visible time range.
     VisibleRange,
+    /// The time range selected on the timeline's ruler.
+    SelectedRange,
     /// The selected frame's context.
     SelectedContext,
     /// Every context whose root has the same label as the selected frame's context root.
@@ -40,6 +42,8 @@ pub enum ScopeChoice {
 pub struct ScopeInput {
     /// The timeline's visible range (ns since the epoch).
     pub range: Option<(u64, u64)>,
+    /// The range selected on the ruler.
+    pub selection: Option<(u64, u64)>,
     /// The selected frame's `(worker, context)` and its context root's label.
     pub context: Option<((u8, u32), Option<u32>)>,
 }
@@ -85,6 +89,10 @@ impl AggregatedState {
                 .range
                 .map(|(a, b)| Scope::Range(a, b))
                 .ok_or("No visible range yet"),
+            ScopeChoice::SelectedRange => input
+                .selection
+                .map(|(a, b)| Scope::Range(a, b))
+                .ok_or("Drag on the timeline's ruler (or shift+drag) to select a range"),
             ScopeChoice::SelectedContext => match input.context {
                 Some((c, _)) => Ok(Scope::Contexts(FxHashSet::from_iter([c]))),
                 None => Err("Select a frame to see its context's flame graph"),
@@ -149,6 +157,7 @@ pub fn show(
         for (choice, text) in [
             (ScopeChoice::WholeLog, "Whole log"),
             (ScopeChoice::VisibleRange, "Visible range"),
+            (ScopeChoice::SelectedRange, "Selected range"),
             (ScopeChoice::SelectedContext, "Selected context"),
             (ScopeChoice::ContextsLikeSelected, "Contexts like selected"),
         ] {

@@ -48,6 +48,10 @@ pub struct FlameState {
     pub hovered: Option<FrameRef>,
     /// What the last paint drew (for tests and the status bar).
     pub drawn: Drawn,
+    /// The selected time range (ns since the epoch): drag on the ruler, or shift+drag.
+    pub selection: Option<(u64, u64)>,
+    /// Where the selecting drag began (ns since the epoch), while it lasts.
+    selecting: Option<f64>,
     pending_zoom_to: Option<(u64, u64)>,
 }
 
@@ -80,6 +84,8 @@ impl Default for FlameState {
             fitted: true,
             hovered: None,
             drawn: Drawn::default(),
+            selection: None,
+            selecting: None,
             pending_zoom_to: None,
         }
     }
@@ -249,7 +255,26 @@ pub fn show(
             ui.ctx().request_repaint();
         }
     }
-    if response.dragged() {
+    // A drag that starts on the ruler (or with shift) selects a time range instead of panning.
+    let t_at = |x: f32, st: &FlameState| {
+        base as f64 + st.start + f64::from(x - rect.left()) / w * st.width
+    };
+    if response.drag_started() {
+        let (origin, shift) = ui.input(|i| (i.pointer.press_origin(), i.modifiers.shift));
+        if let Some(p) = origin
+            && (p.y < rect.top() + RULER_H || shift)
+        {
+            state.selecting = Some(t_at(p.x, state));
+        }
+    }
+    if response.dragged()
+        && let Some(a) = state.selecting
+    {
+        if let Some(p) = response.interact_pointer_pos() {
+            let b = t_at(p.x, state);
+            state.selection = Some((a.min(b).max(0.0) as u64, a.max(b).max(0.0) as u64));
+        }
+    } else if response.dragged() {
         let d = response.drag_delta();
         if d.x != 0.0 {
             state.start -= d.x as f64 / w * state.width;
@@ -276,6 +301,17 @@ pub fn show(
         .clamp(0.0, (content_h - view_h + 20.0).max(0.0));
 
     let px_ns = state.width / w;
+    if response.drag_stopped() && state.selecting.take().is_some() {
+        // A selection narrower than a few pixels was a click on the ruler: none.
+        if let Some((a, b)) = state.selection
+            && ((b - a) as f64) < px_ns * 3.0
+        {
+            state.selection = None;
+        }
+    }
+    if !typing && ui.input(|i| i.key_pressed(Key::Escape)) {
+        state.selection = None;
+    }
     let (view_start, view_w) = (state.start, state.width);
     let x_of = |t: u64| -> f32 {
         rect.left() + ((t as f64 - base as f64 - view_start) / view_w * w) as f32
@@ -481,6 +517,30 @@ pub fn show(
     }
     let _ = a11y;
     state.drawn = drawn;
+
+    // ---- the selected range ----
+    if let Some((a, b)) = state.selection {
+        let x0 = x_of(a).max(rect.left());
+        let x1 = x_of(b).min(rect.right());
+        if x1 > x0 {
+            let sel = Rect::from_min_max(pos2(x0, rect.top()), pos2(x1, rect.bottom()));
+            let c = visuals.selection.bg_fill;
+            painter.rect_filled(sel, CornerRadius::ZERO, c.gamma_multiply(0.18));
+            for x in [x0, x1] {
+                painter.line_segment(
+                    [pos2(x, rect.top()), pos2(x, rect.bottom())],
+                    Stroke::new(1.0, c),
+                );
+            }
+            painter.text(
+                pos2((x0 + x1) / 2.0, rect.top() + RULER_H + 2.0),
+                Align2::CENTER_TOP,
+                timefmt::duration((b - a) as f64),
+                FontId::proportional(12.0),
+                visuals.strong_text_color(),
+            );
+        }
+    }
 
     // ---- hover, click, double-click ----
     let pick = |p: Pos2| -> Option<FrameRef> {

@@ -59,8 +59,12 @@ pub struct StatsPanel {
     pub sort: StatSort,
     /// Ascending instead of descending.
     pub ascending: bool,
+    /// Limit the table to frames starting in this time range (ns since the epoch).
+    pub range: Option<(u64, u64)>,
     rows: Vec<StatRow>,
-    computed: Option<(u64, StatSort, bool, Instant)>,
+    computed: Option<(u64, StatSort, bool, Option<(u64, u64)>, Instant)>,
+    /// The pointer is over the table: keep the rows still (no re-sort under it).
+    frozen: bool,
 }
 
 impl StatsPanel {
@@ -68,17 +72,20 @@ impl StatsPanel {
     pub fn rows(&mut self, model: &Model) -> &[StatRow] {
         let stale = match self.computed {
             None => true,
-            Some((g, s, a, at)) => {
+            Some((g, s, a, r, at)) => {
                 s != self.sort
                     || a != self.ascending
+                    || r != self.range
                     || (g != model.generation()
+                        && !self.frozen
                         && (model.labels().len() < 2_000
                             || at.elapsed() > Duration::from_millis(500)))
             }
         };
         if stale {
-            let mut rows: Vec<StatRow> = model
-                .stats()
+            let in_range = self.range.map(|(a, b)| model.stats_in(a, b));
+            let stats = in_range.as_ref().unwrap_or(model.stats());
+            let mut rows: Vec<StatRow> = stats
                 .iter()
                 .map(|(id, s)| StatRow {
                     label: model.labels().name(id).to_owned(),
@@ -109,6 +116,7 @@ impl StatsPanel {
                 model.generation(),
                 self.sort,
                 self.ascending,
+                self.range,
                 Instant::now(),
             ));
         }
@@ -119,6 +127,8 @@ impl StatsPanel {
 /// Shows the table; returns the label the user clicked (to search for it).
 pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String> {
     let mut picked = None;
+    // While the pointer is over the table, new frames do not re-sort it under the pointer.
+    panel.frozen = ui.rect_contains_pointer(ui.max_rect());
     let rows = panel.rows(model).to_vec();
     let (mut sort, mut asc) = (panel.sort, panel.ascending);
     let mut header = |ui: &mut Ui, col: StatSort, name: &str| {
