@@ -52,6 +52,9 @@ pub struct StatRow {
     pub max: u64,
 }
 
+/// What the cached rows were computed for: model generation, sort, ascending, range, when.
+type Computed = (u64, StatSort, bool, Option<(u64, u64)>, Instant);
+
 /// Sort state and cached rows of the statistics panel.
 #[derive(Default)]
 pub struct StatsPanel {
@@ -62,7 +65,7 @@ pub struct StatsPanel {
     /// Limit the table to frames starting in this time range (ns since the epoch).
     pub range: Option<(u64, u64)>,
     rows: Vec<StatRow>,
-    computed: Option<(u64, StatSort, bool, Option<(u64, u64)>, Instant)>,
+    computed: Option<Computed>,
     /// The pointer is over the table: keep the rows still (no re-sort under it).
     frozen: bool,
 }
