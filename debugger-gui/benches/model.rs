@@ -201,6 +201,20 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
         ));
         black_box(nodes);
     }
+
+    // ---- the duration histogram of the most frequent label ----
+    let (busiest, count) = model
+        .stats()
+        .iter()
+        .map(|(id, s)| (id, s.count))
+        .max_by_key(|&(_, c)| c)
+        .unwrap();
+    let (hist, bars) = time(&mut || model.histogram(busiest, 48, None).bins.len());
+    summary.push(format!(
+        "histogram of the busiest label ({count} frames of {frames}): {:.1} ms for {bars} bars ({:.1} ns per frame of the log)",
+        hist.as_secs_f64() * 1e3,
+        hist.as_nanos() as f64 / frames as f64,
+    ));
     drop(model);
 
     // ---- the app end to end: write a log, open it, paint until loaded ----

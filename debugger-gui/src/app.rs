@@ -20,6 +20,7 @@ use crate::ui::contexts::{self, ContextsPanel};
 use crate::ui::data_panel::DataPanel;
 pub use crate::ui::data_panel::DataState;
 use crate::ui::flamegraph::{self, FlameState};
+use crate::ui::histogram::{self, HistogramPanel};
 use crate::ui::search_bar::SearchBar;
 use crate::ui::stats::{self, StatsPanel};
 use crate::ui::{category_color, status_bar};
@@ -38,6 +39,8 @@ pub enum BottomTab {
     Contexts,
     /// The statistics table.
     Statistics,
+    /// The duration histogram of one label.
+    Histogram,
     /// Connected programs (while listening).
     Processes,
 }
@@ -63,6 +66,7 @@ pub struct DebuggerApp {
     search: SearchBar,
     contexts: ContextsPanel,
     stats: StatsPanel,
+    histogram: HistogramPanel,
     tab: BottomTab,
     show_bottom: bool,
     show_data: bool,
@@ -107,6 +111,7 @@ impl DebuggerApp {
             search: SearchBar::default(),
             contexts: ContextsPanel::default(),
             stats: StatsPanel::default(),
+            histogram: HistogramPanel::default(),
             tab: BottomTab::Contexts,
             show_bottom: true,
             show_data: true,
@@ -553,6 +558,12 @@ impl DebuggerApp {
         if let (Some(i), Some(l)) = (&info, log) {
             self.data.want(i.key, &l.data);
         }
+        if self.selected_info.is_none()
+            && let Some(i) = &info
+        {
+            // Newly selected: the histogram shows its label.
+            self.histogram.label = Some(model.row(i.at).label[i.at.index as usize]);
+        }
         self.selected_info = info;
     }
 
@@ -686,9 +697,11 @@ impl DebuggerApp {
         let limit = self.flame.selection.filter(|_| self.limit_to_selection);
         self.stats.range = limit;
         self.contexts.query.range = limit;
+        self.histogram.range = limit;
         ui.horizontal(|ui| {
             ui.selectable_value(&mut self.tab, BottomTab::Contexts, "Contexts");
             ui.selectable_value(&mut self.tab, BottomTab::Statistics, "Statistics");
+            ui.selectable_value(&mut self.tab, BottomTab::Histogram, "Histogram");
             if self.listener.is_some() {
                 ui.selectable_value(&mut self.tab, BottomTab::Processes, "Processes");
             }
@@ -714,6 +727,15 @@ impl DebuggerApp {
             BottomTab::Statistics => {
                 if let Some(label) = stats::show(ui, &mut self.stats, model) {
                     self.search.set_text(&Pattern::exact_text(&label));
+                    self.histogram.label = model.labels().get(&label);
+                }
+            }
+            BottomTab::Histogram => {
+                if let Some(at) = histogram::show(ui, &mut self.histogram, model) {
+                    self.select(Some(at));
+                    if let Some(info) = model.info(at) {
+                        self.reveal(model, info);
+                    }
                 }
             }
         }

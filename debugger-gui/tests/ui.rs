@@ -1155,3 +1155,76 @@ fn dragging_on_the_ruler_selects_a_range_that_limits_the_panels_and_the_flame_gr
     h.step();
     assert_eq!(h.state().flame().selection, None);
 }
+
+#[test]
+fn histogram_shows_a_labels_durations_and_goes_to_the_slowest() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    let worker = w.worker();
+    let first = w.reserve_ids(31).unwrap();
+    let mut bytes = Vec::new();
+    Record::ThreadInfo(ThreadInfo {
+        worker,
+        thread: 1,
+        timestamp: T0,
+        name: "db",
+    })
+    .encode_to_vec(&mut bytes);
+    // 30 queries of 10..300 µs, then one of 5 ms.
+    for k in 0..31u32 {
+        let t = T0 + u64::from(k) * 10_000_000;
+        let d = if k == 30 {
+            5_000_000
+        } else {
+            u64::from(k + 1) * 10_000
+        };
+        Record::Start(FrameStart {
+            id: first + k,
+            worker,
+            timestamp: t,
+            context: first + k,
+            category: Category::DATABASE,
+            label: "db: query",
+        })
+        .encode_to_vec(&mut bytes);
+        Record::End(FrameEnd {
+            id: first + k,
+            worker,
+            timestamp: t + d,
+        })
+        .encode_to_vec(&mut bytes);
+    }
+    w.append_frames(&bytes).unwrap();
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "the whole log", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 31)
+    });
+    let at = h
+        .state()
+        .model()
+        .unwrap()
+        .find(FrameKey::new(worker, first))
+        .unwrap();
+    h.state_mut().select(Some(at));
+    h.step();
+    h.get_by_label("Histogram").click();
+    step_until(&mut h, "the histogram", |h| {
+        h.query_by_label_contains("31 frames · min 10").is_some()
+    });
+    // The 5 ms query is alone at the right end of the log scale.
+    let c = h
+        .get_by_role_and_label(Role::Canvas, "Duration histogram")
+        .rect();
+    click_at(&mut h, egui::pos2(c.right() - 3.0, c.center().y));
+    step_until(&mut h, "the bar's frames", |h| {
+        h.query_by_label_contains("longest first").is_some()
+    });
+    assert!(h.query_by_label_contains("1 frames lasting").is_some());
+    h.get_by_label("Go to slowest").click();
+    step_until(&mut h, "the slowest selected", |h| {
+        h.state()
+            .selected()
+            .and_then(|at| h.state().model().unwrap().info(at))
+            .is_some_and(|i| i.duration == 5_000_000)
+    });
+}

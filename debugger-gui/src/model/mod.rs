@@ -15,6 +15,7 @@
 
 pub mod calltree;
 pub mod contexts;
+pub mod histogram;
 pub mod hit;
 pub mod intern;
 mod layout;
