@@ -1228,3 +1228,35 @@ fn histogram_shows_a_labels_durations_and_goes_to_the_slowest() {
             .is_some_and(|i| i.duration == 5_000_000)
     });
 }
+
+#[test]
+fn clicking_the_overview_strip_moves_the_view_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    for k in 0..10u64 {
+        write_request(&w, 1, T0 + k * 10_000_000, "GET /a");
+    }
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "the whole log", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 30)
+    });
+    h.state_mut().flame_mut().zoom_to(T0, T0 + 1_000_000);
+    h.step();
+    h.step();
+    let width = h.state().flame().width;
+    let strip = h.get_by_role_and_label(Role::Canvas, "Overview").rect();
+    click_at(
+        &mut h,
+        egui::pos2(strip.left() + strip.width() * 0.9, strip.center().y),
+    );
+    h.step();
+    let f = h.state().flame();
+    let span = 91_000_000.0; // first start to last end
+    let center = f.start + f.width / 2.0;
+    assert!(
+        (center - 0.9 * span).abs() < span * 0.02,
+        "centered at 90 % of the log: {center} of {span}"
+    );
+    assert_eq!(f.width, width, "the zoom is kept");
+    assert!(!f.follow);
+}

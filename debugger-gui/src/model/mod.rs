@@ -13,6 +13,7 @@
 //! Storage is struct-of-arrays per row: start, end (u64 each), label id, context, frame id,
 //! call-tree node (u32 each) and category (u8) — 33 bytes per frame, labels interned once.
 
+pub mod activity;
 pub mod calltree;
 pub mod contexts;
 pub mod histogram;

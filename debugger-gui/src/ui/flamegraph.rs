@@ -14,6 +14,7 @@ use crate::model::lod::{LodBox, merged_look, merged_summary};
 use crate::model::search::Matches;
 use crate::model::{FrameRef, Model};
 use crate::timefmt;
+use crate::ui::overview::{self, Overview};
 use crate::ui::{category_color, frame_info, text_color_on};
 
 /// Height of the time ruler.
@@ -52,6 +53,8 @@ pub struct FlameState {
     pub selection: Option<(u64, u64)>,
     /// Where the selecting drag began (ns since the epoch), while it lasts.
     selecting: Option<f64>,
+    /// The overview strip's cached activity.
+    overview: Overview,
     pending_zoom_to: Option<(u64, u64)>,
 }
 
@@ -86,6 +89,7 @@ impl Default for FlameState {
             drawn: Drawn::default(),
             selection: None,
             selecting: None,
+            overview: Overview::default(),
             pending_zoom_to: None,
         }
     }
@@ -148,6 +152,16 @@ pub fn show(
     selected: Option<FrameRef>,
 ) -> FlameOutput {
     let mut out = FlameOutput::default();
+    if let Some((tmin, tmax)) = model.time_range() {
+        let base = state.base.unwrap_or(tmin) as f64;
+        let view = (base + state.start, base + state.start + state.width);
+        if let Some(t) = overview::show(ui, &mut state.overview, model, (tmin, tmax), view) {
+            // Center the view there, keeping the zoom.
+            state.start = t as f64 - base - state.width / 2.0;
+            state.follow = false;
+            state.fitted = false;
+        }
+    }
     let size = ui.available_size().max(vec2(50.0, 50.0));
     let (rect, response) = ui.allocate_exact_size(size, Sense::click_and_drag());
     response.widget_info(|| WidgetInfo::labeled(Role::Canvas, true, "Flamegraph"));

@@ -8,6 +8,7 @@ pub mod data_tree;
 pub mod flamegraph;
 pub mod frame_info;
 pub mod histogram;
+pub mod overview;
 pub mod present;
 pub mod processes;
 pub mod search_bar;
