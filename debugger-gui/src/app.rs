@@ -16,6 +16,7 @@ use crate::listen::Listener;
 use crate::model::search::{Matches, Pattern, SearchFrom};
 use crate::model::{FrameInfo, FrameRef, Model};
 use crate::ui::aggregated::{self, AggregatedState, ScopeInput};
+use crate::ui::compare::{self as compare_tab, ComparePanel};
 use crate::ui::contexts::{self, ContextsPanel};
 use crate::ui::data_panel::DataPanel;
 pub use crate::ui::data_panel::DataState;
@@ -41,6 +42,8 @@ pub enum BottomTab {
     Statistics,
     /// The duration histogram of one label.
     Histogram,
+    /// The open log against a compared one (baseline).
+    Compare,
     /// Connected programs (while listening).
     Processes,
 }
@@ -67,6 +70,11 @@ pub struct DebuggerApp {
     contexts: ContextsPanel,
     stats: StatsPanel,
     histogram: HistogramPanel,
+    /// A second log to compare the open one with (the baseline), read once.
+    compare: Option<(PathBuf, Ingest)>,
+    compare_panel: ComparePanel,
+    /// The open dialog opens a baseline to compare with, not a log.
+    open_for_compare: bool,
     tab: BottomTab,
     show_bottom: bool,
     show_data: bool,
@@ -112,6 +120,9 @@ impl DebuggerApp {
             contexts: ContextsPanel::default(),
             stats: StatsPanel::default(),
             histogram: HistogramPanel::default(),
+            compare: None,
+            compare_panel: ComparePanel::default(),
+            open_for_compare: false,
             tab: BottomTab::Contexts,
             show_bottom: true,
             show_data: true,
@@ -222,6 +233,21 @@ impl DebuggerApp {
         self.contexts = ContextsPanel::default();
         self.stats = StatsPanel::default();
         self.messages.clear();
+    }
+
+    /// Reads `dir` (once, not followed) as the baseline the open log is compared with: the
+    /// Compare tab and the flame graph's difference colors.
+    pub fn compare_with(&mut self, dir: impl AsRef<Path>) {
+        let dir = dir.as_ref().to_owned();
+        let ingest = Ingest::start(&dir, false);
+        self.compare = Some((dir, ingest));
+        self.compare_panel = ComparePanel::default();
+        self.tab = BottomTab::Compare;
+    }
+
+    /// The compared log's model, if one is open.
+    pub fn compare_model(&self) -> Option<MutexGuard<'_, Model>> {
+        self.compare.as_ref().map(|(_, i)| i.model())
     }
 
     /// The open log's directory.
@@ -427,9 +453,14 @@ impl DebuggerApp {
                     }
                     CentralView::FlameGraph => {
                         let input = self.scope_input(model);
-                        if let Some(label) =
-                            aggregated::show(ui, &mut self.aggregated, model, &input)
-                        {
+                        let base = self.compare.as_ref().map(|(_, i)| i.model());
+                        if let Some(label) = aggregated::show(
+                            ui,
+                            &mut self.aggregated,
+                            model,
+                            &input,
+                            base.as_deref(),
+                        ) {
                             self.search.set_text(&Pattern::exact_text(&label));
                             self.view = CentralView::Timeline;
                         }
@@ -574,11 +605,22 @@ impl DebuggerApp {
                     // `self.log` is taken out while the window is drawn: the caller passes it.
                     self.open_dialog =
                         Some(current.map(|d| d.display().to_string()).unwrap_or_default());
+                    self.open_for_compare = false;
                     self.focus_path = true;
                     ui.close();
                 }
                 if ui.button("Open demo").clicked() {
                     self.start_demo();
+                    ui.close();
+                }
+                if ui
+                    .button("Compare with log…")
+                    .on_hover_text("Read another log as a baseline: per-label changes, and the flame graph's difference")
+                    .clicked()
+                {
+                    self.open_dialog = Some(String::new());
+                    self.open_for_compare = true;
+                    self.focus_path = true;
                     ui.close();
                 }
                 if ui
@@ -702,6 +744,9 @@ impl DebuggerApp {
             ui.selectable_value(&mut self.tab, BottomTab::Contexts, "Contexts");
             ui.selectable_value(&mut self.tab, BottomTab::Statistics, "Statistics");
             ui.selectable_value(&mut self.tab, BottomTab::Histogram, "Histogram");
+            if self.compare.is_some() {
+                ui.selectable_value(&mut self.tab, BottomTab::Compare, "Compare");
+            }
             if self.listener.is_some() {
                 ui.selectable_value(&mut self.tab, BottomTab::Processes, "Processes");
             }
@@ -730,6 +775,18 @@ impl DebuggerApp {
                     self.histogram.label = model.labels().get(&label);
                 }
             }
+            BottomTab::Compare => match &self.compare {
+                Some((dir, ingest)) => {
+                    let name = dir.display().to_string();
+                    let status = ingest.status();
+                    if let Some(e) = status.errors.last() {
+                        ui.colored_label(Color32::from_rgb(255, 120, 60), format!("⚠ {e}"));
+                    }
+                    let base = ingest.model();
+                    compare_tab::show(ui, &mut self.compare_panel, &base, model, &name);
+                }
+                None => self.tab = BottomTab::Contexts,
+            },
             BottomTab::Histogram => {
                 if let Some(at) = histogram::show(ui, &mut self.histogram, model) {
                     self.select(Some(at));
@@ -748,7 +805,12 @@ impl DebuggerApp {
         let mut open = true;
         let mut chosen = None;
         let mut cancel = false;
-        egui::Window::new("Open log")
+        let title = if self.open_for_compare {
+            "Compare with log"
+        } else {
+            "Open log"
+        };
+        egui::Window::new(title)
             .collapsible(false)
             .resizable(false)
             .open(&mut open)
@@ -773,7 +835,11 @@ impl DebuggerApp {
                 );
             });
         if let Some(p) = chosen {
-            self.open_log(p);
+            if self.open_for_compare {
+                self.compare_with(p);
+            } else {
+                self.open_log(p);
+            }
         } else if open && !cancel {
             self.open_dialog = Some(path);
         }

@@ -23,6 +23,10 @@ struct Args {
     /// The token programs must present when listening beyond loopback.
     #[arg(long, env = "FRAMELOG_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A second log to compare DIR with (the baseline): the Compare tab and the flame
+    /// graph's difference colors.
+    #[arg(long, value_name = "BASELINE", requires = "dir")]
+    compare: Option<PathBuf>,
     /// Print how long loading DIR took and the window's memory (RSS) once it is loaded, then
     /// exit (a measurement a user can repeat: see the README's performance section).
     #[arg(long, requires = "dir")]
@@ -39,7 +43,11 @@ fn main() -> anyhow::Result<()> {
     } else if let Some(addr) = &args.listen {
         DebuggerApp::listen(addr, args.dir.as_deref(), args.token.clone())
     } else if let Some(dir) = &args.dir {
-        DebuggerApp::open(dir)
+        let mut app = DebuggerApp::open(dir);
+        if let Some(base) = &args.compare {
+            app.compare_with(base);
+        }
+        app
     } else {
         DebuggerApp::new()
     };

@@ -1260,3 +1260,43 @@ fn clicking_the_overview_strip_moves_the_view_there() {
     assert_eq!(f.width, width, "the zoom is kept");
     assert!(!f.follow);
 }
+
+#[test]
+fn comparing_with_a_baseline_log_lists_changes_and_colors_the_flame_graph() {
+    let base_dir = tempfile::tempdir().unwrap();
+    let new_dir = tempfile::tempdir().unwrap();
+    let (bw, nw) = (writer(base_dir.path()), writer(new_dir.path()));
+    for k in 0..4u64 {
+        write_request(&bw, 1, T0 + k * 2_000_000, "GET /a");
+        write_request(&nw, 1, T0 + k * 2_000_000, "GET /a");
+        write_request(&nw, 2, T0 + k * 2_000_000 + 1_000_000, "POST /b");
+    }
+    let mut app = DebuggerApp::open(new_dir.path());
+    app.compare_with(base_dir.path());
+    let mut h = harness(app);
+    step_until(&mut h, "both logs", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 24)
+            && h.state()
+                .compare_model()
+                .is_some_and(|m| m.frame_count() == 12)
+    });
+    // The Compare tab: a label only the open log has, and unchanged ones.
+    step_until(&mut h, "the comparison", |h| {
+        h.query_by_label_contains("Baseline:").is_some()
+            && h.query_by_label_contains("– -> 4  new").is_some()
+    });
+    assert!(h.query_by_label_contains("4 -> 4  +0 %").is_some());
+    // The flame graph says how each call path's share of the time changed.
+    h.state_mut()
+        .set_view(debugger_gui::app::CentralView::FlameGraph);
+    step_until(&mut h, "the flame graph", |h| {
+        merged_box(h, "GET /a").is_some()
+    });
+    assert!(h.query_by_label("Difference vs compared log").is_some());
+    let a = merged_box(&h, "GET /a").unwrap();
+    h.hover_at(a.center());
+    step_until(&mut h, "the share change", |h| {
+        h.query_by_label_contains("(compared log: 100.0 %)")
+            .is_some()
+    });
+}

@@ -15,6 +15,7 @@
 
 pub mod activity;
 pub mod calltree;
+pub mod compare;
 pub mod contexts;
 pub mod histogram;
 pub mod hit;

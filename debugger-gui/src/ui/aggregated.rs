@@ -54,6 +54,8 @@ pub struct AggregatedState {
     pub scope: ScopeChoice,
     /// The node shown full width.
     pub focus: u32,
+    /// With a compared log: color boxes by how their share of the time changed.
+    pub difference: bool,
     /// What the last paint drew: (node, label, rect), for tests.
     pub drawn: Vec<(u32, String, Rect)>,
     cache: Option<Cache>,
@@ -67,6 +69,8 @@ struct Cache {
     kids: Vec<Vec<u32>>,
     /// Boxes for (focus, width in points).
     boxes: Option<(u32, u32, Vec<FlameBox>)>,
+    /// Share changes against the compared log, and its generation then.
+    diff: Option<(u64, Vec<f64>)>,
 }
 
 impl Default for AggregatedState {
@@ -74,6 +78,7 @@ impl Default for AggregatedState {
         Self {
             scope: ScopeChoice::WholeLog,
             focus: ROOT,
+            difference: true,
             drawn: Vec::new(),
             cache: None,
         }
@@ -128,6 +133,7 @@ impl AggregatedState {
                 agg,
                 kids,
                 boxes: None,
+                diff: None,
             });
         }
         self.cache.as_mut().expect("built above")
@@ -143,6 +149,24 @@ fn label_color(label: u32) -> Color32 {
     Color32::from_rgb(r, g, b)
 }
 
+/// Differential flame graph colors: gray when a call path's share of the time is unchanged,
+/// redder the more it grew, bluer the more it shrank (full color at 5 points).
+fn diff_color(change: f64) -> Color32 {
+    let k = (change.abs() / 0.05).min(1.0) as f32;
+    let gray = Color32::from_rgb(190, 190, 190);
+    let to = if change > 0.0 {
+        Color32::from_rgb(225, 60, 50)
+    } else {
+        Color32::from_rgb(60, 120, 230)
+    };
+    let mix = |a: u8, b: u8| (f32::from(a) + (f32::from(b) - f32::from(a)) * k) as u8;
+    Color32::from_rgb(
+        mix(gray.r(), to.r()),
+        mix(gray.g(), to.g()),
+        mix(gray.b(), to.b()),
+    )
+}
+
 /// Draws the aggregated flame graph; returns a label to search for when a box is
 /// double-clicked (to find its frames in the timeline).
 pub fn show(
@@ -150,6 +174,7 @@ pub fn show(
     state: &mut AggregatedState,
     model: &Model,
     input: &ScopeInput,
+    base: Option<&Model>,
 ) -> Option<String> {
     let mut wanted = None;
     ui.horizontal(|ui| {
@@ -164,6 +189,12 @@ pub fn show(
             ui.selectable_value(&mut state.scope, choice, text);
         }
         ui.separator();
+        if base.is_some() {
+            ui.checkbox(&mut state.difference, "Difference vs compared log")
+                .on_hover_text(
+                    "Red: a bigger share of the time than in the compared log; blue: smaller",
+                );
+        }
         if ui
             .add_enabled(state.focus != ROOT, egui::Button::new("Reset zoom"))
             .clicked()
@@ -196,6 +227,7 @@ pub fn show(
     };
     let tree = model.call_tree();
     let focus_in = state.focus;
+    let state_difference = state.difference;
     let cache = state.aggregate(model, scope);
     let focus = if (focus_in as usize) < cache.agg.total_ns.len() {
         focus_in
@@ -219,6 +251,19 @@ pub fn show(
         let boxes = calltree::layout(tree, &cache.agg, focus, min_frac);
         cache.boxes = Some((key.0, key.1, boxes));
     }
+    let diff_wanted = base.filter(|_| state_difference);
+    if let Some(b) = diff_wanted
+        && cache
+            .diff
+            .as_ref()
+            .is_none_or(|(g, _)| *g != b.generation())
+    {
+        cache.diff = Some((
+            b.generation(),
+            crate::model::compare::share_changes(b, model, &cache.agg),
+        ));
+    }
+    let diff = diff_wanted.and(cache.diff.as_ref().map(|(_, d)| d.as_slice()));
     let (_, _, boxes) = cache.boxes.as_ref().expect("laid out above");
     let a11y_on = ui
         .ctx()
@@ -238,7 +283,10 @@ pub fn show(
         let x1 = rect.left() + (b.x1 as f32) * w;
         let brect = Rect::from_min_max(pos2(x0, y), pos2(x1.max(x0 + 1.0), y + ROW_H - 1.0));
         let label_id = tree.label(b.node);
-        let fill = label_color(label_id);
+        let fill = match diff {
+            Some(d) => diff_color(d.get(b.node as usize).copied().unwrap_or(0.0)),
+            None => label_color(label_id),
+        };
         // Rows above the focus (its callers) are drawn muted.
         let above = tree.depth(b.node) <= tree.depth(focus) && b.node != focus;
         let fill = if above {
@@ -311,6 +359,15 @@ pub fn show(
                 timefmt::duration(self_ns as f64),
                 timefmt::duration(total as f64 / count.max(1) as f64)
             ));
+            if let Some(d) = diff {
+                let now = total as f64 / scope_ns as f64;
+                let was = now - d.get(node as usize).copied().unwrap_or(0.0);
+                ui.label(format!(
+                    "share of the time: {:.1} % (compared log: {:.1} %)",
+                    now * 100.0,
+                    was * 100.0
+                ));
+            }
             ui.weak(path.join(" › "));
             ui.weak("Click to focus · double-click to find its frames in the timeline");
         });

@@ -2,6 +2,7 @@
 //! (listening windows), status bar.
 
 pub mod aggregated;
+pub mod compare;
 pub mod contexts;
 pub mod data_panel;
 pub mod data_tree;
