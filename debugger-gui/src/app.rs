@@ -369,7 +369,7 @@ impl DebuggerApp {
                     open: model.open_count(),
                     cut: model.cut_count(),
                     dropped: model.dropped(),
-                    following: self.flame.follow,
+                    following: self.is_following(),
                     ingest: &status,
                     path: &path,
                 };
@@ -557,9 +557,20 @@ impl DebuggerApp {
         }
     }
 
+    /// Whether the view keeps up with the log (following its newest time, or fitted to all
+    /// of it, which grows with it).
+    pub fn is_following(&self) -> bool {
+        self.flame.follow || self.flame.fitted
+    }
+
     fn toggle_follow(&mut self) {
-        let on = !self.flame.follow;
-        self.flame.set_follow(on);
+        if self.is_following() {
+            // Pause: the view stays where it is now.
+            self.flame.set_follow(false);
+            self.flame.fitted = false;
+        } else {
+            self.flame.set_follow(true);
+        }
     }
 
     fn handle_dropped_files(&mut self, ui: &Ui) {

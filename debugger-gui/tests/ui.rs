@@ -1300,3 +1300,46 @@ fn comparing_with_a_baseline_log_lists_changes_and_colors_the_flame_graph() {
             .is_some()
     });
 }
+
+#[test]
+fn fit_keeps_following_pause_stops_it_and_contexts_name_their_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 7, T0, "GET /a");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| !boxes(h, "User: Select").is_empty());
+    // The contexts list says where each context ran.
+    step_until(&mut h, "the thread column", |h| {
+        h.query_by_label_contains("test-app (pid").is_some()
+            && h.query_by_label_contains("· worker-7 (7)").is_some()
+    });
+    // Zoomed in, then F (fit): the whole log stays in view as it grows, and the status says so.
+    h.state_mut().flame_mut().zoom_to(T0, T0 + 100_000);
+    step_until(&mut h, "paused by zooming", |h| {
+        h.query_by_label_contains("Paused").is_some()
+    });
+    h.state_mut().flame_mut().zoom_to_fit();
+    step_until(&mut h, "fitted to a growing log: following", |h| {
+        h.query_by_label_contains("Following").is_some()
+    });
+    write_request(&w, 7, T0 + 5_000_000, "GET /b");
+    step_until(&mut h, "the view grew with the log", |h| {
+        h.state().flame().width > 5_000_000.0
+    });
+    // One click pauses: the view stops where it is.
+    h.get_by_label_contains("Following").click();
+    step_until(&mut h, "paused", |h| {
+        h.query_by_label_contains("Paused").is_some()
+    });
+    let width = h.state().flame().width;
+    write_request(&w, 7, T0 + 20_000_000, "GET /c");
+    step_until(&mut h, "the new request loaded", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 9)
+    });
+    h.step();
+    assert_eq!(
+        h.state().flame().width,
+        width,
+        "paused: the view does not grow"
+    );
+}

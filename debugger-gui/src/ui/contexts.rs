@@ -10,6 +10,7 @@ use egui_extras::{Column, TableBuilder};
 use crate::model::Model;
 use crate::model::contexts::{ContextQuery, ContextRow, ContextSort};
 use crate::timefmt;
+use crate::ui::present;
 
 /// Filter, sort and a cached result of the contexts list.
 #[derive(Default)]
@@ -111,12 +112,16 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
         )
         .column(Column::initial(110.0).resizable(true))
         .column(Column::initial(100.0).resizable(true))
-        .column(Column::remainder().at_least(60.0))
+        .column(Column::initial(60.0).resizable(true))
+        .column(Column::remainder().at_least(80.0).clip(true))
         .header(20.0, |mut h| {
             h.col(|ui| sort_header(ui, &mut query, ContextSort::Label, "Label"));
             h.col(|ui| sort_header(ui, &mut query, ContextSort::Start, "Start"));
             h.col(|ui| sort_header(ui, &mut query, ContextSort::Duration, "Duration"));
             h.col(|ui| sort_header(ui, &mut query, ContextSort::Frames, "Frames"));
+            h.col(|ui| {
+                ui.strong("Process · thread");
+            });
         })
         .body(|body| {
             body.rows(18.0, rows.len(), |mut row| {
@@ -141,6 +146,9 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
                 });
                 row.col(|ui| {
                     ui.label(r.frames.to_string());
+                });
+                row.col(|ui| {
+                    ui.label(present::lane_title(model, r.root.lane));
                 });
                 if row.response().clicked() {
                     picked = Some(r);
