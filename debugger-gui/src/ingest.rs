@@ -370,6 +370,8 @@ fn applier(
             }
         }
         let frames = shared.model.lock().frame_count();
+        let changed = !buf.is_empty() || !buf.stopped_workers.is_empty();
+        let before = shared.status().clone();
         {
             let mut s = shared.status();
             s.bytes_read = state.bytes_read;
@@ -392,7 +394,11 @@ fn applier(
             compacted = true;
             compact(shared, stopped);
         }
-        shared.repaint();
+        // Repaint only for news: an idle window on a finished log draws nothing (a heartbeat
+        // whose numbers did not change is not news).
+        if changed || *shared.status() != before {
+            shared.repaint();
+        }
         let _ = recycle.send(buf);
     }
 }
@@ -619,5 +625,46 @@ mod tests {
         assert!(ing.wait_caught_up(Duration::from_secs(5)));
         let e = &ing.status().errors[0];
         assert!(e.contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn an_idle_followed_log_asks_for_no_repaints() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::synth::write_log(
+            dir.path(),
+            &crate::synth::SynthOptions {
+                frames: 2_000,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let ctx = egui::Context::default();
+        let repaints = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let r = repaints.clone();
+        ctx.set_request_repaint_callback(move |_| {
+            r.fetch_add(1, Ordering::Relaxed);
+        });
+        let ing = Ingest::start(dir.path(), true);
+        ing.set_repaint(&ctx);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ing.status().compacted {
+            assert!(Instant::now() < deadline, "the log loads");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            repaints.load(Ordering::Relaxed) > 0,
+            "loading asked for paints"
+        );
+        // The rate falls to 0 a second or two after loading: its last change.
+        while ing.status().frames_per_sec != 0.0 {
+            assert!(Instant::now() < deadline, "the rate settles");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // (Its own repaint follows the status update by microseconds: give it a heartbeat.)
+        std::thread::sleep(Duration::from_millis(1200));
+        // From then on nothing changes: no repaint over two heartbeats and liveness probes.
+        let before = repaints.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(2500));
+        assert_eq!(repaints.load(Ordering::Relaxed), before, "idle: no repaint");
     }
 }
