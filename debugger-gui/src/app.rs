@@ -15,6 +15,7 @@ use crate::ingest::{Ingest, IngestStatus};
 use crate::listen::Listener;
 use crate::model::search::{Matches, Pattern, SearchFrom};
 use crate::model::{FrameInfo, FrameRef, Model};
+use crate::recent::RecentLogs;
 use crate::ui::aggregated::{self, AggregatedState, ScopeInput};
 use crate::ui::compare::{self as compare_tab, ComparePanel};
 use crate::ui::contexts::{self, ContextsPanel};
@@ -75,6 +76,10 @@ pub struct DebuggerApp {
     compare_panel: ComparePanel,
     /// The open dialog opens a baseline to compare with, not a log.
     open_for_compare: bool,
+    /// The native folder dialog, while it is open (on its own thread: it blocks).
+    folder_pick: Option<std::sync::mpsc::Receiver<Option<PathBuf>>>,
+    /// Recently opened logs.
+    recent: RecentLogs,
     tab: BottomTab,
     show_bottom: bool,
     show_data: bool,
@@ -123,6 +128,8 @@ impl DebuggerApp {
             compare: None,
             compare_panel: ComparePanel::default(),
             open_for_compare: false,
+            folder_pick: None,
+            recent: RecentLogs::default(),
             tab: BottomTab::Contexts,
             show_bottom: true,
             show_data: true,
@@ -233,6 +240,27 @@ impl DebuggerApp {
         self.contexts = ContextsPanel::default();
         self.stats = StatsPanel::default();
         self.messages.clear();
+        let opened = self.log_dir().map(Path::to_owned);
+        if let Some(dir) = opened
+            && let Err(e) = self.recent.record(&dir)
+        {
+            self.messages
+                .push(format!("Could not save the recent logs list: {e}"));
+        }
+    }
+
+    /// Keeps the recent logs list in `file` (loading what it holds); `None`: in memory only.
+    pub fn set_recent_file(&mut self, file: Option<PathBuf>) {
+        let current = self.log_dir().map(Path::to_owned);
+        self.recent = RecentLogs::load(file);
+        if let Some(dir) = current {
+            let _ = self.recent.record(&dir);
+        }
+    }
+
+    /// Recently opened logs, newest first.
+    pub fn recent_logs(&self) -> &[PathBuf] {
+        self.recent.paths()
     }
 
     /// Reads `dir` (once, not followed) as the baseline the open log is compared with: the
@@ -620,6 +648,17 @@ impl DebuggerApp {
                     self.focus_path = true;
                     ui.close();
                 }
+                let recent: Vec<PathBuf> = self.recent.paths().to_vec();
+                ui.add_enabled_ui(!recent.is_empty(), |ui| {
+                    ui.menu_button("Open recent", |ui| {
+                        for p in recent {
+                            if ui.button(p.display().to_string()).clicked() {
+                                self.open_log(&p);
+                                ui.close();
+                            }
+                        }
+                    });
+                });
                 if ui.button("Open demo").clicked() {
                     self.start_demo();
                     ui.close();
@@ -837,10 +876,45 @@ impl DebuggerApp {
                     if ui.button("Open").clicked() || enter {
                         chosen = Some(PathBuf::from(path.trim()));
                     }
+                    let picking = self.folder_pick.is_some();
+                    if ui
+                        .add_enabled(!picking, egui::Button::new("Browse…"))
+                        .on_hover_text("Choose the folder in your desktop's file dialog")
+                        .clicked()
+                    {
+                        self.folder_pick = Some(pick_folder(title));
+                    }
+                    if picking {
+                        ui.spinner();
+                    }
                     if ui.button("Cancel").clicked() {
                         cancel = true;
                     }
                 });
+                if let Some(rx) = &self.folder_pick {
+                    match rx.try_recv() {
+                        Ok(Some(p)) => {
+                            chosen = Some(p);
+                            self.folder_pick = None;
+                        }
+                        // Cancelled, or no dialog on this desktop: the path box remains.
+                        Ok(None) | Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                            self.folder_pick = None;
+                        }
+                        Err(std::sync::mpsc::TryRecvError::Empty) => {
+                            ui.ctx().request_repaint_after(Duration::from_millis(100));
+                        }
+                    }
+                }
+                if !self.recent.paths().is_empty() {
+                    ui.separator();
+                    ui.label("Recent logs:");
+                    for p in self.recent.paths() {
+                        if ui.link(p.display().to_string()).clicked() {
+                            chosen = Some(p.clone());
+                        }
+                    }
+                }
                 ui.label(
                     RichText::new("Tip: you can also drop a log folder on the window.").weak(),
                 );
@@ -855,6 +929,17 @@ impl DebuggerApp {
             self.open_dialog = Some(path);
         }
     }
+}
+
+/// Opens the desktop's folder dialog on its own thread (it blocks until closed); the
+/// receiver gets the chosen folder, or `None` if cancelled or no dialog is available.
+fn pick_folder(title: &str) -> std::sync::mpsc::Receiver<Option<PathBuf>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let title = title.to_owned();
+    std::thread::spawn(move || {
+        let _ = tx.send(rfd::FileDialog::new().set_title(title).pick_folder());
+    });
+    rx
 }
 
 impl DebuggerApp {

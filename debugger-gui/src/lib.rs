@@ -21,6 +21,7 @@ pub mod ingest;
 pub mod listen;
 mod memory;
 pub mod model;
+pub mod recent;
 pub mod synth;
 pub mod timefmt;
 pub mod ui;

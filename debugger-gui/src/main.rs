@@ -58,6 +58,8 @@ fn main() -> anyhow::Result<()> {
             .with_drag_and_drop(true),
         ..Default::default()
     };
+    let mut app = app;
+    app.set_recent_file(debugger_gui::recent::RecentLogs::default_file());
     let window = Window {
         app,
         started: std::time::Instant::now(),

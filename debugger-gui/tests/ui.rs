@@ -133,7 +133,13 @@ fn canvas(h: &Harness<'_, DebuggerApp>) -> Rect {
 
 /// Frame boxes in the flamegraph with this label.
 fn boxes<'a>(h: &'a Harness<'_, DebuggerApp>, label: &'a str) -> Vec<egui_kittest::Node<'a>> {
-    let c = canvas(h);
+    // (No timeline drawn yet, e.g. in the frame a log was opened: no boxes.)
+    let Some(c) = h
+        .query_by_role_and_label(Role::Canvas, "Flamegraph")
+        .map(|n| n.rect())
+    else {
+        return Vec::new();
+    };
     h.query_all_by_label(label)
         .filter(|n| n.accesskit_node().role() == Role::Button && c.contains_rect(n.rect()))
         .collect()
@@ -1342,4 +1348,61 @@ fn fit_keeps_following_pause_stops_it_and_contexts_name_their_thread() {
         width,
         "paused: the view does not grow"
     );
+}
+
+/// A folder dropped on the window, as the windowing integration hands it over.
+#[derive(Debug)]
+struct DroppedFolder(std::path::PathBuf);
+
+impl egui::DroppedFile for DroppedFolder {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        Err("a folder".into())
+    }
+}
+
+#[test]
+fn a_dropped_folder_opens_and_recent_logs_are_kept_and_reopened() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_request(&writer(a.path()), 1, T0, "GET /from-a");
+    write_request(&writer(b.path()), 1, T0, "GET /from-b");
+    let state = tempfile::tempdir().unwrap();
+    let list = state.path().join("framelog/recent-logs");
+    let mut app = DebuggerApp::open(a.path());
+    app.set_recent_file(Some(list.clone()));
+    let mut h = harness(app);
+    step_until(&mut h, "log A", |h| !boxes(h, "GET /from-a").is_empty());
+    // Drop log B's folder on the window.
+    h.input_mut()
+        .dropped_files
+        .push(std::sync::Arc::new(DroppedFolder(b.path().to_owned())));
+    step_until(&mut h, "log B shown", |h| {
+        h.state().log_dir() == Some(b.path()) && !boxes(h, "GET /from-b").is_empty()
+    });
+    assert_eq!(h.state().recent_logs(), [b.path(), a.path()]);
+    let saved = std::fs::read_to_string(&list).unwrap();
+    assert_eq!(
+        saved.lines().collect::<Vec<_>>(),
+        [b.path().to_str().unwrap(), a.path().to_str().unwrap()]
+    );
+    // A restarted window knows them; the Open dialog lists them: one click reopens A.
+    let mut app = DebuggerApp::new();
+    app.set_recent_file(Some(list.clone()));
+    let mut h = harness(app);
+    h.get_by_label("File").click();
+    step_until(&mut h, "the File menu", |h| {
+        h.query_by_label("Open log…").is_some()
+    });
+    h.get_by_label("Open log…").click();
+    let a_text = a.path().display().to_string();
+    step_until(&mut h, "the recent logs", |h| {
+        h.query_by_label(&a_text).is_some()
+    });
+    h.get_by_label(&a_text).click();
+    step_until(&mut h, "log A reopened", |h| {
+        h.state().log_dir() == Some(a.path()) && !boxes(h, "GET /from-a").is_empty()
+    });
 }
