@@ -1406,3 +1406,60 @@ fn a_dropped_folder_opens_and_recent_logs_are_kept_and_reopened() {
         h.state().log_dir() == Some(a.path()) && !boxes(h, "GET /from-a").is_empty()
     });
 }
+
+#[test]
+fn right_click_shows_the_sandwich_of_a_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    for (k, route) in ["GET /a", "GET /a", "GET /a", "POST /b"].iter().enumerate() {
+        write_request(&w, 1, T0 + k as u64 * 2_000_000, route);
+    }
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 12)
+    });
+    h.state_mut()
+        .set_view(debugger_gui::app::CentralView::FlameGraph);
+    step_until(&mut h, "the flame graph", |h| {
+        merged_box(h, "User: Select").is_some()
+    });
+    let q = merged_box(&h, "User: Select").unwrap();
+    h.hover_at(q.center());
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: q.center(),
+            button: egui::PointerButton::Secondary,
+            pressed,
+            modifiers: egui::Modifiers::default(),
+        });
+    }
+    step_until(&mut h, "the sandwich", |h| {
+        h.state().aggregated().sandwich.is_some()
+            && h.query_by_label("Back to the flame graph").is_some()
+    });
+    h.step();
+    // Both routes call the query: callers, each as wide as the query's time under it.
+    let drawn = &h.state().aggregated().drawn;
+    let width = |label: &str| {
+        drawn
+            .iter()
+            .filter(|(_, l, _)| l == label)
+            .map(|(_, _, r)| r.width())
+            .collect::<Vec<f32>>()
+    };
+    let (a, b, q) = (width("GET /a"), width("POST /b"), width("User: Select"));
+    assert_eq!((a.len(), b.len()), (1, 1), "{drawn:?}");
+    assert!(
+        (a[0] / b[0] - 3.0).abs() < 0.05,
+        "three of the four queries are under GET /a"
+    );
+    assert_eq!(
+        q.len(),
+        2,
+        "the query at the root of callers and of callees"
+    );
+    h.get_by_label("Back to the flame graph").click();
+    step_until(&mut h, "the flame graph again", |h| {
+        h.state().aggregated().sandwich.is_none() && merged_box(h, "POST /b").is_some()
+    });
+}

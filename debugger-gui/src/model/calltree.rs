@@ -279,6 +279,70 @@ pub fn children_of(tree: &CallTree, agg: &Aggregate) -> Vec<Vec<u32>> {
     kids
 }
 
+/// Speedscope's sandwich for one label: who calls it and what it calls, each merged over
+/// every call path it appears on, as small call trees of their own (the label at their root).
+#[derive(Debug)]
+pub struct Sandwich {
+    /// Callers: the label's node at the root, its direct callers as children, their callers
+    /// below them, and so on; a caller's width is the label's time under it.
+    pub callers: (CallTree, Aggregate),
+    /// Callees: the label's subtrees merged by relative path.
+    pub callees: (CallTree, Aggregate),
+}
+
+impl Sandwich {
+    /// The sandwich of `label` in `agg` (occurrences nested in another occurrence of the same
+    /// label are counted once, in the outer one, so recursion does not double time).
+    pub fn build(tree: &CallTree, agg: &Aggregate, label: u32) -> Sandwich {
+        let mut callers = (CallTree::default(), Aggregate::zeroed(1));
+        let mut callees = (CallTree::default(), Aggregate::zeroed(1));
+        let kids = children_of(tree, agg);
+        let add = |t: &mut (CallTree, Aggregate), parent: u32, label: u32, ns: u64, n: u64| {
+            let node = t.0.child(parent, label);
+            if node as usize >= t.1.total_ns.len() {
+                t.1.total_ns.push(0);
+                t.1.count.push(0);
+            }
+            t.1.total_ns[node as usize] += ns;
+            t.1.count[node as usize] += n;
+            node
+        };
+        for n in 1..tree.len().min(agg.total_ns.len()) as u32 {
+            if tree.label(n) != label || agg.total_ns[n as usize] == 0 {
+                continue;
+            }
+            // Outermost occurrences only.
+            let path = tree.path(n);
+            if path[..path.len() - 1]
+                .iter()
+                .any(|&a| tree.label(a) == label)
+            {
+                continue;
+            }
+            let (ns, count) = (agg.total_ns[n as usize], agg.count[n as usize]);
+            // Callers: up the path from the label.
+            let mut at = add(&mut callers, ROOT, label, ns, count);
+            for &a in path[..path.len() - 1].iter().rev() {
+                at = add(&mut callers, at, tree.label(a), ns, count);
+            }
+            // Callees: the subtree, merged by relative path.
+            let top = add(&mut callees, ROOT, label, ns, count);
+            let mut stack = vec![(n, top)];
+            while let Some((src, dst)) = stack.pop() {
+                for &c in &kids[src as usize] {
+                    let (cn, cc) = (agg.total_ns[c as usize], agg.count[c as usize]);
+                    let d = add(&mut callees, dst, tree.label(c), cn, cc);
+                    stack.push((c, d));
+                }
+            }
+        }
+        for t in [&mut callers, &mut callees] {
+            t.1.total_ns[ROOT as usize] = t.1.total_ns.get(1).copied().unwrap_or(0);
+        }
+        Sandwich { callers, callees }
+    }
+}
+
 /// The contexts whose root frame has label `label` (e.g. every `GET /orders`).
 pub fn contexts_with_root_label(model: &Model, label: u32) -> FxHashSet<(u8, u32)> {
     let mut set = FxHashSet::default();
@@ -409,6 +473,43 @@ mod tests {
         let c = Aggregate::build(&m, &Scope::Contexts(set));
         assert_eq!((c.total_ns[req], c.total_ns[db]), (200, 110));
         assert_eq!(c.total_ns[ROOT as usize], 200);
+    }
+
+    #[test]
+    fn a_sandwich_merges_every_caller_and_callee_of_a_label() {
+        let m = log();
+        let a = Aggregate::build(&m, &Scope::All);
+        let db = m.labels().get("db").unwrap();
+        let s = Sandwich::build(m.call_tree(), &a, db);
+        let (ct, ca) = &s.callers;
+        // db (120 ns in all) called by request (110) and job (10).
+        let name = |t: &CallTree, n: u32| m.labels().name(t.label(n)).to_owned();
+        let mut callers: Vec<(String, u64)> = (1..ct.len() as u32)
+            .filter(|&n| ct.depth(n) == 2)
+            .map(|n| (name(ct, n), ca.total_ns[n as usize]))
+            .collect();
+        callers.sort();
+        assert_eq!(
+            callers,
+            [("job".to_owned(), 10), ("request".to_owned(), 110)]
+        );
+        assert_eq!(
+            (name(ct, 1), ca.total_ns[1], ca.count[1]),
+            ("db".to_owned(), 120, 3)
+        );
+        assert_eq!(ca.total_ns[ROOT as usize], 120);
+        // The request's callees merge both requests' children.
+        let req = m.labels().get("request").unwrap();
+        let s = Sandwich::build(m.call_tree(), &a, req);
+        let (tt, ta) = &s.callees;
+        let kids: Vec<(String, u64)> = (1..tt.len() as u32)
+            .filter(|&n| tt.depth(n) == 2)
+            .map(|n| (name(tt, n), ta.total_ns[n as usize]))
+            .collect();
+        assert_eq!(kids, [("db".to_owned(), 110), ("tpl".to_owned(), 10)]);
+        // And a layout draws it like any call tree.
+        let boxes = layout(tt, ta, ROOT, 0.0);
+        assert_eq!(boxes[0].x1, 1.0);
     }
 
     #[test]

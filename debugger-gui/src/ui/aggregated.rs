@@ -11,7 +11,7 @@ use egui::{
 use rustc_hash::FxHashSet;
 
 use crate::model::Model;
-use crate::model::calltree::{self, Aggregate, FlameBox, ROOT, Scope};
+use crate::model::calltree::{self, Aggregate, CallTree, FlameBox, ROOT, Sandwich, Scope};
 use crate::timefmt;
 use crate::ui::text_color_on;
 
@@ -56,6 +56,8 @@ pub struct AggregatedState {
     pub focus: u32,
     /// With a compared log: color boxes by how their share of the time changed.
     pub difference: bool,
+    /// Showing the sandwich (callers and callees) of this label instead of the flame graph.
+    pub sandwich: Option<u32>,
     /// What the last paint drew: (node, label, rect), for tests.
     pub drawn: Vec<(u32, String, Rect)>,
     cache: Option<Cache>,
@@ -71,6 +73,8 @@ struct Cache {
     boxes: Option<(u32, u32, Vec<FlameBox>)>,
     /// Share changes against the compared log, and its generation then.
     diff: Option<(u64, Vec<f64>)>,
+    /// The sandwich of a label.
+    sandwich: Option<(u32, Sandwich)>,
 }
 
 impl Default for AggregatedState {
@@ -79,6 +83,7 @@ impl Default for AggregatedState {
             scope: ScopeChoice::WholeLog,
             focus: ROOT,
             difference: true,
+            sandwich: None,
             drawn: Vec::new(),
             cache: None,
         }
@@ -134,6 +139,7 @@ impl AggregatedState {
                 kids,
                 boxes: None,
                 diff: None,
+                sandwich: None,
             });
         }
         self.cache.as_mut().expect("built above")
@@ -201,6 +207,9 @@ pub fn show(
         {
             state.focus = ROOT;
         }
+        if state.sandwich.is_some() && ui.button("Back to the flame graph").clicked() {
+            state.sandwich = None;
+        }
     });
     let size = ui.available_size().max(vec2(50.0, 50.0));
     let (rect, response) = ui.allocate_exact_size(size, Sense::click());
@@ -228,6 +237,8 @@ pub fn show(
     let tree = model.call_tree();
     let focus_in = state.focus;
     let state_difference = state.difference;
+    let state_sandwich = state.sandwich;
+    let mut new_sandwich: Option<Option<u32>> = None;
     let cache = state.aggregate(model, scope);
     let focus = if (focus_in as usize) < cache.agg.total_ns.len() {
         focus_in
@@ -265,77 +276,97 @@ pub fn show(
     }
     let diff = diff_wanted.and(cache.diff.as_ref().map(|(_, d)| d.as_slice()));
     let (_, _, boxes) = cache.boxes.as_ref().expect("laid out above");
-    let a11y_on = ui
-        .ctx()
-        .accesskit_node_builder(response.id, |_| ())
-        .is_some();
-    let font = FontId::proportional(12.0);
     let hover = response.hover_pos();
-    let mut hovered = None;
     let mut new_focus = None;
-    let mut a11y = 0;
-    for b in boxes {
-        let y = rect.top() + b.depth as f32 * ROW_H;
-        if y > rect.bottom() {
-            continue;
+    if let Some(label) = state_sandwich {
+        // Speedscope's sandwich: callers above, callees below, the label at both roots.
+        if cache.sandwich.as_ref().is_none_or(|(l, _)| *l != label) {
+            cache.sandwich = Some((label, Sandwich::build(tree, &cache.agg, label)));
         }
-        let x0 = rect.left() + (b.x0 as f32) * w;
-        let x1 = rect.left() + (b.x1 as f32) * w;
-        let brect = Rect::from_min_max(pos2(x0, y), pos2(x1.max(x0 + 1.0), y + ROW_H - 1.0));
-        let label_id = tree.label(b.node);
-        let fill = match diff {
-            Some(d) => diff_color(d.get(b.node as usize).copied().unwrap_or(0.0)),
-            None => label_color(label_id),
-        };
-        // Rows above the focus (its callers) are drawn muted.
-        let above = tree.depth(b.node) <= tree.depth(focus) && b.node != focus;
-        let fill = if above {
-            fill.gamma_multiply(0.55)
-        } else {
-            fill
-        };
-        painter.rect_filled(brect, CornerRadius::same(2), fill);
-        painter.rect_stroke(
-            brect,
-            CornerRadius::same(2),
-            Stroke::new(0.5, visuals.extreme_bg_color),
-            StrokeKind::Inside,
-        );
-        if hover.is_some_and(|p| brect.contains(p)) {
-            hovered = Some(b.node);
-        }
-        if brect.width() >= MIN_LABEL_W {
-            let label = model.labels().name(label_id);
-            let max_w = ((brect.width() - 8.0) / 6.0).floor() * 6.0;
-            if max_w >= 12.0 {
-                let mut job = egui::text::LayoutJob::simple_singleline(
-                    label.to_owned(),
-                    font.clone(),
-                    text_color_on(fill),
-                );
-                job.wrap = egui::text::TextWrapping::truncate_at_width(max_w);
-                let galley = ui.fonts_mut(|f| f.layout_job(job));
-                let gy = y + (ROW_H - 1.0 - galley.size().y) / 2.0;
-                painter.galley(pos2(brect.left() + 4.0, gy), galley, Color32::WHITE);
+        let (_, sw) = cache.sandwich.as_ref().expect("built above");
+        let half = (rect.height() / 2.0).floor();
+        let name = model.labels().name(label);
+        let mut hovered = None;
+        for (k, (title, (t, agg))) in [
+            (format!("Callers of {name}"), &sw.callers),
+            (format!("Callees of {name}"), &sw.callees),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let part = Rect::from_min_size(
+                pos2(rect.left(), rect.top() + k as f32 * half),
+                vec2(w, half),
+            );
+            painter.text(
+                part.left_top() + vec2(4.0, 2.0),
+                egui::Align2::LEFT_TOP,
+                title,
+                FontId::proportional(12.0),
+                visuals.strong_text_color(),
+            );
+            let body = Rect::from_min_max(part.min + vec2(0.0, ROW_H), part.max);
+            let boxes = calltree::layout(t, agg, ROOT, min_frac);
+            let ctx = Boxes {
+                rect: body,
+                id: response.id.with(("sandwich", k)),
+                tree: t,
+                hover,
+            };
+            if let Some(n) = ctx.draw(
+                ui,
+                &painter,
+                model,
+                &boxes,
+                |n| label_color(t.label(n)),
+                |_| false,
+                &mut drawn,
+            ) {
+                hovered = Some((n, t, agg));
             }
-            if a11y_on && a11y < MAX_A11Y_BOXES {
-                a11y += 1;
-                let id = response.id.with(("aggregated-box", b.node));
-                ui.ctx().accesskit_node_builder(id, |node| {
-                    node.set_role(Role::Button);
-                    node.set_label(label.to_owned());
-                    node.set_bounds(egui::accesskit::Rect {
-                        x0: brect.min.x as f64,
-                        y0: brect.min.y as f64,
-                        x1: brect.max.x as f64,
-                        y1: brect.max.y as f64,
-                    });
-                    node.add_action(egui::accesskit::Action::Click);
-                });
-            }
-            drawn.push((b.node, label.to_owned(), brect));
         }
+        if let Some((node, t, agg)) = hovered {
+            let total = agg.total_ns[node as usize];
+            let all = agg.total_ns[ROOT as usize].max(1);
+            let path: Vec<&str> = t
+                .path(node)
+                .iter()
+                .map(|&n| model.labels().name(t.label(n)))
+                .collect();
+            response.clone().on_hover_ui_at_pointer(|ui| {
+                ui.strong(model.labels().name(t.label(node)));
+                ui.label(format!(
+                    "{} ({:.1} % of {name}'s time), {} frames",
+                    timefmt::duration(total as f64),
+                    total as f64 * 100.0 / all as f64,
+                    agg.count[node as usize]
+                ));
+                ui.weak(path.join(" › "));
+                ui.weak("Right-click: the sandwich of this label");
+            });
+            if response.secondary_clicked() {
+                new_sandwich = Some(Some(t.label(node)));
+            }
+        }
+        state.drawn = drawn;
+        if let Some(sw) = new_sandwich {
+            state.sandwich = sw;
+        }
+        return None;
     }
+    let ctx = Boxes {
+        rect,
+        id: response.id,
+        tree,
+        hover,
+    };
+    let fill_of = |n: u32| match diff {
+        Some(d) => diff_color(d.get(n as usize).copied().unwrap_or(0.0)),
+        None => label_color(tree.label(n)),
+    };
+    // Rows above the focus (its callers) are drawn muted.
+    let muted = |n: u32| tree.depth(n) <= tree.depth(focus) && n != focus;
+    let hovered = ctx.draw(ui, &painter, model, boxes, fill_of, muted, &mut drawn);
     if let Some(node) = hovered {
         let total = cache.agg.total_ns[node as usize];
         let count = cache.agg.count[node as usize];
@@ -369,9 +400,13 @@ pub fn show(
                 ));
             }
             ui.weak(path.join(" › "));
-            ui.weak("Click to focus · double-click to find its frames in the timeline");
+            ui.weak(
+                "Click to focus · double-click to find its frames in the timeline · right-click: callers and callees (sandwich)",
+            );
         });
-        if response.double_clicked() {
+        if response.secondary_clicked() {
+            new_sandwich = Some(Some(tree.label(node)));
+        } else if response.double_clicked() {
             wanted = Some(model.labels().name(tree.label(node)).to_owned());
         } else if response.clicked() {
             new_focus = Some(if node == focus {
@@ -385,5 +420,98 @@ pub fn show(
     if let Some(f) = new_focus {
         state.focus = f;
     }
+    if let Some(sw) = new_sandwich {
+        state.sandwich = sw;
+    }
     wanted
+}
+
+/// Where and how one call tree's boxes are drawn.
+struct Boxes<'a> {
+    rect: Rect,
+    id: egui::Id,
+    tree: &'a CallTree,
+    hover: Option<egui::Pos2>,
+}
+
+impl Boxes<'_> {
+    /// Draws `boxes` (labeled when wide enough, announced to screen readers); returns the node
+    /// under the pointer.
+    #[allow(clippy::too_many_arguments)]
+    fn draw(
+        &self,
+        ui: &Ui,
+        painter: &egui::Painter,
+        model: &Model,
+        boxes: &[FlameBox],
+        fill_of: impl Fn(u32) -> Color32,
+        muted: impl Fn(u32) -> bool,
+        drawn: &mut Vec<(u32, String, Rect)>,
+    ) -> Option<u32> {
+        let rect = self.rect;
+        let w = rect.width();
+        let visuals = ui.visuals();
+        let font = FontId::proportional(12.0);
+        let a11y_on = ui.ctx().accesskit_node_builder(self.id, |_| ()).is_some();
+        let mut a11y = 0;
+        let mut hovered = None;
+        for b in boxes {
+            let y = rect.top() + b.depth as f32 * ROW_H;
+            if y + ROW_H > rect.bottom() + 1.0 {
+                continue;
+            }
+            let x0 = rect.left() + (b.x0 as f32) * w;
+            let x1 = rect.left() + (b.x1 as f32) * w;
+            let brect = Rect::from_min_max(pos2(x0, y), pos2(x1.max(x0 + 1.0), y + ROW_H - 1.0));
+            let fill = fill_of(b.node);
+            let fill = if muted(b.node) {
+                fill.gamma_multiply(0.55)
+            } else {
+                fill
+            };
+            painter.rect_filled(brect, CornerRadius::same(2), fill);
+            painter.rect_stroke(
+                brect,
+                CornerRadius::same(2),
+                Stroke::new(0.5, visuals.extreme_bg_color),
+                StrokeKind::Inside,
+            );
+            if self.hover.is_some_and(|p| brect.contains(p)) {
+                hovered = Some(b.node);
+            }
+            if brect.width() < MIN_LABEL_W {
+                continue;
+            }
+            let label = model.labels().name(self.tree.label(b.node));
+            let max_w = ((brect.width() - 8.0) / 6.0).floor() * 6.0;
+            if max_w >= 12.0 {
+                let mut job = egui::text::LayoutJob::simple_singleline(
+                    label.to_owned(),
+                    font.clone(),
+                    text_color_on(fill),
+                );
+                job.wrap = egui::text::TextWrapping::truncate_at_width(max_w);
+                let galley = ui.fonts_mut(|f| f.layout_job(job));
+                let gy = y + (ROW_H - 1.0 - galley.size().y) / 2.0;
+                painter.galley(pos2(brect.left() + 4.0, gy), galley, Color32::WHITE);
+            }
+            if a11y_on && a11y < MAX_A11Y_BOXES {
+                a11y += 1;
+                let id = self.id.with(("aggregated-box", b.node));
+                ui.ctx().accesskit_node_builder(id, |node| {
+                    node.set_role(Role::Button);
+                    node.set_label(label.to_owned());
+                    node.set_bounds(egui::accesskit::Rect {
+                        x0: brect.min.x as f64,
+                        y0: brect.min.y as f64,
+                        x1: brect.max.x as f64,
+                        y1: brect.max.y as f64,
+                    });
+                    node.add_action(egui::accesskit::Action::Click);
+                });
+            }
+            drawn.push((b.node, label.to_owned(), brect));
+        }
+        hovered
+    }
 }
