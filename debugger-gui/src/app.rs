@@ -755,16 +755,12 @@ impl DebuggerApp {
         let center = info.start as f64 + dur / 2.0;
         let start = (center - width / 2.0).max(0.0) as u64;
         self.flame.zoom_to(start, start + width as u64);
-        // Scroll the lane into view.
-        let mut y = 0.0;
-        for lane in model.lane_order() {
-            if lane == info.at.lane {
-                let row_y = y + flamegraph::LANE_HEADER_H + info.at.row as f32 * flamegraph::ROW_H;
-                self.flame.scroll_y = (row_y - 60.0).max(0.0);
-                break;
-            }
-            let rows = model.lanes()[lane as usize].rows.len().max(1);
-            y += flamegraph::LANE_HEADER_H + rows as f32 * flamegraph::ROW_H + 4.0;
+        // Expand its lane and scroll it into view.
+        self.flame.collapsed.remove(&info.at.lane);
+        let (lanes, _) = flamegraph::layout(model, &self.flame.collapsed);
+        if let Some(&(_, y, _)) = lanes.iter().find(|l| l.0 == info.at.lane) {
+            let row_y = y + flamegraph::LANE_HEADER_H + info.at.row as f32 * flamegraph::ROW_H;
+            self.flame.scroll_y = (row_y - 60.0).max(0.0);
         }
     }
 

@@ -1463,3 +1463,31 @@ fn right_click_shows_the_sandwich_of_a_label() {
         h.state().aggregated().sandwich.is_none() && merged_box(h, "POST /b").is_some()
     });
 }
+
+#[test]
+fn clicking_a_lane_header_collapses_and_expands_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /one");
+    write_request(&w, 2, T0, "GET /two");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "both lanes", |h| {
+        !boxes(h, "GET /one").is_empty() && !boxes(h, "GET /two").is_empty()
+    });
+    // The first lane's header sits right under the ruler.
+    let c = canvas(&h);
+    let header = egui::pos2(c.left() + 200.0, c.top() + 22.0 + 9.0);
+    let below = boxes(&h, "GET /two")[0].rect().top();
+    click_at(&mut h, header);
+    step_until(&mut h, "lane one collapsed", |h| {
+        boxes(h, "GET /one").is_empty() && !boxes(h, "GET /two").is_empty()
+    });
+    assert!(
+        boxes(&h, "GET /two")[0].rect().top() < below,
+        "the lanes below move up"
+    );
+    click_at(&mut h, header);
+    step_until(&mut h, "lane one expanded", |h| {
+        !boxes(h, "GET /one").is_empty()
+    });
+}

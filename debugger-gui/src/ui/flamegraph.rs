@@ -10,6 +10,8 @@ use egui::{
 };
 use formats::Category;
 
+use rustc_hash::FxHashSet;
+
 use crate::model::lod::{LodBox, merged_look, merged_summary};
 use crate::model::search::Matches;
 use crate::model::{FrameRef, Model};
@@ -55,6 +57,9 @@ pub struct FlameState {
     selecting: Option<f64>,
     /// The overview strip's cached activity.
     overview: Overview,
+    /// Lanes shown as their header only (click a header to collapse or expand it; shift+click:
+    /// every lane of its process).
+    pub collapsed: FxHashSet<u32>,
     pending_zoom_to: Option<(u64, u64)>,
 }
 
@@ -90,6 +95,7 @@ impl Default for FlameState {
             selection: None,
             selecting: None,
             overview: Overview::default(),
+            collapsed: FxHashSet::default(),
             pending_zoom_to: None,
         }
     }
@@ -131,12 +137,17 @@ pub struct FlameOutput {
     pub clicked: Option<Option<FrameRef>>,
 }
 
-/// Lane layout: (lane index, y offset of its header from the content top, rows).
-fn layout(model: &Model) -> (Vec<(u32, f32, usize)>, f32) {
+/// Lane layout: (lane index, y offset of its header from the content top, rows shown: 0 for
+/// a collapsed lane), and the content's height.
+pub fn layout(model: &Model, collapsed: &FxHashSet<u32>) -> (Vec<(u32, f32, usize)>, f32) {
     let mut y = 0.0;
     let mut out = Vec::new();
     for lane in model.lane_order() {
-        let rows = model.lanes()[lane as usize].rows.len().max(1);
+        let rows = if collapsed.contains(&lane) {
+            0
+        } else {
+            model.lanes()[lane as usize].rows.len().max(1)
+        };
         out.push((lane, y, rows));
         y += LANE_HEADER_H + rows as f32 * ROW_H + 4.0;
     }
@@ -187,7 +198,7 @@ pub fn show(
 
     // ---- input ----
     let w = rect.width() as f64;
-    let (lanes, content_h) = layout(model);
+    let (lanes, content_h) = layout(model, &state.collapsed);
     let view_h = rect.height() - RULER_H;
     if let Some((s, e)) = state.pending_zoom_to.take() {
         let d = (e - s) as f64;
@@ -393,14 +404,27 @@ pub fn show(
         }
         let header = Rect::from_min_size(pos2(rect.left(), ly), vec2(rect.width(), LANE_HEADER_H));
         lane_painter.rect_filled(header, CornerRadius::ZERO, header_bg);
+        let folded = nrows == 0;
+        let title = super::present::lane_title(model, lane);
+        let title = if folded {
+            let n = model.lanes()[lane as usize].frame_count();
+            format!("⏵ {title} · {n} frames (click to expand)")
+        } else {
+            format!("⏷ {title}")
+        };
         lane_painter.text(
             pos2(rect.left() + 6.0, ly + LANE_HEADER_H / 2.0),
             Align2::LEFT_CENTER,
-            super::present::lane_title(model, lane),
+            title,
             FontId::proportional(12.0),
             visuals.strong_text_color(),
         );
-        let lane_rows = &model.lanes()[lane as usize].rows;
+        let all_rows = &model.lanes()[lane as usize].rows;
+        let lane_rows = if folded {
+            &all_rows[..0]
+        } else {
+            &all_rows[..]
+        };
         for (r, row) in lane_rows.iter().enumerate() {
             let ry = ly + LANE_HEADER_H + r as f32 * ROW_H;
             if ry + ROW_H < body.top() || ry > body.bottom() {
@@ -586,7 +610,45 @@ pub fn show(
     } else {
         hover.and_then(pick)
     };
-    if response.clicked() {
+    let header_at = |p: Pos2| -> Option<u32> {
+        if !body.contains(p) {
+            return None;
+        }
+        let y = p.y - top;
+        lanes
+            .iter()
+            .find(|&&(_, y0, _)| y >= y0 && y < y0 + LANE_HEADER_H)
+            .map(|&(lane, ..)| lane)
+    };
+    let clicked_header = if response.clicked() {
+        response
+            .interact_pointer_pos()
+            .or(hover)
+            .and_then(header_at)
+    } else {
+        None
+    };
+    if let Some(lane) = clicked_header {
+        let fold = !state.collapsed.contains(&lane);
+        let shift = ui.input(|i| i.modifiers.shift);
+        let worker = model.lanes()[lane as usize].worker;
+        // Shift: every lane of the same process.
+        let group: Vec<u32> = if shift {
+            (0..model.lanes().len() as u32)
+                .filter(|&l| model.lanes()[l as usize].worker == worker)
+                .collect()
+        } else {
+            vec![lane]
+        };
+        for l in group {
+            if fold {
+                state.collapsed.insert(l);
+            } else {
+                state.collapsed.remove(&l);
+            }
+        }
+        ui.ctx().request_repaint();
+    } else if response.clicked() {
         let p = response.interact_pointer_pos().or(hover);
         match p.and_then(merged_at) {
             // A click on a merged box zooms to the frames it stands for.
