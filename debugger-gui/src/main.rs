@@ -93,8 +93,11 @@ impl eframe::App for Window {
         let heap = self.app.model().map_or(0, |m| m.heap_bytes());
         if (status.compacted && frames > 0) || status.finished {
             let rss = rss_bytes();
+            let first_paint = status
+                .first_frames_at
+                .map_or(0.0, |t| t.duration_since(self.started).as_secs_f64() * 1e3);
             println!(
-                "loaded {frames} frames in {:.2} s; model heap {:.1} bytes/frame; window RSS {} MiB = {:.1} bytes/frame",
+                "first frames painted after {first_paint:.0} ms; loaded {frames} frames in {:.2} s; model heap {:.1} bytes/frame; window RSS {} MiB = {:.1} bytes/frame",
                 self.started.elapsed().as_secs_f64(),
                 heap as f64 / frames.max(1) as f64,
                 rss >> 20,
