@@ -18,9 +18,6 @@ use crate::ui::text_color_on;
 const ROW_H: f32 = 18.0;
 const MIN_LABEL_W: f32 = 28.0;
 const MAX_A11Y_BOXES: usize = 400;
-/// A live log's aggregate is rebuilt at most this often (a range or context scope walks
-/// every frame).
-const REBUILD_EVERY: Duration = Duration::from_millis(500);
 
 /// Which frames the flame graph merges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +64,7 @@ struct Cache {
     scope: Scope,
     generation: u64,
     built: Instant,
+    cost: Duration,
     agg: Aggregate,
     kids: Vec<Vec<u32>>,
     /// Boxes for (focus, width in points).
@@ -122,10 +120,12 @@ impl AggregatedState {
             None => true,
             Some(c) => {
                 c.scope != scope
-                    || (c.generation != model.generation() && c.built.elapsed() >= REBUILD_EVERY)
+                    || (c.generation != model.generation()
+                        && super::refresh_due(c.built.elapsed(), c.cost))
             }
         };
         if stale {
+            let t = Instant::now();
             let agg = Aggregate::build(model, &scope);
             let kids = calltree::children_of(model.call_tree(), &agg);
             if self.cache.as_ref().is_some_and(|c| c.scope != scope) {
@@ -135,6 +135,7 @@ impl AggregatedState {
                 scope,
                 generation: model.generation(),
                 built: Instant::now(),
+                cost: t.elapsed(),
                 agg,
                 kids,
                 boxes: None,

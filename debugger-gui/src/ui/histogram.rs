@@ -19,8 +19,8 @@ const LISTED: usize = 200;
 /// Height of that list.
 const LIST_H: f32 = 64.0;
 
-/// A computed histogram: label, range, model generation, when, the histogram.
-type Cached = (u32, Option<(u64, u64)>, u64, Instant, Histogram);
+/// A computed histogram: label, range, model generation, when, its cost, the histogram.
+type Cached = (u32, Option<(u64, u64)>, u64, Instant, Duration, Histogram);
 
 /// The histogram tab's state.
 #[derive(Default)]
@@ -41,10 +41,10 @@ impl HistogramPanel {
         let label = self.label?;
         let stale = match &self.cache {
             None => true,
-            Some((l, r, g, at, _)) => {
+            Some((l, r, g, at, cost, _)) => {
                 *l != label
                     || *r != self.range
-                    || (*g != model.generation() && at.elapsed() > Duration::from_millis(500))
+                    || (*g != model.generation() && super::refresh_due(at.elapsed(), *cost))
             }
         };
         if stale {
@@ -55,10 +55,19 @@ impl HistogramPanel {
             {
                 self.picked = None;
             }
+            let t = Instant::now();
             let h = model.histogram(label, BINS, self.range);
-            self.cache = Some((label, self.range, model.generation(), Instant::now(), h));
+            let cost = t.elapsed();
+            self.cache = Some((
+                label,
+                self.range,
+                model.generation(),
+                Instant::now(),
+                cost,
+                h,
+            ));
         }
-        self.cache.as_ref().map(|c| &c.4)
+        self.cache.as_ref().map(|c| &c.5)
     }
 }
 

@@ -16,6 +16,8 @@ pub mod search_bar;
 pub mod stats;
 pub mod status_bar;
 
+use std::time::Duration;
+
 use egui::Color32;
 use formats::Category;
 
@@ -50,4 +52,12 @@ pub fn text_color_on(bg: Color32) -> Color32 {
 /// A category's display name ("database", or "category-42").
 pub fn category_name(c: Category) -> String {
     c.to_string()
+}
+
+/// Whether a view of a growing log, computed `age` ago at a cost of `cost`, is due again: at
+/// most twice a second, and never more than a tenth of the time (views that walk every frame
+/// would otherwise hold the model lock most of the time on a 100 M-frame log and starve its
+/// loading).
+pub fn refresh_due(age: Duration, cost: Duration) -> bool {
+    age >= Duration::from_millis(500).max(cost * 10)
 }

@@ -24,6 +24,7 @@ struct Cached {
     range: (u64, u64),
     buckets: usize,
     at: Instant,
+    cost: Duration,
     counts: Vec<u32>,
 }
 
@@ -34,15 +35,18 @@ impl Overview {
         let stale = self.cache.as_ref().is_none_or(|c| {
             c.buckets != buckets
                 || (c.generation != model.generation()
-                    && (c.at.elapsed() > Duration::from_millis(500) || c.range != range))
+                    && (c.range != range || super::refresh_due(c.at.elapsed(), c.cost)))
         });
         if stale {
+            let t = Instant::now();
+            let counts = model.activity(range.0, range.1 + 1, buckets);
             self.cache = Some(Cached {
                 generation: model.generation(),
                 range,
                 buckets,
                 at: Instant::now(),
-                counts: model.activity(range.0, range.1 + 1, buckets),
+                cost: t.elapsed(),
+                counts,
             });
         }
         &self.cache.as_ref().expect("computed above").counts

@@ -52,8 +52,9 @@ pub struct StatRow {
     pub max: u64,
 }
 
-/// What the cached rows were computed for: model generation, sort, ascending, range, when.
-type Computed = (u64, StatSort, bool, Option<(u64, u64)>, Instant);
+/// What the cached rows were computed for: model generation, sort, ascending, range, when,
+/// and what computing them cost.
+type Computed = (u64, StatSort, bool, Option<(u64, u64)>, Instant, Duration);
 
 /// Sort state and cached rows of the statistics panel.
 #[derive(Default)]
@@ -75,17 +76,18 @@ impl StatsPanel {
     pub fn rows(&mut self, model: &Model) -> &[StatRow] {
         let stale = match self.computed {
             None => true,
-            Some((g, s, a, r, at)) => {
+            Some((g, s, a, r, at, cost)) => {
                 s != self.sort
                     || a != self.ascending
                     || r != self.range
                     || (g != model.generation()
                         && !self.frozen
-                        && (model.labels().len() < 2_000
-                            || at.elapsed() > Duration::from_millis(500)))
+                        && ((self.range.is_none() && model.labels().len() < 2_000)
+                            || super::refresh_due(at.elapsed(), cost)))
             }
         };
         if stale {
+            let t = Instant::now();
             let in_range = self.range.map(|(a, b)| model.stats_in(a, b));
             let stats = in_range.as_ref().unwrap_or(model.stats());
             let mut rows: Vec<StatRow> = stats
@@ -121,6 +123,7 @@ impl StatsPanel {
                 self.ascending,
                 self.range,
                 Instant::now(),
+                t.elapsed(),
             ));
         }
         &self.rows
