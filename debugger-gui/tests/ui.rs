@@ -1491,3 +1491,84 @@ fn clicking_a_lane_header_collapses_and_expands_it() {
         !boxes(h, "GET /one").is_empty()
     });
 }
+
+/// Appends `n` closed frames labeled `label`, each `dur` ns, on thread 9 from `t`.
+fn write_frames(w: &LogWriter, t: u64, label: &str, n: u32, dur: u64) {
+    let worker = w.worker();
+    let first = w.reserve_ids(n).unwrap();
+    let mut bytes = Vec::new();
+    Record::ThreadInfo(ThreadInfo {
+        worker,
+        thread: 9,
+        timestamp: t,
+        name: "jobs",
+    })
+    .encode_to_vec(&mut bytes);
+    for k in 0..n {
+        let s = t + u64::from(k) * (dur + 1_000);
+        Record::Start(FrameStart {
+            id: first + k,
+            worker,
+            timestamp: s,
+            context: first + k,
+            category: Category::JOB,
+            label,
+        })
+        .encode_to_vec(&mut bytes);
+        Record::End(FrameEnd {
+            id: first + k,
+            worker,
+            timestamp: s + dur,
+        })
+        .encode_to_vec(&mut bytes);
+    }
+    w.append_frames(&bytes).unwrap();
+}
+
+#[test]
+fn the_statistics_table_does_not_resort_under_the_pointer() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_frames(&w, T0, "job: alpha", 3, 1_000_000);
+    write_frames(&w, T0 + 10_000_000, "job: beta", 1, 1_000_000);
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "frames", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 4)
+    });
+    h.get_by_label("Statistics").click();
+    // The table's row for a label (not the timeline's box).
+    let row = |h: &Harness<'_, DebuggerApp>, label: &str| -> Option<Rect> {
+        let c = canvas(h);
+        h.query_all_by_label(label)
+            .map(|n| n.rect())
+            .find(|r| r.top() > c.bottom())
+    };
+    step_until(
+        &mut h,
+        "alpha above beta (more total time)",
+        |h| matches!((row(h, "job: alpha"), row(h, "job: beta")), (Some(a), Some(b)) if a.top() < b.top()),
+    );
+    // The pointer rests on the table while beta overtakes alpha.
+    let alpha = row(&h, "job: alpha").unwrap();
+    h.hover_at(alpha.center());
+    h.step();
+    write_frames(&w, T0 + 20_000_000, "job: beta", 5, 1_000_000);
+    step_until(&mut h, "the new frames loaded", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 9)
+    });
+    for _ in 0..5 {
+        h.step();
+    }
+    let (a, b) = (
+        row(&h, "job: alpha").unwrap(),
+        row(&h, "job: beta").unwrap(),
+    );
+    assert!(a.top() < b.top(), "no re-sort under the pointer");
+    // Pointer gone: the table catches up.
+    h.hover_at(canvas(&h).center());
+    step_until(
+        &mut h,
+        "beta above alpha",
+        |h| matches!((row(h, "job: alpha"), row(h, "job: beta")), (Some(a), Some(b)) if b.top() < a.top()),
+    );
+}
