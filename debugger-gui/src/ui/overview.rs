@@ -29,13 +29,14 @@ struct Cached {
 }
 
 impl Overview {
-    /// Activity of `model` over `range` in `buckets` slices (recomputed at most twice a second
-    /// while the log grows: it reads every frame's start).
-    fn counts(&mut self, model: &Model, range: (u64, u64), buckets: usize) -> &[u32] {
+    /// Activity of `model` in `buckets` slices, and the range they cover: `range` when fresh.
+    /// While the log grows (and its range with it) they are recomputed at most as often as
+    /// [`super::refresh_due`] allows: they read every frame's start.
+    fn counts(&mut self, model: &Model, range: (u64, u64), buckets: usize) -> (&[u32], (u64, u64)) {
         let stale = self.cache.as_ref().is_none_or(|c| {
             c.buckets != buckets
                 || (c.generation != model.generation()
-                    && (c.range != range || super::refresh_due(c.at.elapsed(), c.cost)))
+                    && super::refresh_due(c.at.elapsed(), c.cost))
         });
         if stale {
             let t = Instant::now();
@@ -49,7 +50,8 @@ impl Overview {
                 counts,
             });
         }
-        &self.cache.as_ref().expect("computed above").counts
+        let c = self.cache.as_ref().expect("computed above");
+        (&c.counts, c.range)
     }
 }
 
@@ -72,9 +74,13 @@ pub fn show(
     painter.rect_filled(rect, CornerRadius::ZERO, visuals.faint_bg_color);
     let w = rect.width().max(1.0);
     let buckets = (w / 2.0) as usize;
-    let counts = overview.counts(model, range, buckets.max(1));
+    let span = (range.1 - range.0).max(1) as f64;
+    let x_of = |t: f64| rect.left() + ((t - range.0 as f64) / span * f64::from(w)) as f32;
+    let (counts, counted) = overview.counts(model, range, buckets.max(1));
     let top = counts.iter().copied().max().unwrap_or(0).max(1) as f32;
-    let bw = w / counts.len().max(1) as f32;
+    // The counts may cover an earlier, shorter range of a growing log: draw them over it.
+    let (cx0, cx1) = (x_of(counted.0 as f64), x_of(counted.1 as f64));
+    let bw = (cx1 - cx0).max(1.0) / counts.len().max(1) as f32;
     let fill = visuals.widgets.inactive.fg_stroke.color.gamma_multiply(0.6);
     for (i, &c) in counts.iter().enumerate() {
         if c == 0 {
@@ -82,7 +88,7 @@ pub fn show(
         }
         // Square root: a quiet stretch stays visible next to a burst.
         let h = ((c as f32 / top).sqrt() * (OVERVIEW_H - 4.0)).max(1.0);
-        let x = rect.left() + i as f32 * bw;
+        let x = cx0 + i as f32 * bw;
         painter.rect_filled(
             Rect::from_min_max(
                 pos2(x, rect.bottom() - h),
@@ -92,8 +98,6 @@ pub fn show(
             fill,
         );
     }
-    let span = (range.1 - range.0).max(1) as f64;
-    let x_of = |t: f64| rect.left() + ((t - range.0 as f64) / span * f64::from(w)) as f32;
     let win = Rect::from_min_max(
         pos2(x_of(view.0).max(rect.left()), rect.top()),
         pos2(x_of(view.1).min(rect.right()), rect.bottom()),
