@@ -75,6 +75,22 @@ fn ui_frame(ctx: &egui::Context, app: &mut DebuggerApp, events: Vec<egui::Event>
     dt
 }
 
+/// Mean and worst CPU time of 20 UI frames with the pointer events `events`.
+fn time_paints(
+    ctx: &egui::Context,
+    app: &mut DebuggerApp,
+    events: &[egui::Event],
+) -> (Duration, Duration) {
+    let mut worst = Duration::ZERO;
+    let mut total = Duration::ZERO;
+    for _ in 0..20 {
+        let d = ui_frame(ctx, app, events.to_vec());
+        worst = worst.max(d);
+        total += d;
+    }
+    (total / 20, worst)
+}
+
 fn bench_ingest(c: &mut Criterion) {
     let bytes = synth_bytes(1_000_000);
     let mut probe = Model::new();
@@ -284,16 +300,10 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
         for _ in 0..3 {
             ui_frame(&ctx, &mut app, hover.clone());
         }
-        let mut worst = Duration::ZERO;
-        let mut total = Duration::ZERO;
-        for _ in 0..20 {
-            let d = ui_frame(&ctx, &mut app, hover.clone());
-            worst = worst.max(d);
-            total += d;
-        }
+        let (mean, worst) = time_paints(&ctx, &mut app, &hover);
         summary.push(format!(
             "ui frame (build + tessellate, 1600x1000, no GPU) at zoom {name}: mean {:.2} ms, worst {:.2} ms, {} boxes for {} frames",
-            total.as_secs_f64() * 1e3 / 20.0,
+            mean.as_secs_f64() * 1e3,
             worst.as_secs_f64() * 1e3,
             app.flame().drawn.boxes,
             app.flame().drawn.frames
@@ -308,17 +318,11 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
     app.set_view(CentralView::FlameGraph);
     let hover = vec![egui::Event::PointerMoved(egui::pos2(600.0, 120.0))];
     let first = ui_frame(&ctx, &mut app, hover.clone());
-    let mut worst = Duration::ZERO;
-    let mut total = Duration::ZERO;
-    for _ in 0..20 {
-        let d = ui_frame(&ctx, &mut app, hover.clone());
-        worst = worst.max(d);
-        total += d;
-    }
+    let (mean, worst) = time_paints(&ctx, &mut app, &hover);
     summary.push(format!(
         "ui frame of the aggregated flame graph (whole log): first {:.2} ms (builds it), then mean {:.2} ms, worst {:.2} ms, {} labeled boxes",
         first.as_secs_f64() * 1e3,
-        total.as_secs_f64() * 1e3 / 20.0,
+        mean.as_secs_f64() * 1e3,
         worst.as_secs_f64() * 1e3,
         app.aggregated().drawn.len()
     ));

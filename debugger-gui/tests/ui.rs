@@ -103,6 +103,46 @@ fn writer(dir: &Path) -> LogWriter {
     .unwrap()
 }
 
+/// Appends closed frames `(start, duration, label, category)`, each its own context, on
+/// `thread` (named `name`); returns the first frame's id.
+fn append_frames(
+    w: &LogWriter,
+    thread: u32,
+    name: &str,
+    frames: &[(u64, u64, &str, Category)],
+) -> u32 {
+    let worker = w.worker();
+    let first = w.reserve_ids(frames.len() as u32).unwrap();
+    let mut bytes = Vec::new();
+    Record::ThreadInfo(ThreadInfo {
+        worker,
+        thread,
+        timestamp: frames.first().map_or(T0, |f| f.0),
+        name,
+    })
+    .encode_to_vec(&mut bytes);
+    for (k, &(t, dur, label, category)) in frames.iter().enumerate() {
+        let id = first + k as u32;
+        Record::Start(FrameStart {
+            id,
+            worker,
+            timestamp: t,
+            context: id,
+            category,
+            label,
+        })
+        .encode_to_vec(&mut bytes);
+        Record::End(FrameEnd {
+            id,
+            worker,
+            timestamp: t + dur,
+        })
+        .encode_to_vec(&mut bytes);
+    }
+    w.append_frames(&bytes).unwrap();
+    first
+}
+
 fn harness(app: DebuggerApp) -> Harness<'static, DebuggerApp> {
     Harness::builder()
         .with_size(egui::vec2(1400.0, 900.0))
@@ -676,58 +716,19 @@ fn file_export_writes_the_log_for_perfetto() {
 fn merged_boxes_say_what_they_stand_for_and_zoom_in_on_click() {
     let dir = tempfile::tempdir().unwrap();
     let w = writer(dir.path());
-    let worker = w.worker();
-    let first = w.reserve_ids(10_001).unwrap();
-    let mut bytes = Vec::new();
-    Record::ThreadInfo(ThreadInfo {
-        worker,
-        thread: 1,
-        timestamp: T0,
-        name: "busy",
-    })
-    .encode_to_vec(&mut bytes);
     // 10,000 frames of 1 µs, 2 µs apart, alternating two labels; then one 1 ms frame.
-    for k in 0..10_000u32 {
-        let t = T0 + u64::from(k) * 2_000;
-        let label = if k % 2 == 0 {
-            "cache: get"
-        } else {
-            "cache: set"
-        };
-        Record::Start(FrameStart {
-            id: first + k,
-            worker,
-            timestamp: t,
-            context: first + k,
-            category: Category::DATABASE,
-            label,
+    let mut frames: Vec<(u64, u64, &str, Category)> = (0..10_000u64)
+        .map(|k| {
+            let label = if k % 2 == 0 {
+                "cache: get"
+            } else {
+                "cache: set"
+            };
+            (T0 + k * 2_000, 1_000, label, Category::DATABASE)
         })
-        .encode_to_vec(&mut bytes);
-        Record::End(FrameEnd {
-            id: first + k,
-            worker,
-            timestamp: t + 1_000,
-        })
-        .encode_to_vec(&mut bytes);
-    }
-    let big = first + 10_000;
-    let t = T0 + 20_000_000;
-    Record::Start(FrameStart {
-        id: big,
-        worker,
-        timestamp: t,
-        context: big,
-        category: Category::HTTP,
-        label: "GET /slow",
-    })
-    .encode_to_vec(&mut bytes);
-    Record::End(FrameEnd {
-        id: big,
-        worker,
-        timestamp: t + 1_000_000,
-    })
-    .encode_to_vec(&mut bytes);
-    w.append_frames(&bytes).unwrap();
+        .collect();
+    frames.push((T0 + 20_000_000, 1_000_000, "GET /slow", Category::HTTP));
+    append_frames(&w, 1, "busy", &frames);
 
     let mut h = harness(DebuggerApp::open(dir.path()));
     step_until(&mut h, "a merged box", |h| {
@@ -1166,41 +1167,15 @@ fn dragging_on_the_ruler_selects_a_range_that_limits_the_panels_and_the_flame_gr
 fn histogram_shows_a_labels_durations_and_goes_to_the_slowest() {
     let dir = tempfile::tempdir().unwrap();
     let w = writer(dir.path());
-    let worker = w.worker();
-    let first = w.reserve_ids(31).unwrap();
-    let mut bytes = Vec::new();
-    Record::ThreadInfo(ThreadInfo {
-        worker,
-        thread: 1,
-        timestamp: T0,
-        name: "db",
-    })
-    .encode_to_vec(&mut bytes);
     // 30 queries of 10..300 µs, then one of 5 ms.
-    for k in 0..31u32 {
-        let t = T0 + u64::from(k) * 10_000_000;
-        let d = if k == 30 {
-            5_000_000
-        } else {
-            u64::from(k + 1) * 10_000
-        };
-        Record::Start(FrameStart {
-            id: first + k,
-            worker,
-            timestamp: t,
-            context: first + k,
-            category: Category::DATABASE,
-            label: "db: query",
+    let frames: Vec<(u64, u64, &str, Category)> = (0..31u64)
+        .map(|k| {
+            let d = if k == 30 { 5_000_000 } else { (k + 1) * 10_000 };
+            (T0 + k * 10_000_000, d, "db: query", Category::DATABASE)
         })
-        .encode_to_vec(&mut bytes);
-        Record::End(FrameEnd {
-            id: first + k,
-            worker,
-            timestamp: t + d,
-        })
-        .encode_to_vec(&mut bytes);
-    }
-    w.append_frames(&bytes).unwrap();
+        .collect();
+    let first = append_frames(&w, 1, "db", &frames);
+    let worker = w.worker();
     let mut h = harness(DebuggerApp::open(dir.path()));
     step_until(&mut h, "the whole log", |h| {
         h.state().model().is_some_and(|m| m.frame_count() == 31)
@@ -1494,35 +1469,10 @@ fn clicking_a_lane_header_collapses_and_expands_it() {
 
 /// Appends `n` closed frames labeled `label`, each `dur` ns, on thread 9 from `t`.
 fn write_frames(w: &LogWriter, t: u64, label: &str, n: u32, dur: u64) {
-    let worker = w.worker();
-    let first = w.reserve_ids(n).unwrap();
-    let mut bytes = Vec::new();
-    Record::ThreadInfo(ThreadInfo {
-        worker,
-        thread: 9,
-        timestamp: t,
-        name: "jobs",
-    })
-    .encode_to_vec(&mut bytes);
-    for k in 0..n {
-        let s = t + u64::from(k) * (dur + 1_000);
-        Record::Start(FrameStart {
-            id: first + k,
-            worker,
-            timestamp: s,
-            context: first + k,
-            category: Category::JOB,
-            label,
-        })
-        .encode_to_vec(&mut bytes);
-        Record::End(FrameEnd {
-            id: first + k,
-            worker,
-            timestamp: s + dur,
-        })
-        .encode_to_vec(&mut bytes);
-    }
-    w.append_frames(&bytes).unwrap();
+    let frames: Vec<(u64, u64, &str, Category)> = (0..u64::from(n))
+        .map(|k| (t + k * (dur + 1_000), dur, label, Category::JOB))
+        .collect();
+    append_frames(w, 9, "jobs", &frames);
 }
 
 #[test]

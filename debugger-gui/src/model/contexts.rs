@@ -273,6 +273,14 @@ mod tests {
         );
     }
 
+    /// The root labels of the contexts `q` lists, in its order.
+    fn listed(m: &Model, q: &ContextQuery) -> Vec<String> {
+        m.query_contexts(q)
+            .iter()
+            .map(|&e| m.labels().name(m.context_row(e).unwrap().label).to_owned())
+            .collect()
+    }
+
     #[test]
     fn filters_and_sorts() {
         let m = log();
@@ -282,33 +290,18 @@ mod tests {
             descending: true,
             ..Default::default()
         };
-        let rows = m.query_contexts(&q);
-        let labels: Vec<&str> = rows
-            .iter()
-            .map(|&e| m.labels().name(m.context_row(e).unwrap().label))
-            .collect();
-        assert_eq!(labels, vec!["GET /b", "GET /a"]);
+        assert_eq!(listed(&m, &q), ["GET /b", "GET /a"]);
         let q = ContextQuery {
             min_duration_ns: 150,
             sort: ContextSort::Frames,
             ..Default::default()
         };
-        let rows = m.query_contexts(&q);
-        let labels: Vec<&str> = rows
-            .iter()
-            .map(|&e| m.labels().name(m.context_row(e).unwrap().label))
-            .collect();
-        assert_eq!(labels, vec!["job/cleanup", "GET /b"]);
+        assert_eq!(listed(&m, &q), ["job/cleanup", "GET /b"]);
         // A selected time range: roots starting in it.
         let q = ContextQuery {
             range: Some((150, 900)),
             ..Default::default()
         };
-        let rows = m.query_contexts(&q);
-        let labels: Vec<&str> = rows
-            .iter()
-            .map(|&e| m.labels().name(m.context_row(e).unwrap().label))
-            .collect();
-        assert_eq!(labels, vec!["GET /b", "job/cleanup"]);
+        assert_eq!(listed(&m, &q), ["GET /b", "job/cleanup"]);
     }
 }
