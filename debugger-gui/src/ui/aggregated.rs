@@ -12,6 +12,7 @@ use rustc_hash::FxHashSet;
 
 use crate::model::Model;
 use crate::model::calltree::{self, Aggregate, CallTree, FlameBox, ROOT, Sandwich, Scope};
+use crate::model::compare::path_labels;
 use crate::timefmt;
 use crate::ui::text_color_on;
 
@@ -329,11 +330,7 @@ pub fn show(
         if let Some((node, t, agg)) = hovered {
             let total = agg.total_ns[node as usize];
             let all = agg.total_ns[ROOT as usize].max(1);
-            let path: Vec<&str> = t
-                .path(node)
-                .iter()
-                .map(|&n| model.labels().name(t.label(n)))
-                .collect();
+            let path = path_labels(model, t, node);
             response.clone().on_hover_ui_at_pointer(|ui| {
                 ui.strong(model.labels().name(t.label(node)));
                 ui.label(format!(
@@ -372,11 +369,7 @@ pub fn show(
         let total = cache.agg.total_ns[node as usize];
         let count = cache.agg.count[node as usize];
         let self_ns = cache.agg.self_ns(node, &cache.kids[node as usize]);
-        let path: Vec<&str> = tree
-            .path(node)
-            .iter()
-            .map(|&n| model.labels().name(tree.label(n)))
-            .collect();
+        let path = path_labels(model, tree, node);
         response.clone().on_hover_ui_at_pointer(|ui| {
             ui.strong(model.labels().name(tree.label(node)));
             ui.label(format!(
