@@ -51,6 +51,13 @@ impl DataEntry<'_> {
 
     /// Parses the BSON document.
     pub fn parse(&self) -> Result<bson::Document, DecodeError> {
+        // Checked first, without recursion: the parser below recurses once per level.
+        crate::bson_check::check_document(self.document).map_err(|e| {
+            DecodeError::new(
+                (DATA_ENTRY_HEADER_LEN + e.offset) as u64,
+                ErrorKind::BadDocument(e.to_string()),
+            )
+        })?;
         bson::Document::from_reader(self.document).map_err(|e| {
             DecodeError::new(
                 DATA_ENTRY_HEADER_LEN as u64,

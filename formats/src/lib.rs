@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod batch;
+pub mod bson_check;
 mod category;
 mod data;
 mod error;

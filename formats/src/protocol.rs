@@ -314,6 +314,26 @@ pub enum RefuseReason {
     Busy = 3,
 }
 
+/// `text` from a peer, safe to print or show: control characters (newlines, ESC, DEL, C1
+/// controls) and bidirectional overrides are written as `\u{..}` escapes, so a peer cannot
+/// forge log lines or drive the terminal.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A server refusing a program, with one line saying why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
@@ -821,6 +841,20 @@ pub fn decode_end(payload: &[u8]) -> Result<u64, ProtocolError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn printable_escapes_what_could_forge_a_line_or_drive_a_terminal() {
+        assert_eq!(printable("stress"), "stress");
+        assert!(matches!(printable("plain"), std::borrow::Cow::Borrowed(_)));
+        let forged = "x\nframelog serve: recording stress (pid 1) as worker 7\u{1b}[2J\u{202e}";
+        let shown = printable(forged);
+        assert!(!shown.chars().any(|c| c.is_control()));
+        assert_eq!(
+            shown,
+            "x\\u{a}framelog serve: recording stress (pid 1) as worker 7\\u{1b}[2J\\u{202e}"
+        );
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -473,6 +473,9 @@ impl DataStore {
         }
         let mut merged = bson::Document::new();
         for doc in raw {
+            // Checked without recursion first: the parser recurses once per level.
+            formats::bson_check::check_document(&doc)
+                .map_err(|e| corrupt(&self.dir, 0, format!("frame {key}: {e}")))?;
             let d = bson::Document::from_reader(&doc[..])
                 .map_err(|e| corrupt(&self.dir, 0, e.to_string()))?;
             for (k, v) in d {

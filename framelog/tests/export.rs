@@ -580,7 +580,7 @@ fn serve_forwards_frames_to_otlp_as_they_arrive() {
     s.write_all(&out).unwrap();
     let mut payload = Vec::new();
     assert_eq!(
-        framelog::remote::wire::read_message(&mut s, &mut payload).unwrap(),
+        framelog::remote::wire::read_message(&mut s, &mut payload, usize::MAX).unwrap(),
         Some(Kind::Command)
     );
     out.clear();

@@ -83,7 +83,7 @@ fn open_session(addr: &str, instance: u64) -> TcpStream {
     s.write_all(&out).unwrap();
     let mut payload = Vec::new();
     assert_eq!(
-        read_message(&mut s, &mut payload).unwrap(),
+        read_message(&mut s, &mut payload, usize::MAX).unwrap(),
         Some(Kind::Command)
     );
     out.clear();

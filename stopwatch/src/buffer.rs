@@ -14,6 +14,28 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use formats::{FrameEnd, FrameStart};
+
+/// A record that can be encoded into the front of a byte slice.
+pub(crate) trait Encode {
+    /// Encodes into the front of `out`; `None` if it does not fit.
+    fn encode_into(&self, out: &mut [u8]) -> Option<usize>;
+}
+
+impl Encode for FrameStart<'_> {
+    #[inline(always)]
+    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
+        self.encode(out)
+    }
+}
+
+impl Encode for FrameEnd {
+    #[inline(always)]
+    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
+        self.encode(out)
+    }
+}
+
 /// Smallest buffer: must hold the largest record (a FrameStart with a 255-byte label).
 pub(crate) const MIN_BUFFER: usize = 1024;
 

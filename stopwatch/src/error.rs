@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use parking_lot::Mutex;
+
 /// An error from a sink (the log writer), type-erased so tests can plug in their own sinks.
 pub type SinkError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -89,8 +91,16 @@ impl Error {
 pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync + 'static>;
 
 /// Reports each kind of error once, so a dead disk does not flood the application's stderr.
+///
+/// Reporting and calling the callback are two steps: [`Reporter::report`] only queues the
+/// error (it may be called with any of our locks held), and [`Reporter::deliver`] calls the
+/// callback for what is queued. `deliver` runs only where no lock of ours is held and no
+/// thread-local state is borrowed (the writer thread's loop, the connect thread's loop,
+/// `build` and shutdown), so a callback may re-enter the API: start frames, read stats,
+/// even drop the last handle of the recorder.
 pub(crate) struct Reporter {
     seen: AtomicU8,
+    pending: Mutex<Vec<Error>>,
     callback: ErrorCallback,
 }
 
@@ -99,17 +109,32 @@ impl Reporter {
     pub(crate) fn new(callback: Option<ErrorCallback>) -> Reporter {
         Reporter {
             seen: AtomicU8::new(0),
+            pending: Mutex::new(Vec::new()),
             callback: callback.unwrap_or_else(|| Arc::new(|e| eprintln!("stopwatch: {e}"))),
         }
     }
 
-    /// Reports `e` unless an error of its kind was reported before.
+    /// Queues `e` for the callback unless an error of its kind was reported before.
     pub(crate) fn report(&self, e: Error) {
         let bit = e.kind_bit();
         if self.seen.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
-            // A panicking callback must not take the writer thread (or the app) down.
-            let cb = &self.callback;
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(&e)));
+            self.pending.lock().push(e);
+        }
+    }
+
+    /// Calls the callback for every queued error. The caller holds no lock of ours.
+    pub(crate) fn deliver(&self) {
+        loop {
+            // The lock is released before the callback runs (it may report again).
+            let queued = std::mem::take(&mut *self.pending.lock());
+            if queued.is_empty() {
+                return;
+            }
+            for e in queued {
+                // A panicking callback must not take the writer thread (or the app) down.
+                let cb = &self.callback;
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(&e)));
+            }
         }
     }
 }
@@ -130,6 +155,8 @@ mod tests {
             r.report(Error::Write("disk full".into()));
             r.report(Error::Data("bad".into()));
         }
+        assert!(got.lock().unwrap().is_empty(), "queued, not called");
+        r.deliver();
         let got = got.lock().unwrap();
         assert_eq!(got.len(), 2);
         assert!(got[0].contains("disk full"));

@@ -13,13 +13,12 @@ use crossbeam_channel::Sender;
 use formats::{Category, FrameKey};
 use serde::Serialize;
 
+use crate::buffer::Encode;
 use crate::clock::Clock;
-use crate::connect::connector::Connector;
 use crate::connect::stream::RemoteStream;
 use crate::error::{Error, Reporter};
 use crate::gate::Gate;
 use crate::ids::IdSource;
-use crate::local::Encode;
 use crate::pool::Pool;
 use crate::sampling::Sampler;
 use crate::sink::{DataMsg, Msg, Sink};
@@ -56,8 +55,6 @@ pub(crate) struct Inner {
     pub(crate) dir: Option<PathBuf>,
     /// The session's stream, in connect mode.
     pub(crate) remote: Option<Arc<RemoteStream>>,
-    /// The diagnostics thread, in connect mode.
-    pub(crate) connector: Mutex<Option<Arc<Connector>>>,
 }
 
 impl Inner {
@@ -83,6 +80,7 @@ impl Inner {
                 + self.retired_dropped.load(Ordering::Relaxed)
                 + self.writer_dropped.load(Ordering::Relaxed),
             dropped_data: self.dropped_data.load(Ordering::Relaxed),
+            unsent_data: self.remote.as_ref().map_or(0, |r| r.unsent_data()),
             written_bytes: self.written_bytes.load(Ordering::Relaxed),
             writer_failed: self.writer_failed.load(Ordering::Relaxed),
             unsent: self.remote.as_ref().map_or(0, |r| r.unsent()),
@@ -105,16 +103,16 @@ impl Inner {
         }
         let _ = self.msgs.send(Msg::Shutdown);
         let handle = self.writer_thread.lock().take();
-        if let Some(h) = handle {
+        // An error callback running on the writer thread may drop the last handle: the
+        // writer then finishes on its own once the callback returns (it got Shutdown).
+        if let Some(h) = handle
+            && h.thread().id() != std::thread::current().id()
+        {
             let _ = h.join();
-        }
-        // After the writer's final pass (which ended the stream): no new session may start.
-        let connector = self.connector.lock().take();
-        if let Some(c) = connector {
-            c.shutdown();
         }
         self.pool.abort();
         self.pool.release_memory();
+        self.reporter.deliver();
     }
 }
 
@@ -131,8 +129,11 @@ pub struct Stats {
     /// Whether the writer has failed (records are being counted as dropped).
     pub writer_failed: bool,
     /// Frame-log records a remote session's stream could not carry (the server vanished or
-    /// stalled); sent as a Dropped record at the start of the next session.
+    /// stalled, or no session started before the program ended); sent as a Dropped record
+    /// at the start of the next session. Records recorded = written + `dropped` + `unsent`.
     pub unsent: u64,
+    /// Frame-data updates a remote session's stream could not carry.
+    pub unsent_data: u64,
 }
 
 impl Inner {

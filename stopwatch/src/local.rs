@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use formats::{Category, FrameEnd, FrameStart};
 
-use crate::buffer::Buf;
+use crate::buffer::{Buf, Encode};
 use crate::clock::Clock;
 use crate::ids::CHUNK;
 use crate::inner::Inner;
@@ -29,26 +29,6 @@ use crate::slot::Slot;
 /// The outermost frame of a thread asks the writer to flush when the thread's records have
 /// waited this long (the writer's own periodic pass covers threads that go idle).
 const FLUSH_AGE_NS: u64 = 5_000_000;
-
-/// A record that can be encoded into the front of a byte slice.
-pub(crate) trait Encode {
-    /// Encodes into the front of `out`; `None` if it does not fit.
-    fn encode_into(&self, out: &mut [u8]) -> Option<usize>;
-}
-
-impl Encode for FrameStart<'_> {
-    #[inline(always)]
-    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
-        self.encode(out)
-    }
-}
-
-impl Encode for FrameEnd {
-    #[inline(always)]
-    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
-        self.encode(out)
-    }
-}
 
 /// One thread's recording state for one recorder.
 pub(crate) struct Entry {

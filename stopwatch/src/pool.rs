@@ -53,6 +53,12 @@ pub(crate) struct Pool {
     /// `waiters.len()`, readable without the lock (the writer skips the lock when zero).
     nwaiters: AtomicUsize,
     aborted: AtomicBool,
+    /// Longest a Block-mode producer waits for a buffer (streaming recorders: the stall
+    /// limit); `None` waits as long as the writer is healthy.
+    stall_limit: Option<Duration>,
+    /// A producer waited the whole stall limit: until the writer catches up (half the pool
+    /// free again), producers count drops instead of waiting again.
+    stalled: AtomicBool,
 }
 
 /// How long a parked producer sleeps before re-checking on its own. Only a safety net: the
@@ -71,7 +77,12 @@ fn mode_byte(mode: BufferingMode) -> u8 {
 
 impl Pool {
     /// A pool of `count` buffers of `buf_size` bytes each.
-    pub(crate) fn new(count: usize, buf_size: usize, mode: BufferingMode) -> Pool {
+    pub(crate) fn new(
+        count: usize,
+        buf_size: usize,
+        mode: BufferingMode,
+        stall_limit: Option<Duration>,
+    ) -> Pool {
         let count = count.clamp(1, MAX_BUFFERS);
         let (free_tx, free_rx) = crossbeam_channel::bounded(MAX_BUFFERS);
         for _ in 0..count {
@@ -87,6 +98,8 @@ impl Pool {
             waiters: Mutex::new(VecDeque::new()),
             nwaiters: AtomicUsize::new(0),
             aborted: AtomicBool::new(false),
+            stall_limit,
+            stalled: AtomicBool::new(false),
         }
     }
 
@@ -141,7 +154,10 @@ impl Pool {
     /// A free buffer: at once in Drop mode (or `None`), after waiting in turn in Block mode
     /// (`None` only once the pool is aborted).
     pub(crate) fn take(&self) -> Option<Box<Buf>> {
-        if self.mode() == BufferingMode::Drop || self.is_aborted() {
+        if self.mode() == BufferingMode::Drop
+            || self.is_aborted()
+            || self.stalled.load(Ordering::Relaxed)
+        {
             return self.free_rx.try_recv().ok();
         }
         // Fast path: nobody is queued, so taking directly cannot overtake anyone.
@@ -163,8 +179,15 @@ impl Pool {
             q.push_back(me.clone());
             self.nwaiters.store(q.len(), Ordering::Release);
         }
+        let deadline = self
+            .stall_limit
+            .and_then(|limit| std::time::Instant::now().checked_add(limit));
         loop {
-            if self.is_aborted() || self.mode() == BufferingMode::Drop {
+            let stalled = deadline.is_some_and(|d| std::time::Instant::now() >= d);
+            if stalled {
+                self.stalled.store(true, Ordering::Relaxed);
+            }
+            if stalled || self.is_aborted() || self.mode() == BufferingMode::Drop {
                 self.leave(&me);
                 // Aborted: no more waiting, but a buffer that is free right now may still be
                 // used (the caller counts a drop only if there is none).
@@ -206,8 +229,12 @@ impl Pool {
         // shrank): free it rather than grow the pool. Two concurrent returns may both pass
         // the check and keep one buffer over the budget: harmless, and undone by the next
         // shrink.
-        if self.free_rx.len() < self.budget.load(Ordering::Acquire) {
+        let budget = self.budget.load(Ordering::Acquire);
+        if self.free_rx.len() < budget {
             let _ = self.free_tx.try_send(buf);
+        }
+        if self.stalled.load(Ordering::Relaxed) && self.free_rx.len() * 2 >= budget {
+            self.stalled.store(false, Ordering::Relaxed);
         }
         if self.nwaiters.load(Ordering::Acquire) > 0
             && let Some(front) = self.waiters.lock().front()
@@ -241,8 +268,14 @@ impl Pool {
             BufferingMode::Drop => tx.try_send(msg).is_ok(),
             BufferingMode::Block => {
                 let mut msg = msg;
+                let deadline = self
+                    .stall_limit
+                    .and_then(|limit| std::time::Instant::now().checked_add(limit));
                 loop {
-                    if self.is_aborted() {
+                    if self.is_aborted()
+                        || self.stalled.load(Ordering::Relaxed)
+                        || deadline.is_some_and(|d| std::time::Instant::now() >= d)
+                    {
                         // Never wait on a writer that is gone.
                         return tx.try_send(msg).is_ok();
                     }
@@ -265,7 +298,7 @@ mod tests {
 
     #[test]
     fn drop_mode_never_waits() {
-        let pool = Pool::new(2, 1024, BufferingMode::Drop);
+        let pool = Pool::new(2, 1024, BufferingMode::Drop, None);
         let a = pool.take().expect("first");
         let b = pool.take().expect("second");
         let t = Instant::now();
@@ -282,7 +315,7 @@ mod tests {
 
     #[test]
     fn block_mode_serves_waiters_in_arrival_order() {
-        let pool = Arc::new(Pool::new(1, 1024, BufferingMode::Block));
+        let pool = Arc::new(Pool::new(1, 1024, BufferingMode::Block, None));
         let held = pool.take().expect("the only buffer");
         let order = Arc::new(Mutex::new(Vec::new()));
         let queued = Arc::new(AtomicU32::new(0));
@@ -312,7 +345,7 @@ mod tests {
 
     #[test]
     fn abort_releases_every_parked_producer() {
-        let pool = Arc::new(Pool::new(1, 1024, BufferingMode::Block));
+        let pool = Arc::new(Pool::new(1, 1024, BufferingMode::Block, None));
         let _held = pool.take().expect("the only buffer");
         let handles: Vec<_> = (0..3)
             .map(|_| {

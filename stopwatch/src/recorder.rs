@@ -19,7 +19,7 @@ use formats::Category;
 use crate::clock::Clock;
 use crate::connect::config;
 use crate::connect::connector::{Connector, Identity};
-use crate::connect::stream::{Outputs, RemoteStream};
+use crate::connect::stream::{Outputs, RemoteStream, STALL_LIMIT, StreamConfig};
 use crate::context::Context;
 use crate::error::{Error, ErrorCallback, Reporter};
 use crate::frame::Frame;
@@ -106,7 +106,9 @@ impl Builder {
         self
     }
 
-    /// Called once per kind of error (default: one line on stderr).
+    /// Called once per kind of error (default: one line on stderr). It runs on the
+    /// recorder's writer thread (or its connect thread, or in `build`/shutdown), never while
+    /// the stopwatch holds a lock, so it may start frames, read stats or drop the recorder.
     pub fn on_error(mut self, f: impl Fn(&Error) + Send + Sync + 'static) -> Self {
         self.on_error = Some(Arc::new(f));
         self
@@ -121,7 +123,8 @@ impl Builder {
     /// Period of the writer's flush pass (default 25 ms; ended frames reach the log within
     /// about twice this even when their thread idles).
     pub fn flush_interval(mut self, interval: Duration) -> Self {
-        self.flush_interval = interval.max(Duration::from_millis(1));
+        // Between 1 ms and an hour: longer gains nothing, and the writer adds it to a clock.
+        self.flush_interval = interval.clamp(Duration::from_millis(1), Duration::from_secs(3600));
         self
     }
 
@@ -184,8 +187,9 @@ impl Builder {
         self
     }
 
-    /// Understand StartSession only up to this version (tests acting as an older program).
-    #[doc(hidden)]
+    /// Understand StartSession only up to this version (1 or 2; default 2): pins the
+    /// session protocol when a fleet mixes versions. `FRAMELOG_CONNECT=…,session=v1` does the
+    /// same from the environment.
     pub fn start_session_version(mut self, version: u8) -> Self {
         self.start_session_version = version.clamp(1, 2);
         self
@@ -228,17 +232,25 @@ impl Builder {
         if local.is_none() && connect.is_none() {
             return Err(Error::NoDir);
         }
-        // A recorder that only streams records nothing until a session starts.
-        let gate = Arc::new(Gate::new(local.is_none()));
+        let pool_bytes = self.buffer_kib.saturating_mul(1024);
+        // About eight buffers per pool, each between 4 and 64 KiB: small pools still
+        // rotate, big pools do not pay a syscall per few KiB.
+        let buf_size = (pool_bytes / 8).clamp(MIN_BUFFER, MAX_BUFFER);
+        let count = (pool_bytes / buf_size).max(2);
+        // A session may narrow what is recorded; until one does, everything is recorded
+        // (held for the first session when there is no log directory).
+        let gate = Arc::new(Gate::new(false));
         let (sink, dir, remote): (Arc<dyn Sink>, _, _) = match (local, &connect) {
             (local, Some(c)) => {
                 let (local_sink, dir) = local.map_or((None, None), |(s, d)| (Some(s), d));
-                let worker = local_sink.as_ref().map_or(0, |s| s.worker());
                 let remote = Arc::new(RemoteStream::new(
-                    c.addr.clone(),
-                    worker,
-                    local_sink.is_some(),
-                    gate.clone(),
+                    StreamConfig {
+                        addr: c.addr.clone(),
+                        worker: local_sink.as_ref().map_or(0, |s| s.worker()),
+                        records_locally: local_sink.is_some(),
+                        hold_bytes: count * buf_size,
+                        block: self.mode == BufferingMode::Block,
+                    },
                     reporter.clone(),
                 ));
                 (
@@ -250,18 +262,20 @@ impl Builder {
             (Some((s, dir)), None) => (s, dir, None),
             (None, None) => return Err(Error::NoDir),
         };
-        let pool_bytes = self.buffer_kib.saturating_mul(1024);
-        // About eight buffers per pool, each between 4 and 64 KiB: small pools still
-        // rotate, big pools do not pay a syscall per few KiB.
-        let buf_size = (pool_bytes / 8).clamp(MIN_BUFFER, MAX_BUFFER);
-        let count = (pool_bytes / buf_size).max(2);
         let (msgs, rx) = crossbeam_channel::unbounded();
         let (data_tx, data_rx) = crossbeam_channel::bounded(DATA_QUEUE);
         let clock = Clock::process();
         let inner = Arc::new(Inner {
             worker: sink.worker(),
             clock,
-            pool: Pool::new(count, buf_size, self.mode),
+            // A streaming recorder's producers wait at most the stall limit (a stalled server
+            // never hangs the program); a local disk is waited for as long as it works.
+            pool: Pool::new(
+                count,
+                buf_size,
+                self.mode,
+                remote.is_some().then_some(STALL_LIMIT),
+            ),
             sampler: Sampler::new(self.sampling),
             gate,
             default_category: self.category,
@@ -282,7 +296,6 @@ impl Builder {
             writer_thread: Mutex::new(None),
             dir,
             remote: remote.clone(),
-            connector: Mutex::new(None),
         });
         let for_writer = inner.clone();
         let handle = std::thread::Builder::new()
@@ -290,7 +303,10 @@ impl Builder {
             .spawn(move || writer::run(for_writer, rx, data_rx))
             .map_err(Error::Spawn)?;
         *inner.writer_thread.lock() = Some(handle);
-        let recorder = Recorder { inner };
+        let mut recorder = Recorder {
+            inner,
+            connector: None,
+        };
         if let (Some(c), Some(remote)) = (connect, remote) {
             let identity = Identity {
                 token: self
@@ -299,7 +315,7 @@ impl Builder {
                     .unwrap_or_default(),
                 name: process_name(),
                 instance: crate::sampling::seed(),
-                start_session_version: self.start_session_version,
+                start_session_version: c.session_version.unwrap_or(self.start_session_version),
             };
             let inner = &recorder.inner;
             let connector = Arc::new(Connector::spawn(
@@ -309,7 +325,7 @@ impl Builder {
                 remote,
                 count,
             )?);
-            *inner.connector.lock() = Some(connector.clone());
+            recorder.connector = Some(connector.clone());
             if let Some(timeout) = c.suspend
                 && !connector.wait_resumed(timeout)
             {
@@ -318,6 +334,7 @@ impl Builder {
                     waited: timeout,
                 });
             }
+            inner.reporter.deliver();
         }
         Ok(recorder)
     }
@@ -381,6 +398,8 @@ pub(crate) fn with_global<R>(f: impl FnOnce(&Arc<Inner>) -> R) -> Option<R> {
 /// Dropping it flushes everything and stops the writer.
 pub struct Recorder {
     pub(crate) inner: Arc<Inner>,
+    /// The diagnostics thread, in connect mode.
+    connector: Option<Arc<Connector>>,
 }
 
 impl Recorder {
@@ -434,15 +453,35 @@ impl Recorder {
 
     /// Flushes everything and stops the writer (what dropping does), returning the final
     /// counters.
-    pub fn shutdown(self) -> Stats {
-        self.inner.shutdown();
+    pub fn shutdown(mut self) -> Stats {
+        self.close();
         self.inner.stats()
+    }
+
+    /// Shutdown, in the order that loses nothing: a program that connected a moment ago
+    /// learns whether a session starts (bounded), the connect thread stops answering (no
+    /// session starts during the final pass), the writer sends everything and ends the
+    /// stream, and the connect thread is joined.
+    fn close(&mut self) {
+        if let Some(c) = &self.connector {
+            c.remote.wait_decided(DECISION_AT_EXIT);
+            c.begin_stop();
+        }
+        self.inner.shutdown();
+        if let Some(c) = self.connector.take() {
+            c.join();
+        }
+        self.inner.reporter.deliver();
     }
 }
 
+/// How long a program that is exiting waits to learn whether its first session starts
+/// (a server that is up answers in milliseconds; one that is down refuses at once).
+const DECISION_AT_EXIT: Duration = Duration::from_secs(2);
+
 impl Drop for Recorder {
     fn drop(&mut self) {
-        self.inner.shutdown();
+        self.close();
     }
 }
 

@@ -228,10 +228,19 @@ where
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: LayerContext<'_, S>) {
-        if let Some(span) = ctx.span(id)
-            && let Some(f) = span.extensions_mut().get_mut::<SpanFrame>()
-        {
-            values.record(&mut Fields(&mut f.data().fields));
+        let Some(span) = ctx.span(id) else {
+            return;
+        };
+        if span.extensions().get::<SpanFrame>().is_none() {
+            return;
+        }
+        // Field values are formatted (user `Debug` impls run, and may log) before the
+        // span's extensions are locked: a re-entrant event for this span must not find
+        // them locked.
+        let mut fields = Map::new();
+        values.record(&mut Fields(&mut fields));
+        if let Some(f) = span.extensions_mut().get_mut::<SpanFrame>() {
+            f.data().fields.extend(fields);
         }
     }
 
@@ -261,21 +270,33 @@ where
         let Some(span) = ctx.event_span(event) else {
             return;
         };
+        let full = match span.extensions().get::<SpanFrame>() {
+            None => return,
+            Some(f) => f
+                .data
+                .as_ref()
+                .is_some_and(|d| d.events.len() >= MAX_EVENTS),
+        };
+        // Formatted with no lock held (see `on_record`); counted once the lock is taken.
+        let fields = (!full).then(|| {
+            let mut fields = Map::new();
+            event.record(&mut Fields(&mut fields));
+            let meta = event.metadata();
+            fields.insert("level".into(), Value::from(meta.level().as_str()));
+            fields.insert("target".into(), Value::from(meta.target()));
+            fields
+        });
         let mut ext = span.extensions_mut();
         let Some(f) = ext.get_mut::<SpanFrame>() else {
             return;
         };
         let data = f.data();
-        if data.events.len() >= MAX_EVENTS {
-            data.events_dropped += 1;
-            return;
+        match fields {
+            Some(fields) if data.events.len() < MAX_EVENTS => {
+                data.events.push(Value::Object(fields));
+            }
+            _ => data.events_dropped += 1,
         }
-        let mut fields = Map::new();
-        event.record(&mut Fields(&mut fields));
-        let meta = event.metadata();
-        fields.insert("level".into(), Value::from(meta.level().as_str()));
-        fields.insert("target".into(), Value::from(meta.target()));
-        data.events.push(Value::Object(fields));
     }
 
     fn on_close(&self, id: Id, ctx: LayerContext<'_, S>) {

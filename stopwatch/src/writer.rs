@@ -74,6 +74,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         w.data.clear();
         w.drain_after_panic();
     }
+    w.inner.reporter.deliver();
 }
 
 impl Writer {
@@ -81,6 +82,8 @@ impl Writer {
         let tick = self.inner.flush_interval;
         let mut next_tick = Instant::now() + tick;
         loop {
+            // Errors found last round reach the user's callback here, with no lock held.
+            self.inner.reporter.deliver();
             let mut shutdown = false;
             let mut steal = false;
             let wait = next_tick.saturating_duration_since(Instant::now());
@@ -355,6 +358,7 @@ impl Writer {
         // `failed` is set, so `handle` only counts and recycles.
         let mut steal = false;
         loop {
+            self.inner.reporter.deliver();
             let m = match self.rx.recv() {
                 Ok(Msg::Shutdown) | Err(_) => return,
                 Ok(Msg::Flush(ack)) => {

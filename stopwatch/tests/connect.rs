@@ -77,7 +77,7 @@ fn new_program_new_server_v1_then_v2_settings_apply_while_it_runs() {
     let p = process(&server).unwrap();
     assert_eq!((p.protocol, p.start_session_version), (1, 2));
     assert_eq!(p.pid, std::process::id());
-    // Not recording before a session: nothing to send, nothing lost.
+    // Before a session: recorded and held, sent first when the session starts.
     record(&rec, "before", Category::HTTP);
 
     server
@@ -122,13 +122,17 @@ fn new_program_new_server_v1_then_v2_settings_apply_while_it_runs() {
     let labels: Vec<&str> = got.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(
         labels,
-        ["v1", "v2-db", "before-stop"],
-        "nothing before the session, the filter applied"
+        ["before", "v1", "v2-db", "before-stop"],
+        "what came before the session held and sent, the filter applied"
     );
     let mut store = framelog::DataStore::open(dir.path()).unwrap();
-    assert!(store.get(got[0].2).unwrap().is_some(), "v1 kept frame data");
     assert!(
-        store.get(got[1].2).unwrap().is_none(),
+        store.get(got[0].2).unwrap().is_some(),
+        "held frame data sent with its frame"
+    );
+    assert!(store.get(got[1].2).unwrap().is_some(), "v1 kept frame data");
+    assert!(
+        store.get(got[2].2).unwrap().is_none(),
         "v2 turned frame data off"
     );
 }
@@ -171,7 +175,7 @@ fn accept_advertise(listener: &TcpListener) -> (TcpStream, Advertise) {
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut payload = Vec::new();
     assert_eq!(
-        read_message(&mut s, &mut payload).unwrap(),
+        read_message(&mut s, &mut payload, usize::MAX).unwrap(),
         Some(Kind::Advertise)
     );
     let adv = Advertise::decode(&payload).unwrap();
@@ -183,7 +187,10 @@ fn send(s: &mut TcpStream, cmd: &Command) -> Reply {
     cmd.encode(&mut out);
     s.write_all(&out).unwrap();
     let mut payload = Vec::new();
-    assert_eq!(read_message(s, &mut payload).unwrap(), Some(Kind::Reply));
+    assert_eq!(
+        read_message(s, &mut payload, usize::MAX).unwrap(),
+        Some(Kind::Reply)
+    );
     Reply::decode(&payload).unwrap()
 }
 
@@ -203,7 +210,7 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
     out.extend_from_slice(&[42, 1]);
     c.write_all(&out).unwrap();
     let mut payload = Vec::new();
-    read_message(&mut c, &mut payload).unwrap();
+    read_message(&mut c, &mut payload, usize::MAX).unwrap();
     let r = Reply::decode(&payload).unwrap();
     assert_eq!(r.status, Status::UnknownCommand);
     assert!(r.text.contains("unknown command code 42"), "{}", r.text);
@@ -214,7 +221,7 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
     protocol::encode_header(Kind::Command, 2, &mut out);
     out.extend_from_slice(&[protocol::START_SESSION, 3]);
     c.write_all(&out).unwrap();
-    read_message(&mut c, &mut payload).unwrap();
+    read_message(&mut c, &mut payload, usize::MAX).unwrap();
     let r = Reply::decode(&payload).unwrap();
     assert_eq!(r.status, Status::UnsupportedVersion);
     assert!(
@@ -239,7 +246,7 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
     drop(rec);
     let mut starts = Vec::new();
     loop {
-        match read_message(&mut c, &mut payload).unwrap() {
+        match read_message(&mut c, &mut payload, usize::MAX).unwrap() {
             Some(Kind::Frames) => {
                 for r in formats::RecordIter::new(&payload, 0) {
                     if let Record::Start(s) = r.unwrap().1 {
@@ -338,7 +345,7 @@ fn malformed_peers_are_cut_off_with_one_line_and_others_keep_recording() {
     evil.write_all(&out).unwrap();
     let mut payload = Vec::new();
     assert_eq!(
-        read_message(&mut evil, &mut payload).unwrap(),
+        read_message(&mut evil, &mut payload, usize::MAX).unwrap(),
         Some(Kind::Command)
     );
     out.clear();

@@ -136,14 +136,25 @@ fn an_error_callback_that_uninstalls_and_records_elsewhere() {
             if let Some(other) = OTHER.lock().unwrap().as_ref() {
                 drop(other.start("from the callback"));
             }
+            r.fetch_add(1, Ordering::SeqCst);
         })
         .install()
         .unwrap();
     *GUARD.lock().unwrap() = Some(guard);
-    // The first frame needs ids: reserving them fails and calls the callback.
+    // The first frame needs ids: reserving them fails; the callback runs on the writer
+    // thread (never inside the refill, which holds the thread's state), drops the last
+    // handle of the recorder from that very thread, and records on another one.
     drop(Stopwatch::start("first"));
-    assert_eq!(reported.load(Ordering::SeqCst), 1);
-    assert!(!Stopwatch::is_installed());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // Counted twice: once on entry, once when it is done.
+    while Stopwatch::is_installed() || reported.load(Ordering::SeqCst) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the callback never ran"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(reported.load(Ordering::SeqCst), 2, "called once");
     let other = OTHER.lock().unwrap().take().unwrap();
     other.shutdown();
     assert_eq!(sink_b.starts(), vec![(2, "from the callback".to_owned())]);

@@ -4,10 +4,17 @@
 //!
 //! One thread per connection, blocking I/O: a control connection's thread waits for the
 //! program's Reply (or its disconnect), a stream connection's thread appends what arrives.
-//! Commands are written from any thread through the control connection's write handle.
+//! Commands are written from any thread through the control connection's shared handle.
 //! Nothing a peer sends can take the server down: every message is checked
-//! (`formats::protocol`, [`super::rewrite`]) and a bad one closes only its own connection,
-//! with one log line.
+//! (`formats::protocol`, [`super::rewrite`], [`formats::bson_check`]) and a bad one closes
+//! only its own connection, with one log line.
+//!
+//! What a peer can hold is bounded: connections are capped ([`ServerOptions::max_connections`],
+//! one descriptor and one thread each; past the cap a peer gets Refused "server busy"), a
+//! peer that has not advertised may send only an Advertise-sized message, every message must
+//! arrive whole within a deadline, a command's Reply within another, buffers grow only as
+//! bytes arrive, and a program that has gone gives its worker id back (its ids stay unique:
+//! the worker's high-water mark is kept in the log).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -22,23 +29,34 @@ use parking_lot::Mutex;
 
 use formats::FrameKey;
 use formats::protocol::{
-    Advertise, Command, Kind, PROTOCOL_VERSION, RESUME, RefuseReason, Refused, Reply,
-    START_SESSION, STOP_SESSION, SessionSettings, Status, command_name, decode_data, decode_end,
+    Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME, RefuseReason, Refused,
+    Reply, START_SESSION, STOP_SESSION, SessionSettings, Status, command_name, decode_data,
+    decode_end, printable,
 };
 
 use super::rewrite::{KeyMap, RewriteError};
-use super::wire::{WireError, is_timeout, read_message};
+use super::wire::{DeadlineReader, WireError, is_timeout, read_message};
 use crate::{DataBatch, LogWriter, WriterOptions};
 
-/// How long a new connection may take to send its Advertise.
+/// How long a new connection may take to send its whole Advertise.
 const ADVERTISE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a program may take to answer a command.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// How long a program that has gone stays in the listing, and how many such are kept.
+const GONE_KEEP: Duration = Duration::from_secs(60);
+const MAX_GONE: usize = 64;
+/// Stack of a connection's thread (it parses and appends; nothing deep).
+const CONN_STACK: usize = 256 << 10;
 /// How often the accept loop checks for shutdown.
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
 /// At shutdown, streams are read until quiet for `POLL`, for at most this long.
 const DRAIN: Duration = Duration::from_secs(10);
 /// How often a connection's thread checks for shutdown while no message arrives.
 const POLL: Duration = Duration::from_millis(200);
-/// How long a message may take to arrive whole once it began.
+/// How long a message may take to arrive whole once it began (a peer trickling bytes is
+/// cut off here).
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Receives the server's log lines (one event each).
@@ -61,6 +79,8 @@ pub struct ServerOptions {
     pub writer: WriterOptions,
     /// Where log lines go (default: stderr).
     pub log: LogFn,
+    /// Connections served at once; past it a program is refused as busy and retries.
+    pub max_connections: usize,
 }
 
 impl ServerOptions {
@@ -74,6 +94,7 @@ impl ServerOptions {
             auto_resume: true,
             writer: WriterOptions::default(),
             log: Arc::new(|line: &str| eprintln!("{line}")),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -158,7 +179,7 @@ pub struct ProcessInfo {
 /// The control connection a program is waiting on.
 struct Control {
     conn: u64,
-    stream: TcpStream,
+    stream: Arc<TcpStream>,
 }
 
 /// A program's output into the log: one worker for the server's lifetime.
@@ -170,8 +191,8 @@ struct Output {
 struct Process {
     info: ProcessInfo,
     control: Option<Control>,
-    /// Commands sent and waiting for their Reply, by connection.
-    pending: HashMap<u64, Command>,
+    /// Commands sent and waiting for their Reply (since when), by connection.
+    pending: HashMap<u64, (Command, Instant)>,
     /// Commands asked for while none could be sent (one in flight, or no idle connection),
     /// sent as soon as one can.
     queued: std::collections::VecDeque<Command>,
@@ -184,6 +205,10 @@ struct Process {
     stopped: bool,
     /// Settings of the next auto-started session.
     settings: Option<SessionSettings>,
+    /// Its session ended with End (the program is exiting): no new one is auto-started.
+    ended: bool,
+    /// When its last connection closed.
+    gone_since: Option<Instant>,
 }
 
 impl Process {
@@ -214,7 +239,9 @@ struct Shared {
     policy: Mutex<Policy>,
     processes: Mutex<HashMap<u64, Process>>,
     /// Every open connection, to shut them at shutdown.
-    conns: Mutex<HashMap<u64, TcpStream>>,
+    conns: Mutex<HashMap<u64, Arc<TcpStream>>>,
+    /// Programs seen since the server started.
+    programs_seen: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
     next_conn: AtomicU64,
     closing: AtomicBool,
@@ -260,6 +287,7 @@ impl Server {
             closing: AtomicBool::new(false),
             drain_until: Mutex::new(None),
             frames: AtomicU64::new(0),
+            programs_seen: AtomicU64::new(0),
         });
         let s = shared.clone();
         let accept = std::thread::Builder::new()
@@ -301,6 +329,11 @@ impl Server {
         self.shared.frames.load(Ordering::Relaxed)
     }
 
+    /// Programs seen since the server started (the listing forgets gone ones after a while).
+    pub fn programs_seen(&self) -> u64 {
+        self.shared.programs_seen.load(Ordering::Relaxed)
+    }
+
     /// Starts (or reconfigures) a program's session with `settings`, using StartSession v1
     /// unless a v2-only option is set. An error says why nothing was sent; the program's
     /// answer shows in [`ProcessInfo::last_error`] and its state.
@@ -308,6 +341,7 @@ impl Server {
         let mut procs = self.shared.processes.lock();
         let p = procs.get_mut(&instance).ok_or("no such program")?;
         p.stopped = false;
+        p.ended = false;
         p.settings = Some(settings.clone());
         let cmd = start_command(&p.info, settings)?;
         self.shared.send(p, cmd)
@@ -339,11 +373,15 @@ impl Server {
 
     /// Closes every connection and waits for every thread; what arrived is in the log.
     pub fn shutdown(mut self) {
-        self.stop();
+        self.close();
     }
 
-    fn stop(&mut self) {
-        *self.shared.drain_until.lock() = Some(Instant::now() + DRAIN);
+    /// Stops accepting, reads what streams still send (until each is quiet or ends, at
+    /// most 10 s in all), closes every connection and waits for every thread. Afterwards
+    /// [`Server::frames`] counts everything that reached the log.
+    pub fn close(&mut self) {
+        let drain_until = Instant::now() + DRAIN;
+        *self.shared.drain_until.lock() = Some(drain_until);
         self.shared.closing.store(true, Ordering::Release);
         if let Some(a) = self.accept.take() {
             let _ = a.join();
@@ -362,6 +400,15 @@ impl Server {
                 let _ = c.shutdown(Shutdown::Both);
             }
         }
+        // Past the drain limit every connection is cut, whatever its peer is doing.
+        while Instant::now() < drain_until
+            && self.shared.threads.lock().iter().any(|t| !t.is_finished())
+        {
+            std::thread::sleep(ACCEPT_POLL);
+        }
+        for c in self.shared.conns.lock().values() {
+            let _ = c.shutdown(Shutdown::Both);
+        }
         let threads = std::mem::take(&mut *self.shared.threads.lock());
         for t in threads {
             let _ = t.join();
@@ -376,13 +423,19 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop();
+        self.close();
     }
 }
 
 /// The StartSession that carries `settings` for this program, or why it cannot.
 fn start_command(info: &ProcessInfo, settings: SessionSettings) -> Result<Command, String> {
     let version = settings.version_needed();
+    if info.start_session_version == 0 {
+        return Err(format!(
+            "{} (pid {}) does not take StartSession: it cannot be recorded",
+            info.name, info.pid
+        ));
+    }
     if version > info.start_session_version {
         return Err(format!(
             "{} (pid {}) supports StartSession up to v{}; {} needs v{version}: update the program's stopwatch",
@@ -396,39 +449,29 @@ fn start_command(info: &ProcessInfo, settings: SessionSettings) -> Result<Comman
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    // Accept errors (out of descriptors, mostly) are logged once per `QUIET` with a count.
+    const QUIET: Duration = Duration::from_secs(10);
+    let mut failures: (u64, Option<Instant>) = (0, None);
+    let mut last_sweep = Instant::now();
     while !shared.closing.load(Ordering::Acquire) {
+        if last_sweep.elapsed() >= Duration::from_secs(1) {
+            shared.forget_gone();
+            last_sweep = Instant::now();
+        }
         match listener.accept() {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nonblocking(false);
-                let _ = stream.set_nodelay(true);
-                let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-                if let Ok(c) = stream.try_clone() {
-                    shared.conns.lock().insert(id, c);
-                }
-                let s = shared.clone();
-                let t = std::thread::Builder::new()
-                    .name(format!("framelog-conn-{id}"))
-                    .spawn(move || {
-                        s.serve_connection(id, stream, peer);
-                        s.conns.lock().remove(&id);
-                    });
-                match t {
-                    Ok(t) => {
-                        let mut threads = shared.threads.lock();
-                        threads.retain(|t| !t.is_finished());
-                        threads.push(t);
-                    }
-                    Err(e) => {
-                        shared.conns.lock().remove(&id);
-                        shared.log(&format!("cannot start a thread for {peer}: {e}"));
-                    }
-                }
-            }
+            Ok((stream, peer)) => shared.take_connection(stream, peer),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(ACCEPT_POLL);
             }
             Err(e) => {
-                shared.log(&format!("accept failed: {e}"));
+                failures.0 += 1;
+                if failures.1.is_none_or(|t| t.elapsed() >= QUIET) {
+                    shared.log(&format!(
+                        "accept failed: {e} ({} times since the last report)",
+                        failures.0
+                    ));
+                    failures = (0, Some(Instant::now()));
+                }
                 std::thread::sleep(ACCEPT_POLL);
             }
         }
@@ -450,12 +493,89 @@ impl Shared {
         (self.opts.log)(line);
     }
 
-    fn serve_connection(self: &Arc<Self>, conn: u64, mut stream: TcpStream, peer: SocketAddr) {
+    /// Serves a new connection on its own thread, or refuses it as busy at the cap.
+    fn take_connection(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr) {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_nodelay(true);
+        let stream = Arc::new(stream);
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut conns = self.conns.lock();
+            if conns.len() >= self.opts.max_connections {
+                drop(conns);
+                // The refusal is small enough for the socket's buffer: never blocks.
+                let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                let mut out = Vec::new();
+                Refused {
+                    reason: RefuseReason::Busy,
+                    text: format!(
+                        "the server serves {} connections already; retrying later",
+                        self.opts.max_connections
+                    ),
+                }
+                .encode(&mut out);
+                let _ = (&*stream).write_all(&out);
+                return;
+            }
+            conns.insert(id, stream.clone());
+        }
+        let s = self.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("framelog-conn-{id}"))
+            .stack_size(CONN_STACK)
+            .spawn(move || {
+                s.serve_connection(id, &stream, peer);
+                let _ = stream.shutdown(Shutdown::Both);
+                s.conns.lock().remove(&id);
+            });
+        match t {
+            Ok(t) => {
+                let mut threads = self.threads.lock();
+                threads.retain(|t| !t.is_finished());
+                threads.push(t);
+            }
+            Err(e) => {
+                self.conns.lock().remove(&id);
+                self.log(&format!("cannot start a thread for {peer}: {e}"));
+            }
+        }
+    }
+
+    /// Whether connection threads must stop reading now (shutdown, past the drain limit).
+    fn must_stop(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+            && self.drain_until.lock().is_none_or(|t| Instant::now() >= t)
+    }
+
+    /// Forgets programs gone longer than `GONE_KEEP`, and all but the newest `MAX_GONE`.
+    fn forget_gone(&self) {
+        let mut procs = self.processes.lock();
+        let mut gone: Vec<(Instant, u64)> = procs
+            .iter()
+            .filter_map(|(k, p)| p.gone_since.map(|t| (t, *k)))
+            .collect();
+        gone.sort();
+        let excess = gone.len().saturating_sub(MAX_GONE);
+        for (i, (since, key)) in gone.into_iter().enumerate() {
+            if i < excess || since.elapsed() >= GONE_KEEP {
+                procs.remove(&key);
+            }
+        }
+    }
+
+    fn serve_connection(self: &Arc<Self>, conn: u64, stream: &Arc<TcpStream>, peer: SocketAddr) {
         let mut payload = Vec::new();
-        let _ = stream.set_read_timeout(Some(ADVERTISE_TIMEOUT));
-        let adv = match read_message(&mut stream, &mut payload) {
+        // Before a peer has advertised (and shown its token) it may send one Advertise-sized
+        // message, whole within the deadline.
+        let stop = || self.must_stop();
+        let mut first =
+            DeadlineReader::new(stream, Instant::now() + ADVERTISE_TIMEOUT, POLL, &stop);
+        let adv = match read_message(&mut first, &mut payload, MAX_CONTROL_LEN as usize) {
             Ok(Some(Kind::Advertise)) => match Advertise::decode(&payload) {
-                Ok(a) => a,
+                Ok(mut a) => {
+                    a.name = printable(&a.name).into_owned();
+                    a
+                }
                 Err(e) => {
                     self.log(&format!("closing connection from {peer}: {e}"));
                     return;
@@ -468,6 +588,14 @@ impl Shared {
                 return;
             }
             Ok(None) => return,
+            Err(WireError::Io(e)) if is_timeout(&e) => {
+                self.log(&format!(
+                    "closing connection from {peer}: no whole Advertise within {} s",
+                    ADVERTISE_TIMEOUT.as_secs()
+                ));
+                return;
+            }
+            Err(_) if self.closing.load(Ordering::Acquire) => return,
             Err(e) => {
                 self.log(&format!("closing connection from {peer}: {e}"));
                 return;
@@ -480,12 +608,12 @@ impl Shared {
             ));
             let mut out = Vec::new();
             refusal.encode(&mut out);
-            let _ = stream.write_all(&out);
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = (&**stream).write_all(&out);
             return;
         }
-        let _ = stream.set_read_timeout(None);
-        self.register(conn, &stream, &adv, peer);
-        let ending = self.read_loop(conn, &mut stream, &adv, &mut payload);
+        self.register(conn, stream, &adv, peer);
+        let ending = self.read_loop(conn, stream, &adv, &mut payload);
         let who = format!("{} (pid {})", adv.name, adv.pid);
         let mut procs = self.processes.lock();
         if let Some(p) = procs.get_mut(&adv.instance) {
@@ -498,6 +626,10 @@ impl Shared {
                 }
                 Ending::End(unsent) => {
                     p.info.lost += unsent;
+                    if was_stream {
+                        // The program is exiting (or was stopped): no new session for it.
+                        p.ended = true;
+                    }
                     self.log(&format!(
                         "{who} ended its session ({} frames in all, {unsent} records unsent)",
                         p.info.frames
@@ -518,6 +650,13 @@ impl Shared {
             p.pending.remove(&conn);
             p.open = p.open.saturating_sub(1);
             p.refresh_state();
+            if p.open == 0 {
+                // Gone: its worker id goes back to the log for later programs (the id
+                // high-water mark stays in the worker's slot file, so keys stay unique).
+                p.output = None;
+                p.stream = None;
+                p.gone_since = Some(Instant::now());
+            }
         }
     }
 
@@ -537,25 +676,26 @@ impl Shared {
             });
         }
         match &self.opts.token {
-            Some(t) if !t.is_empty() && *t != adv.token => Some(Refused {
-                reason: RefuseReason::Token,
-                text: if adv.token.is_empty() {
-                    "this server needs a token: set FRAMELOG_TOKEN".into()
-                } else {
-                    "wrong token".into()
-                },
-            }),
+            Some(t) if !t.is_empty() && !same_secret(t.as_bytes(), adv.token.as_bytes()) => {
+                Some(Refused {
+                    reason: RefuseReason::Token,
+                    text: if adv.token.is_empty() {
+                        "this server needs a token: set FRAMELOG_TOKEN".into()
+                    } else {
+                        "wrong token".into()
+                    },
+                })
+            }
             _ => None,
         }
     }
 
     /// Records a new control connection and applies the server's policy to it.
-    fn register(&self, conn: u64, stream: &TcpStream, adv: &Advertise, peer: SocketAddr) {
-        let Ok(write) = stream.try_clone() else {
-            return;
-        };
+    fn register(&self, conn: u64, stream: &Arc<TcpStream>, adv: &Advertise, peer: SocketAddr) {
+        let write = stream.clone();
         let mut procs = self.processes.lock();
         let p = procs.entry(adv.instance).or_insert_with(|| {
+            self.programs_seen.fetch_add(1, Ordering::Relaxed);
             self.log(&format!(
                 "{} (pid {}) connected from {peer}{}",
                 adv.name,
@@ -586,8 +726,11 @@ impl Shared {
                 output: None,
                 stopped: false,
                 settings: None,
+                ended: false,
+                gone_since: None,
             }
         });
+        p.gone_since = None;
         p.info.start_session_version = adv.command_version(START_SESSION);
         p.info.suspended = adv.suspended;
         p.info.peer = peer;
@@ -619,7 +762,8 @@ impl Shared {
             return;
         }
         let policy = self.policy.lock().clone();
-        let auto_start = p.stream.is_none() && !p.stopped && policy.auto_start.is_some();
+        let auto_start =
+            p.stream.is_none() && !p.stopped && !p.ended && policy.auto_start.is_some();
         let cmd = if auto_start {
             // A user's own settings for this program win over the server's.
             let settings = p.settings.clone().or(policy.auto_start.clone());
@@ -665,37 +809,46 @@ impl Shared {
         };
         let mut out = Vec::new();
         cmd.encode(&mut out);
-        c.stream
+        // A program that does not read its control connection cannot hold this thread (a
+        // command is far smaller than a socket buffer).
+        let _ = c.stream.set_write_timeout(Some(Duration::from_secs(1)));
+        (&*c.stream)
             .write_all(&out)
             .map_err(|e| format!("sending {name} to {}: {e}", p.info.name))?;
-        p.pending.insert(c.conn, cmd);
+        p.pending.insert(c.conn, (cmd, Instant::now()));
         Ok(())
     }
 
     fn read_loop(
         &self,
         conn: u64,
-        stream: &mut TcpStream,
+        stream: &TcpStream,
         adv: &Advertise,
         payload: &mut Vec<u8>,
     ) -> Ending {
         let mut output: Option<Arc<Output>> = None;
+        let stop = || self.must_stop();
         loop {
-            if self.closing.load(Ordering::Acquire)
-                && self.drain_until.lock().is_some_and(|t| Instant::now() >= t)
-            {
+            if self.must_stop() {
                 return Ending::Closed;
             }
             // Wait for a message to begin, checking for shutdown (a read already blocked
-            // would not notice it); then read it whole with a generous timeout.
+            // would not notice it) and for a Reply that is overdue; then read it whole
+            // within its deadline.
             let _ = stream.set_read_timeout(Some(POLL));
             match stream.peek(&mut [0u8]) {
                 Ok(0) => return Ending::Closed,
                 Ok(_) => {}
-                Err(e) if is_timeout(&e) => {
-                    if self.closing.load(Ordering::Acquire) {
+                Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::Interrupted => {
+                    if self.closing.load(Ordering::Acquire) && is_timeout(&e) {
                         // Quiet at shutdown: everything sent has been read.
                         return Ending::Closed;
+                    }
+                    if let Some(what) = self.overdue_reply(adv.instance, conn) {
+                        return Ending::Error(format!(
+                            "no Reply to {what} within {} s",
+                            REPLY_TIMEOUT.as_secs()
+                        ));
                     }
                     continue;
                 }
@@ -704,21 +857,36 @@ impl Shared {
                 }
                 Err(e) => return Ending::Error(e.to_string()),
             }
-            let _ = stream.set_read_timeout(Some(MESSAGE_TIMEOUT));
-            let kind = match read_message(stream, payload) {
+            let max = if output.is_some() {
+                formats::protocol::MAX_STREAM_PAYLOAD + 1
+            } else {
+                MAX_CONTROL_LEN as usize
+            };
+            let mut whole =
+                DeadlineReader::new(stream, Instant::now() + MESSAGE_TIMEOUT, POLL, &stop);
+            let kind = match read_message(&mut whole, payload, max) {
                 Ok(Some(k)) => k,
                 Ok(None) => return Ending::Closed,
                 Err(WireError::Io(_)) if self.closing.load(Ordering::Acquire) => {
                     return Ending::Closed;
                 }
-                Err(WireError::Io(e)) if output.is_some() => {
+                Err(WireError::Io(e)) if is_timeout(&e) => {
+                    return Ending::Error(format!(
+                        "a message did not arrive whole within {} s",
+                        MESSAGE_TIMEOUT.as_secs()
+                    ));
+                }
+                Err(WireError::Io(_)) if output.is_some() => {
                     // A stream cut mid-message (the program was killed): its whole messages
                     // are in the log already.
-                    let _ = e;
                     return Ending::Closed;
                 }
                 Err(e) => return Ending::Error(e.to_string()),
             };
+            // Buffers follow what arrives: one 8 MiB message does not pin 8 MiB forever.
+            if payload.capacity() > 1 << 20 && payload.len() < 1 << 16 {
+                payload.shrink_to(1 << 16);
+            }
             let result = match (kind, &output) {
                 (Kind::Reply, None) => match Reply::decode(payload) {
                     Ok(reply) => match self.on_reply(conn, adv, reply) {
@@ -746,6 +914,13 @@ impl Shared {
         }
     }
 
+    /// The command on `conn` whose Reply is overdue, if any.
+    fn overdue_reply(&self, instance: u64, conn: u64) -> Option<&'static str> {
+        let procs = self.processes.lock();
+        let (cmd, sent) = procs.get(&instance)?.pending.get(&conn)?;
+        (sent.elapsed() >= REPLY_TIMEOUT).then(|| command_name(cmd.code_version().0))
+    }
+
     /// Handles a Reply; returns the output to stream into when it started a session.
     fn on_reply(
         &self,
@@ -755,7 +930,7 @@ impl Shared {
     ) -> Result<Option<Arc<Output>>, String> {
         let mut procs = self.processes.lock();
         let p = procs.get_mut(&adv.instance).ok_or("program forgotten")?;
-        let pending = p.pending.remove(&conn).ok_or("a Reply without a command")?;
+        let (pending, _) = p.pending.remove(&conn).ok_or("a Reply without a command")?;
         if pending.code_version() != (reply.code, reply.version) {
             return Err(format!(
                 "Reply to {} v{} for {} v{}",
@@ -773,7 +948,11 @@ impl Shared {
         if reply.status != Status::Ok {
             let e = format!(
                 "{} (pid {}) answered {name} v{}: {:?}: {}",
-                p.info.name, p.info.pid, reply.version, reply.status, reply.text
+                p.info.name,
+                p.info.pid,
+                reply.version,
+                reply.status,
+                printable(&reply.text)
             );
             self.log(&e);
             p.info.last_error = Some(e);
@@ -784,9 +963,9 @@ impl Shared {
             self.apply_policy(p);
             return Ok(None);
         }
-        p.info.last_error = None;
         match reply.code {
             START_SESSION => {
+                p.info.last_error = None;
                 let output = match &p.output {
                     Some(o) => o.clone(),
                     None => {
@@ -852,7 +1031,8 @@ fn append_data(o: &Output, payload: &[u8]) -> Result<(), String> {
     let mut batch = DataBatch::new();
     let mut map = o.map.lock();
     for e in entries {
-        bson::RawDocument::from_bytes(e.doc)
+        // Whole and well-formed, or the connection closes: nothing unreadable reaches the log.
+        formats::bson_check::check_document(e.doc)
             .map_err(|err| format!("Data message: frame {}: {err}", e.id))?;
         let id = map
             .id(e.id, &mut |n| o.writer.reserve_ids(n))
@@ -863,4 +1043,15 @@ fn append_data(o: &Output, payload: &[u8]) -> Result<(), String> {
     o.writer
         .append_data(&batch)
         .map_err(|e| format!("appending frame data: {e}"))
+}
+
+/// Whether two secrets are equal, in time that does not depend on where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for (i, x) in a.iter().enumerate() {
+        // Compare against the other secret cyclically so the loop length depends only on `a`.
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= x ^ y;
+    }
+    diff == 0
 }

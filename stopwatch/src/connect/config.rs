@@ -1,4 +1,5 @@
-//! Where and how a program connects: `FRAMELOG_CONNECT=HOST:PORT[,suspend][,timeout=30s]`.
+//! Where and how a program connects:
+//! `FRAMELOG_CONNECT=HOST:PORT[,suspend][,timeout=30s][,session=v1]`.
 
 use std::time::Duration;
 
@@ -12,6 +13,8 @@ pub(crate) struct ConnectConfig {
     pub(crate) addr: String,
     /// Wait in `install()` until resumed, at most this long.
     pub(crate) suspend: Option<Duration>,
+    /// Highest StartSession version to understand (`session=v1`), when pinned.
+    pub(crate) session_version: Option<u8>,
 }
 
 /// Parses the `FRAMELOG_CONNECT` syntax; the error says what is wrong.
@@ -28,11 +31,18 @@ pub(crate) fn parse(value: &str) -> Result<ConnectConfig, String> {
         .map_err(|_| format!("port {port:?} is not a number from 0 to 65535"))?;
     let mut suspend = false;
     let mut timeout = DEFAULT_SUSPEND_TIMEOUT;
+    let mut session_version = None;
     for part in parts {
         if part == "suspend" {
             suspend = true;
         } else if let Some(t) = part.strip_prefix("timeout=") {
             timeout = humantime::parse_duration(t).map_err(|e| format!("timeout {t:?}: {e}"))?;
+        } else if let Some(v) = part.strip_prefix("session=") {
+            session_version = Some(match v {
+                "v1" | "1" => 1,
+                "v2" | "2" => 2,
+                _ => return Err(format!("session {v:?}: expected v1 or v2")),
+            });
         } else if !part.is_empty() {
             return Err(format!("unknown option {part:?}"));
         }
@@ -40,6 +50,7 @@ pub(crate) fn parse(value: &str) -> Result<ConnectConfig, String> {
     Ok(ConnectConfig {
         addr: addr.to_owned(),
         suspend: suspend.then_some(timeout),
+        session_version,
     })
 }
 
@@ -53,7 +64,8 @@ mod tests {
             parse("127.0.0.1:7878").unwrap(),
             ConnectConfig {
                 addr: "127.0.0.1:7878".into(),
-                suspend: None
+                suspend: None,
+                session_version: None,
             }
         );
         assert_eq!(
@@ -64,6 +76,8 @@ mod tests {
             parse("[::1]:9, suspend, timeout=500ms").unwrap().suspend,
             Some(Duration::from_millis(500))
         );
+        assert_eq!(parse("h:1,session=v1").unwrap().session_version, Some(1));
+        assert!(parse("h:1,session=v3").unwrap_err().contains("v1 or v2"));
         // A timeout without `suspend` is accepted and unused.
         assert_eq!(parse("h:1,timeout=2s").unwrap().suspend, None);
     }

@@ -1,17 +1,20 @@
 //! The program's diagnostics thread (connect mode, `docs/PROTOCOL.md`, Connections): connect,
 //! Advertise, wait for a command, answer it, connect again. It retries with back-off and never
 //! makes the application wait, except a suspended `install()` (bounded by its timeout).
+//! Every connection is followed by a back-off pause, and shutdown interrupts the thread at
+//! once (it shuts the connection being served).
 
 use std::io::Write;
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use formats::protocol::{
-    Advertise, Command, Kind, PROTOCOL_VERSION, RESUME, Refused, Reply, START_SESSION,
-    STOP_SESSION, SamplingSetting, SessionSettings,
+    Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME, RefuseReason, Refused,
+    Reply, START_SESSION, STOP_SESSION, SamplingSetting, SessionSettings, Status, printable,
 };
 use framelog::remote::wire::{is_timeout, read_message};
 use parking_lot::{Condvar, Mutex};
@@ -39,7 +42,7 @@ pub(crate) struct Identity {
     pub(crate) token: String,
     pub(crate) name: String,
     pub(crate) instance: u64,
-    /// Highest StartSession version understood (2; 1 to act as an old program in tests).
+    /// Highest StartSession version understood (2; 1 to act as an older program).
     pub(crate) start_session_version: u8,
 }
 
@@ -56,10 +59,19 @@ struct Own {
     buffers: usize,
 }
 
+/// What the connect thread and the recorder share.
+struct Shared {
+    latch: Latch,
+    /// Set when the recorder shuts down: no command is answered any more.
+    stopping: AtomicBool,
+    /// The control connection being served (shut down to interrupt the thread at once).
+    current: Mutex<Option<TcpStream>>,
+}
+
 /// The running diagnostics thread of one recorder.
 pub(crate) struct Connector {
     stop: Sender<()>,
-    latch: Arc<Latch>,
+    shared: Arc<Shared>,
     handle: Mutex<Option<JoinHandle<()>>>,
     pub(crate) remote: Arc<RemoteStream>,
     addr: String,
@@ -75,9 +87,13 @@ impl Connector {
         own_buffers: usize,
     ) -> Result<Connector, Error> {
         let (stop, stop_rx) = crossbeam_channel::bounded(1);
-        let latch = Arc::new(Latch {
-            released: Mutex::new(cfg.suspend.is_none()),
-            cv: Condvar::new(),
+        let shared = Arc::new(Shared {
+            latch: Latch {
+                released: Mutex::new(cfg.suspend.is_none()),
+                cv: Condvar::new(),
+            },
+            stopping: AtomicBool::new(false),
+            current: Mutex::new(None),
         });
         let own = Own {
             mode: inner.pool.mode(),
@@ -88,7 +104,7 @@ impl Connector {
             addr: cfg.addr.clone(),
             identity,
             remote: remote.clone(),
-            latch: latch.clone(),
+            shared: shared.clone(),
             stop: stop_rx,
             own,
         };
@@ -98,7 +114,7 @@ impl Connector {
             .map_err(Error::Spawn)?;
         Ok(Connector {
             stop,
-            latch,
+            shared,
             handle: Mutex::new(Some(handle)),
             remote,
             addr: cfg.addr.clone(),
@@ -108,18 +124,20 @@ impl Connector {
     /// Waits until a server resumes the program, at most `timeout`; true if resumed. On
     /// timeout the program stops advertising itself as suspended.
     pub(crate) fn wait_resumed(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut released = self.latch.released.lock();
+        let latch = &self.shared.latch;
+        // A timeout too long for the clock waits without one (the server or shutdown ends it).
+        let deadline = Instant::now().checked_add(timeout);
+        let mut released = latch.released.lock();
         while !*released {
-            if self
-                .latch
-                .cv
-                .wait_until(&mut released, deadline)
-                .timed_out()
-            {
-                let resumed = *released;
-                *released = true;
-                return resumed;
+            match deadline {
+                Some(d) => {
+                    if latch.cv.wait_until(&mut released, d).timed_out() {
+                        let resumed = *released;
+                        *released = true;
+                        return resumed;
+                    }
+                }
+                None => latch.cv.wait(&mut released),
             }
         }
         true
@@ -130,19 +148,33 @@ impl Connector {
         &self.addr
     }
 
-    /// Ends the stream and stops the thread (idempotent).
-    pub(crate) fn shutdown(&self) {
+    /// First step of shutdown: answer no more commands (so no session starts while the
+    /// recorder writes its last records) and interrupt whatever the thread waits on.
+    pub(crate) fn begin_stop(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
         let _ = self.stop.try_send(());
-        if let Some(h) = self.handle.lock().take() {
-            let _ = h.join();
+        if let Some(c) = self.shared.current.lock().as_ref() {
+            let _ = c.shutdown(Shutdown::Both);
         }
-        self.remote.finish();
         self.release();
     }
 
+    /// Last step of shutdown: waits for the thread (unless called on it, from an error
+    /// callback) and ends the stream (idempotent).
+    pub(crate) fn join(&self) {
+        self.begin_stop();
+        let handle = self.handle.lock().take();
+        if let Some(h) = handle
+            && h.thread().id() != std::thread::current().id()
+        {
+            let _ = h.join();
+        }
+        self.remote.finish();
+    }
+
     fn release(&self) {
-        *self.latch.released.lock() = true;
-        self.latch.cv.notify_all();
+        *self.shared.latch.released.lock() = true;
+        self.shared.latch.cv.notify_all();
     }
 }
 
@@ -151,17 +183,15 @@ struct Thread {
     addr: String,
     identity: Identity,
     remote: Arc<RemoteStream>,
-    latch: Arc<Latch>,
+    shared: Arc<Shared>,
     stop: Receiver<()>,
     own: Own,
 }
 
 /// What ended a control connection.
 enum Next {
-    /// Connect again at once (a command was answered).
-    Reconnect,
-    /// Connect again after the back-off (the connection failed or closed).
-    Backoff,
+    /// Connect again after the back-off.
+    Again,
     /// The recorder is shutting down.
     Stop,
 }
@@ -170,39 +200,55 @@ impl Thread {
     fn run(&mut self) {
         let mut backoff = MIN_BACKOFF;
         loop {
+            let began = Instant::now();
             let next = match self.connect() {
-                Ok(conn) => self.serve(conn),
+                Ok(conn) => {
+                    let next = self.serve(conn);
+                    *self.shared.current.lock() = None;
+                    next
+                }
                 Err(e) => {
-                    self.inner.reporter.report(Error::Remote(format!(
+                    // Nothing answers there now: records are held for a later session.
+                    self.remote.decided();
+                    self.report(format!(
                         "cannot reach {} ({e}); retrying in the background",
                         self.addr
-                    )));
-                    Next::Backoff
+                    ));
+                    Next::Again
                 }
             };
-            match next {
-                Next::Stop => return,
-                Next::Reconnect => backoff = MIN_BACKOFF,
-                Next::Backoff => {
-                    if self.stop.recv_timeout(backoff).is_ok() || self.stopping() {
-                        return;
-                    }
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
+            // Errors reach the user's callback here, with no lock held.
+            self.inner.reporter.deliver();
+            if matches!(next, Next::Stop) || self.stopping() {
+                return;
             }
+            // Every connection is followed by a pause, answered or not, so a server that
+            // answers at once cannot make the program spin; a connection that stayed open
+            // a while (an idle control connection) was healthy: start over from the minimum.
+            if began.elapsed() >= MAX_BACKOFF {
+                backoff = MIN_BACKOFF;
+            }
+            if self.stop.recv_timeout(backoff).is_ok() || self.stopping() {
+                return;
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
     fn stopping(&self) -> bool {
-        matches!(
-            self.stop.try_recv(),
-            Ok(()) | Err(crossbeam_channel::TryRecvError::Disconnected)
-        )
+        self.shared.stopping.load(Ordering::Acquire)
+            || matches!(
+                self.stop.try_recv(),
+                Ok(()) | Err(crossbeam_channel::TryRecvError::Disconnected)
+            )
     }
 
     fn connect(&self) -> std::io::Result<TcpStream> {
         let mut last = None;
         for a in self.addr.to_socket_addrs()? {
+            if self.stopping() {
+                break;
+            }
             match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
@@ -216,11 +262,19 @@ impl Thread {
 
     /// Advertises on `conn` and answers the command that comes.
     fn serve(&mut self, mut conn: TcpStream) -> Next {
+        match conn.try_clone() {
+            Ok(c) => *self.shared.current.lock() = Some(c),
+            Err(_) => return Next::Again,
+        }
+        // Shutdown may have begun before the clone was published.
+        if self.stopping() {
+            return Next::Stop;
+        }
         let adv = Advertise {
             protocol: PROTOCOL_VERSION,
             instance: self.identity.instance,
             pid: std::process::id(),
-            suspended: !*self.latch.released.lock(),
+            suspended: !*self.shared.latch.released.lock(),
             records_locally: self.inner.dir.is_some(),
             name: self.identity.name.clone(),
             token: self.identity.token.clone(),
@@ -233,54 +287,65 @@ impl Thread {
         let mut out = Vec::new();
         adv.encode(&mut out);
         if conn.write_all(&out).is_err() {
-            return Next::Backoff;
+            return Next::Again;
         }
         // Wait for the first byte of a command, checking for shutdown.
         let _ = conn.set_read_timeout(Some(POLL));
         loop {
             match conn.peek(&mut [0u8]) {
-                Ok(0) => return Next::Backoff,
+                Ok(0) => return self.closed(),
                 Ok(_) => break,
-                Err(e) if is_timeout(&e) => {
+                Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::Interrupted => {
                     if self.stopping() {
                         return Next::Stop;
                     }
                 }
-                Err(_) => return Next::Backoff,
+                Err(_) => return self.closed(),
             }
         }
         let _ = conn.set_read_timeout(Some(MESSAGE_TIMEOUT));
         let mut payload = Vec::new();
-        let kind = match read_message(&mut conn, &mut payload) {
+        let kind = match read_message(&mut conn, &mut payload, MAX_CONTROL_LEN as usize) {
             Ok(Some(k)) => k,
-            Ok(None) => return Next::Backoff,
+            Ok(None) => return self.closed(),
             Err(e) => {
+                self.remote.decided();
                 self.report(format!("the server at {} sent {e}", self.addr));
-                return Next::Backoff;
+                return Next::Again;
             }
         };
         match kind {
             Kind::Command => {}
             Kind::Refused => {
-                let why = Refused::decode(&payload)
-                    .map(|r| r.text)
+                self.remote.decided();
+                let refused = Refused::decode(&payload);
+                let why = refused
+                    .as_ref()
+                    .map(|r| printable(&r.text).into_owned())
                     .unwrap_or_else(|e| e.to_string());
+                // A wrong token or protocol will not change by waiting: a suspended program
+                // runs on at once. A busy server may take it later.
+                if refused.is_ok_and(|r| r.reason != RefuseReason::Busy) {
+                    self.release_suspend();
+                }
                 self.report(format!("{} refused this program: {why}", self.addr));
-                return Next::Backoff;
+                return Next::Again;
             }
             other => {
+                self.remote.decided();
                 self.report(format!(
                     "the server at {} sent {other:?} instead of a command",
                     self.addr
                 ));
-                return Next::Backoff;
+                return Next::Again;
             }
         }
-        let (reply, start) = match Command::decode(&payload, self.identity.start_session_version) {
+        let command = Command::decode(&payload, self.identity.start_session_version);
+        let stopping = self.stopping();
+        let (reply, start) = match command {
             Err(e) => (e.reply(), None),
             Ok(Command::Resume) => {
-                *self.latch.released.lock() = true;
-                self.latch.cv.notify_all();
+                self.release_suspend();
                 (Reply::ok(RESUME, 1), None)
             }
             Ok(Command::StopSession) => {
@@ -288,25 +353,50 @@ impl Thread {
                 // session's last frames arrive instead of counting as unsent.
                 self.revert();
                 self.inner.flush(STOP_FLUSH);
-                self.remote.finish();
+                self.remote.end();
                 (Reply::ok(STOP_SESSION, 1), None)
             }
+            Ok(Command::StartSession { version, .. }) if stopping => (
+                Reply {
+                    code: START_SESSION,
+                    version,
+                    status: Status::Failed,
+                    text: "the program is exiting".into(),
+                },
+                None,
+            ),
             Ok(Command::StartSession { version, settings }) => {
                 (Reply::ok(START_SESSION, version), Some(settings))
             }
         };
+        if start.is_none() {
+            self.remote.decided();
+        }
         out.clear();
         reply.encode(&mut out);
         if conn.write_all(&out).is_err() {
-            return Next::Backoff;
+            return Next::Again;
         }
         if let Some(settings) = start {
             // The reply went first; the records follow on this connection.
             let _ = conn.set_read_timeout(None);
-            self.remote.start(conn);
             self.apply(&settings);
+            if !self.remote.start(conn) {
+                return Next::Stop;
+            }
         }
-        Next::Reconnect
+        Next::Again
+    }
+
+    /// The server closed the control connection without a command.
+    fn closed(&self) -> Next {
+        self.remote.decided();
+        Next::Again
+    }
+
+    fn release_suspend(&self) {
+        *self.shared.latch.released.lock() = true;
+        self.shared.latch.cv.notify_all();
     }
 
     fn report(&self, line: String) {

@@ -2,28 +2,34 @@
 //! (`docs/PROTOCOL.md`, Frames, Data, End, Loss and back-pressure); and [`Outputs`], the sink
 //! that sends every batch to the stream and, when the program also has a log directory, to
 //! that log.
+//!
+//! Accounting: every frame-log record the writer hands to a streaming-only recorder is sent,
+//! held for the next session, or counted as *unsent*, never dropped silently. Until a
+//! session starts (and between sessions) records are held, up to the pool's size, and sent
+//! first when one starts; past that, and at shutdown for what is still held, they count as
+//! unsent.
 
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use formats::protocol::{
     DataEntryRef, Kind, MAX_STREAM_PAYLOAD, encode_data_body, encode_end, encode_frames,
     encode_header,
 };
 use formats::{Dropped, FrameKey, Record};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::clock::Clock;
 use crate::error::{Error, Reporter, SinkError};
-use crate::gate::Gate;
 use crate::sink::{Sink, count_frame_records};
 
-/// A write that blocks longer than this ends the stream (a stalled server never hangs the
-/// program, in Block mode either).
-pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The stall limit: a batch the server has not taken whole within this ends the stream (its
+/// records count as unsent), and a Block-mode producer of a streaming recorder parks at most
+/// this long for a buffer before it counts a drop. A stalled server never hangs a program.
+pub const STALL_LIMIT: Duration = Duration::from_secs(5);
 
 struct State {
     conn: Option<TcpStream>,
@@ -31,43 +37,74 @@ struct State {
     out: Vec<u8>,
     /// Records lost since the last stream began (sent as a Dropped record on the next).
     unsent: u64,
+    /// Whole records waiting for a session (streaming-only recorders).
+    held: Vec<u8>,
+    held_records: u64,
+    /// Frame data waiting for a session, and its size.
+    held_data: Vec<(FrameKey, Vec<u8>)>,
+    held_data_bytes: usize,
+    /// Until the program learns whether a session starts (it connected and the server
+    /// answered, or it could not connect), a Block-mode writer waits for it when the hold is
+    /// full rather than count records as unsent.
+    undecided: bool,
+    /// Shut down: no stream starts again.
+    finished: bool,
 }
 
 /// The current session's stream, if any.
 pub(crate) struct RemoteStream {
     state: Mutex<State>,
+    /// Signalled when a session starts, the first decision is known, or the stream finishes.
+    changed: Condvar,
     /// Records lost in all (for `Stats::unsent`).
     total_unsent: AtomicU64,
+    /// Frame-data updates lost in all (counted with `Stats::dropped_data`).
+    unsent_data: AtomicU64,
     /// Whether a log directory also gets the records (then no session is not a loss).
     records_locally: bool,
+    /// Bytes of records (and, separately, of frame data) held while no session runs.
+    hold_bytes: usize,
+    /// Whether the program's own mode is Block (it waits for the first decision).
+    block: bool,
     worker: u8,
     clock: &'static Clock,
-    gate: Arc<Gate>,
     reporter: Arc<Reporter>,
     addr: String,
 }
 
+/// A recorder's stream settings.
+pub(crate) struct StreamConfig {
+    pub(crate) addr: String,
+    pub(crate) worker: u8,
+    pub(crate) records_locally: bool,
+    pub(crate) hold_bytes: usize,
+    pub(crate) block: bool,
+}
+
 impl RemoteStream {
-    pub(crate) fn new(
-        addr: String,
-        worker: u8,
-        records_locally: bool,
-        gate: Arc<Gate>,
-        reporter: Arc<Reporter>,
-    ) -> Self {
+    pub(crate) fn new(cfg: StreamConfig, reporter: Arc<Reporter>) -> Self {
         Self {
             state: Mutex::new(State {
                 conn: None,
                 out: Vec::new(),
                 unsent: 0,
+                held: Vec::new(),
+                held_records: 0,
+                held_data: Vec::new(),
+                held_data_bytes: 0,
+                undecided: !cfg.records_locally,
+                finished: false,
             }),
+            changed: Condvar::new(),
             total_unsent: AtomicU64::new(0),
-            records_locally,
-            worker,
+            unsent_data: AtomicU64::new(0),
+            records_locally: cfg.records_locally,
+            hold_bytes: cfg.hold_bytes,
+            block: cfg.block,
+            worker: cfg.worker,
             clock: Clock::process(),
-            gate,
             reporter,
-            addr,
+            addr: cfg.addr,
         }
     }
 
@@ -76,18 +113,49 @@ impl RemoteStream {
         self.total_unsent.load(Ordering::Relaxed)
     }
 
+    /// Frame-data updates the streams could not carry, in all.
+    pub(crate) fn unsent_data(&self) -> u64 {
+        self.unsent_data.load(Ordering::Relaxed)
+    }
+
     /// Whether a session streams now.
     pub(crate) fn is_streaming(&self) -> bool {
         self.state.lock().conn.is_some()
     }
 
-    /// Makes `conn` the session's stream (ending a previous one); the loss since the last
-    /// stream goes first, as a Dropped record.
-    pub(crate) fn start(&self, conn: TcpStream) {
-        let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
+    /// The program now knows whether a session starts soon (the server answered with
+    /// something else, refused it, or cannot be reached): a waiting writer goes on.
+    pub(crate) fn decided(&self) {
         let mut st = self.state.lock();
+        if st.undecided {
+            st.undecided = false;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits, at most `timeout`, until the program knows whether a session starts.
+    pub(crate) fn wait_decided(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.state.lock();
+        while st.undecided && !st.finished {
+            if self.changed.wait_until(&mut st, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+
+    /// Makes `conn` the session's stream (ending a previous one). The loss since the last
+    /// stream goes first, as a Dropped record, then what was held for the session. False if
+    /// the recorder is shutting down (no stream starts then).
+    pub(crate) fn start(&self, conn: TcpStream) -> bool {
+        let mut st = self.state.lock();
+        if st.finished {
+            return false;
+        }
         end_stream(&mut st);
         st.conn = Some(conn);
+        st.undecided = false;
+        self.changed.notify_all();
         if st.unsent > 0 {
             let mut rec = Vec::new();
             Record::Dropped(Dropped {
@@ -96,44 +164,113 @@ impl RemoteStream {
                 count: st.unsent,
             })
             .encode_to_vec(&mut rec);
-            st.unsent = 0;
-            self.write_frames(&mut st, &rec);
+            self.send_frames(&mut st, &rec, 0);
         }
+        if st.conn.is_some() {
+            st.unsent = 0;
+        }
+        let held = std::mem::take(&mut st.held);
+        let held_records = std::mem::take(&mut st.held_records);
+        if !held.is_empty() {
+            self.send_frames(&mut st, &held, held_records);
+        }
+        let held_data = std::mem::take(&mut st.held_data);
+        st.held_data_bytes = 0;
+        if !held_data.is_empty() {
+            self.write_data(&mut st, held_data);
+        }
+        true
     }
 
-    /// Ends the stream with End (StopSession, or the recorder shutting down).
-    pub(crate) fn finish(&self) {
+    /// Ends the stream with End (StopSession).
+    pub(crate) fn end(&self) {
         end_stream(&mut self.state.lock());
     }
 
-    fn lose(&self, st: &mut State, records: u64) {
-        st.unsent += records;
+    /// Ends the stream for good (the recorder shuts down): what is still held for a session
+    /// that never came counts as unsent, and the report says so.
+    pub(crate) fn finish(&self) {
+        let mut st = self.state.lock();
+        st.finished = true;
+        st.undecided = false;
+        self.changed.notify_all();
+        end_stream(&mut st);
+        let held = std::mem::take(&mut st.held_records);
+        st.held.clear();
+        let held_data = st.held_data.len() as u64;
+        st.held_data.clear();
+        st.held_data_bytes = 0;
+        drop(st);
+        if held > 0 || held_data > 0 {
+            self.lose_records(held);
+            self.unsent_data.fetch_add(held_data, Ordering::Relaxed);
+            self.reporter.report(Error::Remote(format!(
+                "no session started with {}: {held} records and {held_data} frame-data updates recorded meanwhile were not sent (counted as unsent)",
+                self.addr
+            )));
+        }
+    }
+
+    fn lose_records(&self, records: u64) {
         self.total_unsent.fetch_add(records, Ordering::Relaxed);
     }
 
-    /// The stream failed: drop it, count what it held, stop recording if nothing else gets
-    /// the records.
+    /// The stream failed: drop it and count what it held.
     fn fail(&self, st: &mut State, records: u64, e: &std::io::Error) {
         if let Some(c) = st.conn.take() {
             let _ = c.shutdown(Shutdown::Both);
         }
-        self.lose(st, records);
-        if !self.records_locally {
-            self.gate.close(true);
-        }
+        st.unsent += records;
+        self.lose_records(records);
         self.reporter.report(Error::Remote(format!(
-            "the stream to {} failed ({e}); {records} records unsent, the program runs on and reconnects",
+            "the stream to {} failed ({e}); its records are counted as unsent from now on (Stats::unsent), the program runs on and reconnects",
             self.addr
         )));
     }
 
-    fn write_frames(&self, st: &mut State, records: &[u8]) {
-        if st.conn.is_none() {
-            if !self.records_locally {
-                self.lose(st, count_frame_records(records));
-            }
+    /// Sends `records` (`count` frame records) on the stream, or keeps or counts them.
+    fn write_frames(&self, st: &mut parking_lot::MutexGuard<'_, State>, records: &[u8]) {
+        if st.conn.is_some() {
+            let n = count_frame_records(records);
+            self.send_frames(st, records, n);
             return;
         }
+        if self.records_locally {
+            return; // the log directory has them
+        }
+        let n = count_frame_records(records);
+        loop {
+            if st.conn.is_some() {
+                self.send_frames(st, records, n);
+                return;
+            }
+            if st.held.len() + records.len() <= self.hold_bytes && !st.finished {
+                st.held.extend_from_slice(records);
+                st.held_records += n;
+                return;
+            }
+            // The hold is full. A Block-mode program that does not know yet whether a
+            // session starts waits for that (at most the stall limit); otherwise the records
+            // count as unsent.
+            if self.block && st.undecided && !st.finished {
+                let deadline = Instant::now() + STALL_LIMIT;
+                while st.undecided && st.conn.is_none() && !st.finished {
+                    if self.changed.wait_until(st, deadline).timed_out() {
+                        st.undecided = false;
+                    }
+                }
+                continue;
+            }
+            st.unsent += n;
+            self.lose_records(n);
+            return;
+        }
+    }
+
+    /// Writes records on the stream in messages of at most 8 MiB, the whole call within the
+    /// stall limit; on failure the stream ends and `count` records are unsent.
+    fn send_frames(&self, st: &mut State, records: &[u8], count: u64) {
+        let deadline = Instant::now() + STALL_LIMIT;
         let mut result = Ok(());
         let mut rest = records;
         while !rest.is_empty() && result.is_ok() {
@@ -142,18 +279,34 @@ impl RemoteStream {
             encode_frames(&rest[..cut], &mut st.out);
             rest = &rest[cut..];
             if let Some(c) = st.conn.as_mut() {
-                result = c.write_all(&st.out);
+                result = write_all_by(c, &st.out, deadline);
             }
         }
         if let Err(e) = result {
-            self.fail(st, count_frame_records(records), &e);
+            self.fail(st, count, &e);
         }
     }
 
-    fn write_data(&self, st: &mut State, entries: &[(FrameKey, Vec<u8>)]) {
-        if st.conn.is_none() {
+    fn add_data(&self, st: &mut State, entries: &[(FrameKey, Vec<u8>)]) {
+        if st.conn.is_some() {
+            self.write_data(st, entries.to_vec());
             return;
         }
+        if self.records_locally {
+            return;
+        }
+        for (key, doc) in entries {
+            if st.held_data_bytes + doc.len() <= self.hold_bytes && !st.finished {
+                st.held_data_bytes += doc.len();
+                st.held_data.push((*key, doc.clone()));
+            } else {
+                self.unsent_data.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn write_data(&self, st: &mut State, entries: Vec<(FrameKey, Vec<u8>)>) {
+        let deadline = Instant::now() + STALL_LIMIT;
         let mut result = Ok(());
         let mut i = 0;
         while i < entries.len() && result.is_ok() {
@@ -177,28 +330,68 @@ impl RemoteStream {
                 }),
                 &mut body,
             );
-            i = j;
             if body.len() > MAX_STREAM_PAYLOAD {
-                continue; // one document over 8 MiB: never sent (the server would refuse it)
+                // One document over 8 MiB: never sent (the server would refuse it).
+                self.unsent_data
+                    .fetch_add((j - i) as u64, Ordering::Relaxed);
+                i = j;
+                continue;
             }
             st.out.clear();
             encode_header(Kind::Data, body.len(), &mut st.out);
             st.out.extend_from_slice(&body);
             if let Some(c) = st.conn.as_mut() {
-                result = c.write_all(&st.out);
+                result = write_all_by(c, &st.out, deadline);
+            }
+            if result.is_ok() {
+                i = j;
             }
         }
         if let Err(e) = result {
+            self.unsent_data
+                .fetch_add((entries.len() - i) as u64, Ordering::Relaxed);
             self.fail(st, 0, &e);
         }
     }
+}
+
+/// Writes all of `bytes` unless `deadline` passes first (a server that reads slowly or not
+/// at all ends the stream instead of holding the program).
+fn write_all_by(conn: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    while !bytes.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                ErrorKind::TimedOut,
+                format!(
+                    "the server took less than the data within the {} s stall limit",
+                    STALL_LIMIT.as_secs()
+                ),
+            ));
+        }
+        conn.set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
+        match conn.write(bytes) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn end_stream(st: &mut State) {
     if let Some(mut c) = st.conn.take() {
         let mut end = Vec::new();
         encode_end(st.unsent, &mut end);
-        let _ = c.write_all(&end);
+        if write_all_by(&mut c, &end, Instant::now() + Duration::from_secs(1)).is_ok() {
+            st.unsent = 0;
+        }
         let _ = c.flush();
         let _ = c.shutdown(Shutdown::Write);
     }
@@ -266,7 +459,7 @@ impl Sink for Outputs {
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
         {
             let mut st = self.remote.state.lock();
-            self.remote.write_data(&mut st, entries);
+            self.remote.add_data(&mut st, entries);
         }
         match &self.local {
             Some(l) => l.append_data(entries),

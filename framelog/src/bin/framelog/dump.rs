@@ -88,6 +88,17 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode> {
         label,
         context: args.context,
     };
+    if args.follow && args.dir.is_dir() && !framelog::segments::is_log(&args.dir) {
+        // A directory a recorder (`framelog serve`) created and has not written yet: wait
+        // for its first segment, as following waits for growth.
+        eprintln!(
+            "framelog: {}: no frames yet; waiting for a program to write",
+            args.dir.display()
+        );
+        while !framelog::segments::is_log(&args.dir) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
     let mut reader = LogReader::open(&args.dir)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());

@@ -100,17 +100,18 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     let _ = rx.recv();
-    let programs = server.processes();
+    let mut server = server;
+    // Counted after the drain: everything the programs still sent is in the log.
+    server.close();
+    let programs = server.programs_seen();
     let frames = server.frames();
-    server.shutdown();
     stop.store(true, Ordering::Release);
     if let Some(f) = forwarder {
         let sent = f.join().unwrap_or(0);
         eprintln!("framelog serve: forwarded {sent} spans");
     }
     eprintln!(
-        "framelog serve: stopped; {frames} frames from {} programs in {}",
-        programs.len(),
+        "framelog serve: stopped; {frames} frames from {programs} programs in {}",
         args.dir.display()
     );
     Ok(ExitCode::SUCCESS)
