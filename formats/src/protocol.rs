@@ -25,6 +25,10 @@ pub const START_SESSION: u8 = 1;
 pub const STOP_SESSION: u8 = 2;
 /// Command code of Resume.
 pub const RESUME: u8 = 3;
+/// The newest StartSession version: v3, whose streams the server acknowledges (Ack).
+pub const LATEST_START_SESSION: u8 = 3;
+/// The first StartSession version whose streams are acknowledged.
+pub const ACKED_START_SESSION: u8 = 3;
 
 /// What a message is (its header's kind byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +48,8 @@ pub enum Kind {
     Data = 6,
     /// A stream ends.
     End = 7,
+    /// The server acknowledges records appended from a v3 stream.
+    Ack = 8,
 }
 
 impl Kind {
@@ -57,6 +63,7 @@ impl Kind {
             5 => Kind::Frames,
             6 => Kind::Data,
             7 => Kind::End,
+            8 => Kind::Ack,
             _ => return None,
         })
     }
@@ -831,6 +838,20 @@ pub fn encode_end(unsent: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&unsent.to_le_bytes());
 }
 
+/// Appends an Ack message: `records` frame records of this stream appended so far.
+pub fn encode_ack(records: u64, out: &mut Vec<u8>) {
+    encode_header(Kind::Ack, 8, out);
+    out.extend_from_slice(&records.to_le_bytes());
+}
+
+/// Decodes an Ack payload: frame records of the stream appended so far.
+pub fn decode_ack(payload: &[u8]) -> Result<u64, ProtocolError> {
+    let mut f = Fields::new(payload, "Ack");
+    let records = f.u64()?;
+    f.finish()?;
+    Ok(records)
+}
+
 /// Decodes an End payload: the count of records the program could not send.
 pub fn decode_end(payload: &[u8]) -> Result<u64, ProtocolError> {
     let mut f = Fields::new(payload, "End");
@@ -1009,6 +1030,31 @@ mod tests {
     }
 
     #[test]
+    fn ack_and_start_session_v3_round_trip() {
+        let mut out = Vec::new();
+        encode_ack(123_456, &mut out);
+        let (kind, len) = decode_header(out[..HEADER_LEN].try_into().unwrap()).unwrap();
+        assert_eq!((kind, len), (Kind::Ack, 8));
+        assert_eq!(decode_ack(&out[HEADER_LEN..]).unwrap(), 123_456);
+        assert!(decode_ack(&out[HEADER_LEN..HEADER_LEN + 7]).is_err());
+        let v3 = Command::StartSession {
+            version: 3,
+            settings: SessionSettings {
+                categories: vec![Category::DATABASE],
+                ..SessionSettings::keep()
+            },
+        };
+        let mut out = Vec::new();
+        v3.encode(&mut out);
+        assert_eq!(Command::decode(&out[HEADER_LEN..], 3).unwrap(), v3);
+        // A program that knows only v2 says so instead of misreading it.
+        assert!(matches!(
+            Command::decode(&out[HEADER_LEN..], 2),
+            Err(CommandError::UnsupportedVersion { supported: 2, .. })
+        ));
+    }
+
+    #[test]
     fn version_needed_follows_the_options() {
         assert_eq!(SessionSettings::keep().version_needed(), 1);
         let s = SessionSettings {
@@ -1038,7 +1084,11 @@ mod tests {
             Err(ProtocolError::BadLength { .. })
         ));
         assert_eq!(h(10, 0), Err(ProtocolError::UnknownKind(0)));
-        assert_eq!(h(10, 8), Err(ProtocolError::UnknownKind(8)));
+        assert_eq!(h(10, 9), Err(ProtocolError::UnknownKind(9)));
+        assert!(matches!(
+            h(MAX_CONTROL_LEN + 1, 8),
+            Err(ProtocolError::BadLength { .. })
+        ));
     }
 
     proptest! {

@@ -75,7 +75,7 @@ impl Default for Builder {
             connect: None,
             suspend: None,
             token: None,
-            start_session_version: 2,
+            start_session_version: formats::protocol::LATEST_START_SESSION,
         }
     }
 }
@@ -187,11 +187,11 @@ impl Builder {
         self
     }
 
-    /// Understand StartSession only up to this version (1 or 2; default 2): pins the
+    /// Understand StartSession only up to this version (1 to 3; default 3): pins the
     /// session protocol when a fleet mixes versions. `FRAMELOG_CONNECT=…,session=v1` does the
     /// same from the environment.
     pub fn start_session_version(mut self, version: u8) -> Self {
-        self.start_session_version = version.clamp(1, 2);
+        self.start_session_version = version.clamp(1, formats::protocol::LATEST_START_SESSION);
         self
     }
 

@@ -75,7 +75,7 @@ fn new_program_new_server_v1_then_v2_settings_apply_while_it_runs() {
         process(&server).is_some_and(|p| p.state == ProcessState::Waiting)
     });
     let p = process(&server).unwrap();
-    assert_eq!((p.protocol, p.start_session_version), (1, 2));
+    assert_eq!((p.protocol, p.start_session_version), (1, 3));
     assert_eq!(p.pid, std::process::id());
     // Before a session: recorded and held, sent first when the session starts.
     record(&rec, "before", Category::HTTP);
@@ -202,7 +202,7 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
         .build()
         .unwrap();
     let (mut c, adv) = accept_advertise(&listener);
-    assert_eq!(adv.command_version(protocol::START_SESSION), 2);
+    assert_eq!(adv.command_version(protocol::START_SESSION), 3);
 
     // A newer server's command this program does not know: an explicit error, no hang.
     let mut out = Vec::new();
@@ -215,18 +215,18 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
     assert_eq!(r.status, Status::UnknownCommand);
     assert!(r.text.contains("unknown command code 42"), "{}", r.text);
 
-    // StartSession v3 (from a future server): unsupported, naming what it knows.
+    // StartSession v4 (from a future server): unsupported, naming what it knows.
     let (mut c, _) = accept_advertise(&listener);
     let mut out = Vec::new();
     protocol::encode_header(Kind::Command, 2, &mut out);
-    out.extend_from_slice(&[protocol::START_SESSION, 3]);
+    out.extend_from_slice(&[protocol::START_SESSION, 4]);
     c.write_all(&out).unwrap();
     read_message(&mut c, &mut payload, usize::MAX).unwrap();
     let r = Reply::decode(&payload).unwrap();
     assert_eq!(r.status, Status::UnsupportedVersion);
     assert!(
         r.text
-            .contains("StartSession v3 is not supported (this program knows up to v2)")
+            .contains("StartSession v4 is not supported (this program knows up to v3)")
     );
 
     // An old server: StartSession v1. The program answers Ok and streams on this connection.

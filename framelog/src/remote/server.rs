@@ -29,9 +29,9 @@ use parking_lot::Mutex;
 
 use formats::FrameKey;
 use formats::protocol::{
-    Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME, RefuseReason, Refused,
-    Reply, START_SESSION, STOP_SESSION, SessionSettings, Status, command_name, decode_data,
-    decode_end, printable,
+    ACKED_START_SESSION, Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME,
+    RefuseReason, Refused, Reply, START_SESSION, STOP_SESSION, SessionSettings, Status,
+    command_name, decode_data, decode_end, encode_ack, printable,
 };
 
 use super::rewrite::{KeyMap, RewriteError};
@@ -429,7 +429,12 @@ impl Drop for Server {
 
 /// The StartSession that carries `settings` for this program, or why it cannot.
 fn start_command(info: &ProcessInfo, settings: SessionSettings) -> Result<Command, String> {
-    let version = settings.version_needed();
+    // v3 (acknowledged streams) whenever the program knows it: it makes every loss countable.
+    let version = if info.start_session_version >= ACKED_START_SESSION {
+        ACKED_START_SESSION
+    } else {
+        settings.version_needed()
+    };
     if info.start_session_version == 0 {
         return Err(format!(
             "{} (pid {}) does not take StartSession: it cannot be recorded",
@@ -827,6 +832,8 @@ impl Shared {
         payload: &mut Vec<u8>,
     ) -> Ending {
         let mut output: Option<Arc<Output>> = None;
+        // On an acknowledged (v3) stream: frame records appended so far.
+        let mut acked: Option<u64> = None;
         let stop = || self.must_stop();
         loop {
             if self.must_stop() {
@@ -889,20 +896,40 @@ impl Shared {
             }
             let result = match (kind, &output) {
                 (Kind::Reply, None) => match Reply::decode(payload) {
-                    Ok(reply) => match self.on_reply(conn, adv, reply) {
-                        Ok(o) => {
-                            output = o;
-                            Ok(())
+                    Ok(reply) => {
+                        let version = reply.version;
+                        match self.on_reply(conn, adv, reply) {
+                            Ok(o) => {
+                                acked =
+                                    (o.is_some() && version >= ACKED_START_SESSION).then_some(0);
+                                output = o;
+                                Ok(())
+                            }
+                            Err(e) => Err(e),
                         }
-                        Err(e) => Err(e),
-                    },
+                    }
                     Err(e) => Err(e.to_string()),
                 },
-                (Kind::Frames, Some(o)) => self.append_frames(adv.instance, o, payload),
+                (Kind::Frames, Some(o)) => {
+                    self.append_frames(adv.instance, o, payload)
+                        .and_then(|n| match &mut acked {
+                            Some(total) => {
+                                *total += n;
+                                send_ack(stream, *total)
+                            }
+                            None => Ok(()),
+                        })
+                }
                 (Kind::Data, Some(o)) => append_data(o, payload),
                 (Kind::End, Some(_)) => {
                     return match decode_end(payload) {
-                        Ok(unsent) => Ending::End(unsent),
+                        Ok(unsent) => {
+                            // The last Ack: the program waits for it before it closes.
+                            if let Some(total) = acked {
+                                let _ = send_ack(stream, total);
+                            }
+                            Ending::End(unsent)
+                        }
                         Err(e) => Ending::Error(e.to_string()),
                     };
                 }
@@ -1008,7 +1035,8 @@ impl Shared {
         }
     }
 
-    fn append_frames(&self, instance: u64, o: &Output, payload: &mut [u8]) -> Result<(), String> {
+    /// Appends one Frames message; returns its frame records (starts and ends).
+    fn append_frames(&self, instance: u64, o: &Output, payload: &mut [u8]) -> Result<u64, String> {
         let counts = {
             let mut map = o.map.lock();
             map.rewrite_records(payload, &mut |n| o.writer.reserve_ids(n))
@@ -1022,8 +1050,19 @@ impl Shared {
             p.info.frames += counts.starts;
             p.info.lost += counts.dropped;
         }
-        Ok(())
+        Ok(counts.starts + counts.ends)
     }
+}
+
+/// Tells the program of a v3 stream how many of its frame records are in the log.
+fn send_ack(stream: &TcpStream, records: u64) -> Result<(), String> {
+    let mut out = Vec::with_capacity(13);
+    encode_ack(records, &mut out);
+    // A program reads its Acks as they come; one that does not is cut off, not waited for.
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    (&*stream)
+        .write_all(&out)
+        .map_err(|e| format!("sending an Ack: {e}"))
 }
 
 fn append_data(o: &Output, payload: &[u8]) -> Result<(), String> {

@@ -41,7 +41,8 @@ pub(crate) fn parse(value: &str) -> Result<ConnectConfig, String> {
             session_version = Some(match v {
                 "v1" | "1" => 1,
                 "v2" | "2" => 2,
-                _ => return Err(format!("session {v:?}: expected v1 or v2")),
+                "v3" | "3" => 3,
+                _ => return Err(format!("session {v:?}: expected v1, v2 or v3")),
             });
         } else if !part.is_empty() {
             return Err(format!("unknown option {part:?}"));
@@ -77,7 +78,11 @@ mod tests {
             Some(Duration::from_millis(500))
         );
         assert_eq!(parse("h:1,session=v1").unwrap().session_version, Some(1));
-        assert!(parse("h:1,session=v3").unwrap_err().contains("v1 or v2"));
+        assert!(
+            parse("h:1,session=v4")
+                .unwrap_err()
+                .contains("v1, v2 or v3")
+        );
         // A timeout without `suspend` is accepted and unused.
         assert_eq!(parse("h:1,timeout=2s").unwrap().suspend, None);
     }

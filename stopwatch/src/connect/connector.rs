@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use formats::protocol::{
-    Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME, RefuseReason, Refused,
-    Reply, START_SESSION, STOP_SESSION, SamplingSetting, SessionSettings, Status, printable,
+    ACKED_START_SESSION, Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME,
+    RefuseReason, Refused, Reply, START_SESSION, STOP_SESSION, SamplingSetting, SessionSettings,
+    Status, printable,
 };
 use framelog::remote::wire::{is_timeout, read_message};
 use parking_lot::{Condvar, Mutex};
@@ -366,7 +367,7 @@ impl Thread {
                 None,
             ),
             Ok(Command::StartSession { version, settings }) => {
-                (Reply::ok(START_SESSION, version), Some(settings))
+                (Reply::ok(START_SESSION, version), Some((version, settings)))
             }
         };
         if start.is_none() {
@@ -377,11 +378,11 @@ impl Thread {
         if conn.write_all(&out).is_err() {
             return Next::Again;
         }
-        if let Some(settings) = start {
+        if let Some((version, settings)) = start {
             // The reply went first; the records follow on this connection.
             let _ = conn.set_read_timeout(None);
             self.apply(&settings);
-            if !self.remote.start(conn) {
+            if !self.remote.start(conn, version >= ACKED_START_SESSION) {
                 return Next::Stop;
             }
         }

@@ -4,9 +4,11 @@
 //!
 //! - `config`: the `FRAMELOG_CONNECT=HOST:PORT[,suspend][,timeout=30s]` syntax.
 //! - `connector`: the diagnostics thread (connect, Advertise, answer commands, reconnect).
+//! - `acks`: reading the server's Acks of an acknowledged (v3) stream.
 //! - `stream`: the session's stream, written by the recorder's writer thread, and the sink
 //!   that sends each batch to it (and to the log directory, when there is one too).
 
+pub(crate) mod acks;
 pub(crate) mod config;
 pub(crate) mod connector;
 pub(crate) mod stream;

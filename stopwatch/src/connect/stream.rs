@@ -22,6 +22,7 @@ use formats::protocol::{
 use formats::{Dropped, FrameKey, Record};
 use parking_lot::{Condvar, Mutex};
 
+use super::acks::Acks;
 use crate::clock::Clock;
 use crate::error::{Error, Reporter, SinkError};
 use crate::sink::{Sink, count_frame_records};
@@ -31,8 +32,28 @@ use crate::sink::{Sink, count_frame_records};
 /// this long for a buffer before it counts a drop. A stalled server never hangs a program.
 pub const STALL_LIMIT: Duration = Duration::from_secs(5);
 
+/// The stream of the running session.
+struct Live {
+    conn: TcpStream,
+    /// Frame records written to it whole.
+    sent: u64,
+    /// What the server acknowledged (v3 sessions).
+    acks: Option<Arc<Acks>>,
+}
+
+impl Live {
+    /// Records sent that the server has not acknowledged (all are in doubt without Acks:
+    /// none are counted then, as before v3).
+    fn unacknowledged(&self, wait: Duration) -> u64 {
+        match &self.acks {
+            Some(a) => self.sent.saturating_sub(a.wait_closed(wait)),
+            None => 0,
+        }
+    }
+}
+
 struct State {
-    conn: Option<TcpStream>,
+    conn: Option<Live>,
     /// Message being built (reused).
     out: Vec<u8>,
     /// Records lost since the last stream began (sent as a Dropped record on the next).
@@ -144,16 +165,29 @@ impl RemoteStream {
         }
     }
 
-    /// Makes `conn` the session's stream (ending a previous one). The loss since the last
-    /// stream goes first, as a Dropped record, then what was held for the session. False if
-    /// the recorder is shutting down (no stream starts then).
-    pub(crate) fn start(&self, conn: TcpStream) -> bool {
+    /// Makes `conn` the session's stream (ending a previous one); `acked`: the server
+    /// acknowledges it (StartSession v3). The loss since the last stream goes first, as a
+    /// Dropped record, then what was held for the session. False if the recorder is shutting
+    /// down (no stream starts then).
+    pub(crate) fn start(&self, conn: TcpStream, acked: bool) -> bool {
         let mut st = self.state.lock();
         if st.finished {
             return false;
         }
-        end_stream(&mut st);
-        st.conn = Some(conn);
+        self.end_stream(&mut st);
+        let acks = if acked {
+            match conn.try_clone().and_then(Acks::spawn) {
+                Ok(a) => Some(a),
+                Err(_) => return false,
+            }
+        } else {
+            None
+        };
+        st.conn = Some(Live {
+            conn,
+            sent: 0,
+            acks,
+        });
         st.undecided = false;
         self.changed.notify_all();
         if st.unsent > 0 {
@@ -184,7 +218,7 @@ impl RemoteStream {
 
     /// Ends the stream with End (StopSession).
     pub(crate) fn end(&self) {
-        end_stream(&mut self.state.lock());
+        self.end_stream(&mut self.state.lock());
     }
 
     /// Ends the stream for good (the recorder shuts down): what is still held for a session
@@ -194,7 +228,7 @@ impl RemoteStream {
         st.finished = true;
         st.undecided = false;
         self.changed.notify_all();
-        end_stream(&mut st);
+        self.end_stream(&mut st);
         let held = std::mem::take(&mut st.held_records);
         st.held.clear();
         let held_data = st.held_data.len() as u64;
@@ -215,13 +249,19 @@ impl RemoteStream {
         self.total_unsent.fetch_add(records, Ordering::Relaxed);
     }
 
-    /// The stream failed: drop it and count what it held.
+    /// The stream failed: drop it and count what it held (the failed write's records, and
+    /// on an acknowledged stream every record the server did not acknowledge).
     fn fail(&self, st: &mut State, records: u64, e: &std::io::Error) {
-        if let Some(c) = st.conn.take() {
-            let _ = c.shutdown(Shutdown::Both);
+        let mut lost = records;
+        if let Some(live) = st.conn.take() {
+            // Half-close first: the server (if it lives) sees the end and its last Acks
+            // arrive; a dead one's connection closes at once.
+            let _ = live.conn.shutdown(Shutdown::Write);
+            lost += live.unacknowledged(ACK_WAIT_AFTER_FAILURE);
+            let _ = live.conn.shutdown(Shutdown::Both);
         }
-        st.unsent += records;
-        self.lose_records(records);
+        st.unsent += lost;
+        self.lose_records(lost);
         self.reporter.report(Error::Remote(format!(
             "the stream to {} failed ({e}); its records are counted as unsent from now on (Stats::unsent), the program runs on and reconnects",
             self.addr
@@ -271,19 +311,30 @@ impl RemoteStream {
     /// stall limit; on failure the stream ends and `count` records are unsent.
     fn send_frames(&self, st: &mut State, records: &[u8], count: u64) {
         let deadline = Instant::now() + STALL_LIMIT;
-        let mut result = Ok(());
         let mut rest = records;
-        while !rest.is_empty() && result.is_ok() {
+        while !rest.is_empty() {
             let cut = cut_at_record(rest, MAX_STREAM_PAYLOAD);
+            // One message in the common case; records are counted per message otherwise.
+            let n = if cut == records.len() {
+                count
+            } else {
+                count_frame_records(&rest[..cut])
+            };
             st.out.clear();
             encode_frames(&rest[..cut], &mut st.out);
             rest = &rest[cut..];
-            if let Some(c) = st.conn.as_mut() {
-                result = write_all_by(c, &st.out, deadline);
+            let State { conn, out, .. } = st;
+            let Some(live) = conn.as_mut() else {
+                return;
+            };
+            match write_all_by(&mut live.conn, out, deadline) {
+                Ok(()) => live.sent += n,
+                Err(e) => {
+                    let left = n + count_frame_records(rest);
+                    self.fail(st, left, &e);
+                    return;
+                }
             }
-        }
-        if let Err(e) = result {
-            self.fail(st, count, &e);
         }
     }
 
@@ -340,8 +391,8 @@ impl RemoteStream {
             st.out.clear();
             encode_header(Kind::Data, body.len(), &mut st.out);
             st.out.extend_from_slice(&body);
-            if let Some(c) = st.conn.as_mut() {
-                result = write_all_by(c, &st.out, deadline);
+            if let Some(live) = st.conn.as_mut() {
+                result = write_all_by(&mut live.conn, &st.out, deadline);
             }
             if result.is_ok() {
                 i = j;
@@ -354,6 +405,39 @@ impl RemoteStream {
         }
     }
 }
+
+impl RemoteStream {
+    /// Ends the stream with End and waits (at most the stall limit) for the server to
+    /// acknowledge everything; what it does not acknowledge counts as unsent.
+    fn end_stream(&self, st: &mut State) {
+        let Some(mut live) = st.conn.take() else {
+            return;
+        };
+        let mut end = Vec::new();
+        encode_end(st.unsent, &mut end);
+        if write_all_by(&mut live.conn, &end, Instant::now() + STALL_LIMIT).is_ok() {
+            st.unsent = 0;
+        }
+        let _ = live.conn.flush();
+        let lost = match &live.acks {
+            Some(a) => live.sent.saturating_sub(a.wait_for(live.sent, STALL_LIMIT)),
+            None => 0,
+        };
+        let _ = live.conn.shutdown(Shutdown::Both);
+        if lost > 0 {
+            st.unsent += lost;
+            self.lose_records(lost);
+            self.reporter.report(Error::Remote(format!(
+                "{} did not acknowledge {lost} records at the end of the stream (counted as unsent)",
+                self.addr
+            )));
+        }
+    }
+}
+
+/// How long a failed stream waits for the last Acks the server sent (a dead server's
+/// connection closes at once; a stopped one's does not).
+const ACK_WAIT_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
 /// Writes all of `bytes` unless `deadline` passes first (a server that reads slowly or not
 /// at all ends the stream instead of holding the program).
@@ -383,18 +467,6 @@ fn write_all_by(conn: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> st
         }
     }
     Ok(())
-}
-
-fn end_stream(st: &mut State) {
-    if let Some(mut c) = st.conn.take() {
-        let mut end = Vec::new();
-        encode_end(st.unsent, &mut end);
-        if write_all_by(&mut c, &end, Instant::now() + Duration::from_secs(1)).is_ok() {
-            st.unsent = 0;
-        }
-        let _ = c.flush();
-        let _ = c.shutdown(Shutdown::Write);
-    }
 }
 
 /// The largest prefix of whole records of `bytes` not over `max` (at least one record).
