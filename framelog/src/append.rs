@@ -364,7 +364,13 @@ impl FramesAppender {
                 slices.push(IoSlice::new(head));
                 slices.push(IoSlice::new(&bytes[r.clone()]));
             }
-            write_all_vectored(&cur.file, &cur.path, &mut slices)?;
+            if let Err(e) = write_all_vectored(&cur.file, &cur.path, &mut slices) {
+                // A failed append (a full disk) leaves nothing behind: what was written of it
+                // is cut while the lock is still held, so readers never see part of a batch
+                // the caller was told failed.
+                let _ = cur.file.set_len(len);
+                return Err(e);
+            }
             drop(lock);
             return self.syncer.appended(&[(&cur.file, &cur.path)]);
         }
@@ -527,9 +533,16 @@ impl DataAppender {
                 slices.push(IoSlice::new(marker));
                 slices.push(IoSlice::new(&batch.bytes[bytes.clone()]));
             }
-            // Data first: an index entry must never point at bytes not yet written.
-            write_all_vectored(&pair.data.file, &pair.data.path, &mut slices)?;
-            (&pair.idx).write_all(&self.index_buf).at(&pair.idx_path)?;
+            // Data first: an index entry must never point at bytes not yet written. A failed
+            // append is cut from both files under the lock (see the frame log's).
+            let idx_len = pair.idx.metadata().at(&pair.idx_path)?.len();
+            let written = write_all_vectored(&pair.data.file, &pair.data.path, &mut slices)
+                .and_then(|()| (&pair.idx).write_all(&self.index_buf).at(&pair.idx_path));
+            if let Err(e) = written {
+                let _ = pair.idx.set_len(idx_len);
+                let _ = pair.data.file.set_len(seek);
+                return Err(e);
+            }
             drop(lock);
             return self.syncer.appended(&[
                 (&pair.data.file, &pair.data.path),

@@ -1,7 +1,7 @@
 //! Errors and the once-per-kind error reporter.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU16, Ordering};
 
 use parking_lot::Mutex;
 
@@ -28,6 +28,19 @@ pub enum Error {
     /// keeps running and retries in the background.
     #[error("remote session: {0}")]
     Remote(String),
+    /// At exit, records a streaming program recorded never reached a server (no session
+    /// took them, or a stream failed): the count, as `Stats::unsent` has it.
+    #[error(
+        "{records} records and {data} frame-data updates were not sent to {addr} (no session took them, or a stream failed); counted as unsent"
+    )]
+    NotSent {
+        /// The server's address.
+        addr: String,
+        /// Frame records (starts and ends) not sent, in all.
+        records: u64,
+        /// Frame-data updates not sent, in all.
+        data: u64,
+    },
     /// Suspended at start-up, no server resumed the program in time; it runs on.
     #[error(
         "suspended for {waited:?} waiting for {addr} to resume the program; running without it"
@@ -69,7 +82,7 @@ pub enum Error {
 }
 
 impl Error {
-    fn kind_bit(&self) -> u8 {
+    fn kind_bit(&self) -> u16 {
         match self {
             Error::NoDir
             | Error::ConnectSyntax { .. }
@@ -83,6 +96,7 @@ impl Error {
             Error::Damaged(_) => 32,
             Error::Remote(_) => 64,
             Error::SuspendTimeout { .. } => 128,
+            Error::NotSent { .. } => 256,
         }
     }
 }
@@ -99,7 +113,7 @@ pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync + 'static>;
 /// `build` and shutdown), so a callback may re-enter the API: start frames, read stats,
 /// even drop the last handle of the recorder.
 pub(crate) struct Reporter {
-    seen: AtomicU8,
+    seen: AtomicU16,
     pending: Mutex<Vec<Error>>,
     callback: ErrorCallback,
 }
@@ -108,7 +122,7 @@ impl Reporter {
     /// A reporter calling `callback`, or printing one line to stderr when `None`.
     pub(crate) fn new(callback: Option<ErrorCallback>) -> Reporter {
         Reporter {
-            seen: AtomicU8::new(0),
+            seen: AtomicU16::new(0),
             pending: Mutex::new(Vec::new()),
             callback: callback.unwrap_or_else(|| Arc::new(|e| eprintln!("stopwatch: {e}"))),
         }

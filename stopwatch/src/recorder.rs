@@ -508,6 +508,17 @@ impl std::ops::Deref for InstallGuard {
     }
 }
 
+impl InstallGuard {
+    /// Uninstalls the global stopwatch, writes everything (or sends it, in connect mode) and
+    /// returns the final counters: recorded = written + `dropped` + `unsent`.
+    pub fn finish(mut self) -> Stats {
+        GLOBAL.store(std::ptr::null_mut(), Ordering::Release);
+        self.recorder.close();
+        // Dropping the guard after this closes an already closed recorder: nothing happens.
+        self.recorder.stats()
+    }
+}
+
 impl Drop for InstallGuard {
     fn drop(&mut self) {
         // New frames become no-ops first, then everything recorded so far is written.

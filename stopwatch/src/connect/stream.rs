@@ -238,10 +238,14 @@ impl RemoteStream {
         if held > 0 || held_data > 0 {
             self.lose_records(held);
             self.unsent_data.fetch_add(held_data, Ordering::Relaxed);
-            self.reporter.report(Error::Remote(format!(
-                "no session started with {}: {held} records and {held_data} frame-data updates recorded meanwhile were not sent (counted as unsent)",
-                self.addr
-            )));
+        }
+        let (records, data) = (self.unsent(), self.unsent_data());
+        if records > 0 || data > 0 {
+            self.reporter.report(Error::NotSent {
+                addr: self.addr.clone(),
+                records,
+                data,
+            });
         }
     }
 

@@ -116,9 +116,8 @@ fn main() -> Result<()> {
     for t in threads {
         frames += t.join().expect("recording thread");
     }
-    guard.flush(Duration::from_secs(30));
-    let s = guard.stats();
-    drop(guard);
+    // The final counters, after everything was sent (or counted as not).
+    let s = guard.finish();
     println!(
         "{}",
         serde_json::json!({"frames": frames, "dropped": s.dropped, "unsent": s.unsent,

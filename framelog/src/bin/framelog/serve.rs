@@ -27,6 +27,10 @@ pub struct ServeArgs {
     /// Keep suspended programs waiting (they run on when their own timeout passes).
     #[arg(long)]
     hold: bool,
+    /// Connections served at once (programs hold one or two each); past it a program is
+    /// refused as busy and retries with back-off.
+    #[arg(long, default_value_t = framelog::remote::server::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
     /// Also forward every frame, as it arrives, as an OpenTelemetry span to this OTLP/HTTP
     /// endpoint (e.g. `http://localhost:4318`); sending happens on its own thread.
     #[arg(long, value_name = "URL")]
@@ -86,6 +90,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let mut opts = ServerOptions::recorder(&args.dir);
     opts.token = args.token.clone().filter(|t| !t.is_empty());
     opts.auto_resume = !args.hold;
+    opts.max_connections = args.max_connections.max(1);
     opts.log = Arc::new(|line: &str| eprintln!("framelog serve: {line}"));
     let server = Server::bind(&args.listen, opts)?;
     let stop = Arc::new(AtomicBool::new(false));
