@@ -141,9 +141,10 @@ pub fn encode_data_entry(out: &mut Vec<u8>, key: FrameKey, document: &[u8]) {
 /// Serializes any `Serialize` value to BSON document bytes.
 ///
 /// Maps and structs become the document itself; any other value (a string, a number, a
-/// list) is stored as `{"value": …}` because BSON's top level must be a document.
+/// list) is stored as `{"value": …}` because BSON's top level must be a document. A value
+/// nested deeper than [`crate::nesting::MAX_NESTING`] levels is refused with an error.
 pub fn to_document<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, bson::ser::Error> {
-    let doc = match bson::to_bson(value)? {
+    let doc = match bson::to_bson(&crate::nesting::Bounded::new(value))? {
         bson::Bson::Document(d) => d,
         other => bson::doc! { "value": other },
     };
@@ -180,6 +181,50 @@ mod tests {
         for cut in 0..buf.len() {
             assert_eq!(decode_data_entry(&buf[..cut]), Ok(None));
         }
+    }
+
+    /// Lists nested `.0` deep (as a value, built on the fly: no deep structure to drop).
+    struct Lists(usize);
+    impl Serialize for Lists {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeSeq;
+            if self.0 == 0 {
+                return s.serialize_u32(7);
+            }
+            let mut seq = s.serialize_seq(Some(1))?;
+            seq.serialize_element(&Lists(self.0 - 1))?;
+            seq.end()
+        }
+    }
+
+    /// Options nested `.0` deep around a map.
+    struct Options(usize);
+    impl Serialize for Options {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            match self.0 {
+                0 => json!({"leaf": true}).serialize(s),
+                n => s.serialize_some(&Options(n - 1)),
+            }
+        }
+    }
+
+    #[test]
+    fn data_nested_deeper_than_readers_accept_is_an_error_not_a_stack_overflow() {
+        use crate::nesting::MAX_NESTING;
+        // As deep as allowed: written, and accepted by the readers' check.
+        let doc = to_document(&Lists(MAX_NESTING)).unwrap();
+        crate::bson_check::check_document(&doc).unwrap();
+        let doc = to_document(&json!({"a": {"b": [1, {"c": 2}]}})).unwrap();
+        crate::bson_check::check_document(&doc).unwrap();
+        // One level more, 2,000 (the reported stack overflow) and 100,000 levels: refused.
+        for depth in [MAX_NESTING + 1, 2_000, 100_000] {
+            let e = to_document(&Lists(depth)).unwrap_err();
+            assert!(e.to_string().contains("nested deeper than"), "{e}");
+        }
+        // A chain of options is followed a while, then refused the same way.
+        to_document(&Options(50)).unwrap();
+        let e = to_document(&Options(100_000)).unwrap_err();
+        assert!(e.to_string().contains("nested deeper than"), "{e}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod data;
 mod error;
 mod header;
 mod label;
+pub mod nesting;
 pub mod protocol;
 mod record;
 

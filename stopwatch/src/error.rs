@@ -17,7 +17,9 @@ pub enum Error {
     )]
     NoDir,
     /// `FRAMELOG_CONNECT` (or the builder's connect string) does not parse.
-    #[error("FRAMELOG_CONNECT={value:?}: {reason} (expected HOST:PORT[,suspend][,timeout=30s])")]
+    #[error(
+        "FRAMELOG_CONNECT={value:?}: {reason} (expected HOST:PORT[,suspend][,timeout=30s][,session=v3])"
+    )]
     ConnectSyntax {
         /// The value given.
         value: String,

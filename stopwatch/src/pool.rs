@@ -364,4 +364,27 @@ mod tests {
         // After abort, Block mode no longer waits.
         assert!(pool.take().is_none());
     }
+
+    #[test]
+    fn block_mode_waits_at_most_the_stall_limit_then_counts_until_the_writer_catches_up() {
+        let limit = Duration::from_millis(200);
+        let pool = Pool::new(4, 1024, BufferingMode::Block, Some(limit));
+        let held: Vec<_> = (0..4).map(|_| pool.take().expect("free")).collect();
+        let t = Instant::now();
+        assert!(pool.take().is_none(), "given up after the stall limit");
+        assert!(t.elapsed() >= limit);
+        // Stalled: later producers count at once instead of each waiting the limit again.
+        let t = Instant::now();
+        assert!(pool.take().is_none());
+        if !cfg!(miri) {
+            assert!(t.elapsed() < limit, "{:?}", t.elapsed());
+        }
+        // One buffer back is not a recovery; half the pool free is.
+        let mut held = held.into_iter();
+        pool.give_back(held.next().unwrap());
+        assert!(pool.stalled.load(Ordering::Relaxed));
+        pool.give_back(held.next().unwrap());
+        assert!(!pool.stalled.load(Ordering::Relaxed));
+        assert!(pool.take().is_some(), "waits (and gets one) again");
+    }
 }

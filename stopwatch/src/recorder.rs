@@ -151,7 +151,7 @@ impl Builder {
     }
 
     /// Stream to a server (`framelog serve`, `debugger-gui --listen`) at `HOST:PORT`; the
-    /// same syntax as `FRAMELOG_CONNECT` (`HOST:PORT[,suspend][,timeout=30s]`). With
+    /// same syntax as `FRAMELOG_CONNECT` (`HOST:PORT[,suspend][,timeout=30s][,session=v3]`). With
     /// [`Builder::dir`] too, both get every record. The program never waits for the server
     /// unless suspended; it reconnects in the background.
     pub fn connect(mut self, spec: impl Into<String>) -> Self {
@@ -342,7 +342,7 @@ impl Builder {
     /// Builds a recorder and installs it as the process-global one behind
     /// [`crate::Stopwatch::start`]. Dropping the guard flushes everything and uninstalls it.
     ///
-    /// `FRAMELOG_CONNECT` in the environment (`HOST:PORT[,suspend][,timeout=30s]`) makes it
+    /// `FRAMELOG_CONNECT` in the environment (`HOST:PORT[,suspend][,timeout=30s][,session=v3]`) makes it
     /// stream to that server, replacing the builder's `connect` and `suspend`, the way
     /// `RUST_LOG` overrides code.
     pub fn install(self) -> Result<InstallGuard, Error> {

@@ -424,3 +424,109 @@ fn a_stalled_server_never_hangs_block_mode_producers() {
     );
     drop(c);
 }
+
+/// The recorder the error callback below reaches for (held weakly: the test owns it).
+static STREAMING: Mutex<Option<std::sync::Weak<Recorder>>> = Mutex::new(None);
+
+#[test]
+fn an_error_callback_that_asks_whether_the_stream_is_up_after_the_server_vanishes() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let e = errors.clone();
+    let rec = Arc::new(
+        Stopwatch::builder()
+            .connect(listener.local_addr().unwrap().to_string())
+            .on_error(move |err| {
+                // Re-enters the recorder from the callback: the stream's state and stats.
+                let rec = STREAMING.lock().unwrap().as_ref().and_then(|w| w.upgrade());
+                if let Some(rec) = rec {
+                    let _ = rec.is_streaming();
+                    let _ = rec.stats();
+                }
+                e.lock().unwrap().push(err.to_string());
+            })
+            .build()
+            .unwrap(),
+    );
+    *STREAMING.lock().unwrap() = Some(Arc::downgrade(&rec));
+    let (mut c, _) = accept_advertise(&listener);
+    let reply = send(
+        &mut c,
+        &Command::StartSession {
+            version: 1,
+            settings: SessionSettings::keep(),
+        },
+    );
+    assert_eq!(reply.status, Status::Ok);
+    wait_until("the stream", || rec.is_streaming());
+    // The server vanishes mid-session, without a word, while frames keep coming.
+    drop(c);
+    drop(listener);
+    let r = rec.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        while r.is_streaming() {
+            drop(r.start("after the server went"));
+            std::thread::yield_now();
+        }
+        for _ in 0..1000 {
+            drop(r.start("after the stream failed"));
+        }
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the program noticed the server was gone");
+    wait_until("the stream failure reported", || {
+        !errors.lock().unwrap().is_empty()
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rec = rec;
+        let stats = loop {
+            match Arc::try_unwrap(rec) {
+                Ok(rec) => break rec.shutdown(),
+                Err(again) => rec = again,
+            }
+            std::thread::yield_now();
+        };
+        let _ = tx.send(stats);
+    });
+    let stats = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("shut down with the callback re-entering");
+    assert!(stats.unsent > 0, "{stats:?}");
+    let errors = errors.lock().unwrap();
+    assert!(
+        errors.iter().any(|e| e.starts_with("remote session")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn the_longest_suspend_timeout_and_flush_interval_are_accepted_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), |_| {});
+    let addr = server.local_addr().to_string();
+    let by_spec = Stopwatch::builder()
+        .connect(format!("{addr},suspend,timeout=18446744073709551615s"))
+        .flush_interval(Duration::MAX);
+    let by_builder = Stopwatch::builder()
+        .connect(addr.clone())
+        .suspend(Duration::MAX)
+        .flush_interval(Duration::MAX);
+    for (n, builder) in [by_spec, by_builder].into_iter().enumerate() {
+        // The server starts a session for every program, which ends the suspension.
+        let rec = builder.build().unwrap();
+        for _ in 0..10 {
+            drop(rec.start(if n == 0 { "by spec" } else { "by builder" }));
+        }
+        let stats = rec.shutdown();
+        assert_eq!((stats.dropped, stats.unsent), (0, 0), "{stats:?}");
+        assert!(!stats.writer_failed);
+    }
+    wait_until("every frame in the log", || {
+        let f = frames(dir.path());
+        f.iter().filter(|f| f.0 == "by spec").count() == 10
+            && f.iter().filter(|f| f.0 == "by builder").count() == 10
+    });
+}

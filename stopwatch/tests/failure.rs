@@ -198,3 +198,85 @@ fn a_damaged_log_is_reported_once_left_untouched_and_recording_goes_on() {
     assert_eq!(after, 10);
     assert_eq!(r.take_damage().len(), 1);
 }
+
+/// The recorder an error callback reaches for (held weakly: the test owns it).
+static REPORTING: Mutex<Option<std::sync::Weak<stopwatch::Recorder>>> = Mutex::new(None);
+
+#[test]
+fn an_error_callback_that_records_and_reads_stats_during_a_large_failing_steal() {
+    // Every append fails. 100 threads each leave ~60 KB unflushed in their buffer, so one
+    // steal gathers more than the writer's 4 MiB batch and writes (and fails) part-way
+    // through its walk over the threads. The callback starts a frame on the writer thread
+    // (registering it with the recorder) and reads the stats: both need the locks the steal
+    // held when it used to report from inside the walk.
+    let sink = Arc::new(FailingSink {
+        ok_appends: 0,
+        appends: AtomicU32::new(0),
+        written_records: AtomicU64::new(0),
+        delay: Duration::ZERO,
+    });
+    let called = Arc::new(AtomicU32::new(0));
+    let c = called.clone();
+    let rec = Arc::new(
+        Stopwatch::builder()
+            .sink(sink.clone() as Arc<dyn Sink>)
+            .buffer_kib(64 * 256)
+            .flush_interval(Duration::from_secs(3600))
+            .on_error(move |_: &Error| {
+                let rec = REPORTING.lock().unwrap().as_ref().and_then(|w| w.upgrade());
+                if let Some(rec) = rec {
+                    drop(rec.start("report error"));
+                    let _ = rec.stats();
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap(),
+    );
+    *REPORTING.lock().unwrap() = Some(Arc::downgrade(&rec));
+    const THREADS: usize = 100;
+    let label = "x".repeat(200);
+    let recorded = Arc::new(std::sync::Barrier::new(THREADS + 1));
+    let release = Arc::new(std::sync::Barrier::new(THREADS + 1));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (rec, label) = (rec.clone(), label.clone());
+            let (recorded, release) = (recorded.clone(), release.clone());
+            std::thread::spawn(move || {
+                for _ in 0..240 {
+                    drop(rec.start(label.clone()));
+                }
+                recorded.wait();
+                // Alive, so the buffers are stolen rather than handed over.
+                release.wait();
+            })
+        })
+        .collect();
+    recorded.wait();
+    let r = rec.clone();
+    within(Duration::from_secs(60), move || {
+        r.flush(Duration::from_secs(30))
+    });
+    release.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = within(Duration::from_secs(60), move || {
+        let mut rec = rec;
+        loop {
+            // The callback may hold a handle for a moment.
+            match Arc::try_unwrap(rec) {
+                Ok(rec) => return rec.shutdown(),
+                Err(again) => rec = again,
+            }
+            std::thread::yield_now();
+        }
+    });
+    assert!(stats.writer_failed);
+    assert_eq!(called.load(Ordering::SeqCst), 1, "reported once");
+    assert_eq!(sink.written_records.load(Ordering::SeqCst), 0);
+    assert!(
+        stats.dropped >= (THREADS * 240 * 2) as u64,
+        "every record counted as dropped: {stats:?}"
+    );
+}

@@ -197,3 +197,48 @@ fn an_unfinished_future_is_dropped_inside_its_frames_context() {
         "the destructor's frame joins the request's context"
     );
 }
+
+/// Lists nested `.0` deep, built while serializing (no deep structure to drop).
+struct Nested(usize);
+
+impl serde::Serialize for Nested {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(1))?;
+        if self.0 > 1 {
+            seq.serialize_element(&Nested(self.0 - 1))?;
+        }
+        seq.end()
+    }
+}
+
+#[test]
+fn frame_data_nested_thousands_deep_is_refused_and_counted_not_a_stack_overflow() {
+    let sink = MemSink::new(1, false);
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let e = errors.clone();
+    let rec = Stopwatch::builder()
+        .sink(sink.clone() as Arc<dyn Sink>)
+        .on_error(move |err| e.lock().unwrap().push(err.to_string()))
+        .build()
+        .unwrap();
+    // On a thread with a small stack, as application threads may have.
+    let r = &rec;
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn_scoped(s, move || {
+                r.start("deep").data(&Nested(2_000));
+                r.start("shallow").data(&Nested(10));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    });
+    let stats = rec.shutdown();
+    assert_eq!(stats.dropped_data, 1, "{stats:?}");
+    assert_eq!(sink.data.lock().unwrap().len(), 1, "the shallow one");
+    let errors = errors.lock().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("nested deeper than"), "{errors:?}");
+}

@@ -1,5 +1,5 @@
 //! Where and how a program connects:
-//! `FRAMELOG_CONNECT=HOST:PORT[,suspend][,timeout=30s][,session=v1]`.
+//! `FRAMELOG_CONNECT=HOST:PORT[,suspend][,timeout=30s][,session=v3]`.
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! started with `--listen`) that starts and stops its session and can resume it at start-up.
 //! The protocol is `docs/PROTOCOL.md`.
 //!
-//! - `config`: the `FRAMELOG_CONNECT=HOST:PORT[,suspend][,timeout=30s]` syntax.
+//! - `config`: the `FRAMELOG_CONNECT=HOST:PORT[,suspend][,timeout=30s][,session=v3]` syntax.
 //! - `connector`: the diagnostics thread (connect, Advertise, answer commands, reconnect).
 //! - `acks`: reading the server's Acks of an acknowledged (v3) stream.
 //! - `stream`: the session's stream, written by the recorder's writer thread, and the sink
