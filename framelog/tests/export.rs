@@ -123,11 +123,13 @@ fn ns(v: &Value) -> u64 {
 }
 
 #[test]
-fn chrome_export_nests_moves_overlaps_to_async_tracks_and_marks_open_frames() {
+fn chrome_export_nests_moves_overlaps_to_lanes_and_marks_open_frames() {
     let dir = sample_log();
     let (events, stderr) = export_json(dir.path(), &[]);
     assert!(
-        stderr.contains("exported 8 frames (1 on async tracks, 1 still open at the end)"),
+        stderr.contains(
+            "exported 8 frames (1 on overlap lanes, 0 on async tracks, 1 still open at the end)"
+        ),
         "{stderr}"
     );
 
@@ -197,21 +199,25 @@ fn chrome_export_nests_moves_overlaps_to_async_tracks_and_marks_open_frames() {
     let pos = |n: &str| order.iter().position(|x| *x == n).unwrap();
     assert!(pos("GET /orders") < pos("db: select"));
 
-    // The task that outlived its parent is an async pair with one id.
-    let asyncs: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["ph"] == "b" || e["ph"] == "e")
-        .collect();
-    assert_eq!(asyncs.len(), 2);
-    assert!(
-        asyncs
-            .iter()
-            .all(|e| e["name"] == "spawned: notify" && e["id"] == asyncs[0]["id"])
-    );
-    assert_eq!(ns(&asyncs[0]["ts"]), 11_000);
-    assert_eq!(ns(&asyncs[1]["ts"]), 20_000);
+    // The task that outlived its parent is on the thread's overlap lane: its own tid,
+    // named after the thread.
+    let notify = get("spawned: notify");
+    let lane_tid = notify["tid"].as_u64().unwrap();
+    assert!(lane_tid >= u64::from(framelog::export::chrome::LANE_TID_BASE));
+    assert!(meta.iter().any(|m| m["name"] == "thread_name"
+        && m["tid"] == lane_tid
+        && m["args"]["name"] == "worker-2 (overlap 1)"));
+    assert_eq!((ns(&notify["ts"]), ns(&notify["dur"])), (11_000, 9_000));
+    assert!(events.iter().all(|e| e["ph"] != "b" && e["ph"] != "e"));
     // Its child stays on the thread track, inside the frame that is still there.
     assert!(by_name.contains_key("email: render"));
+    // Keys outside `args` (speedscope merges frames by name and args).
+    for x in &xs {
+        let args = x.get("args");
+        assert!(args.is_none_or(|a| a.get("frame").is_none() && a.get("context").is_none()));
+        assert!(x["id"].as_str().unwrap().contains(':') && x["context"].is_u64());
+    }
+    assert_eq!(get("POST /pay")["context"], 10);
 
     // The job still open: ended at the log's last time, marked.
     let job = get("job: nightly");
@@ -339,7 +345,7 @@ fn check_speedscope(v: &Value) -> usize {
 }
 
 #[test]
-fn speedscope_export_is_one_valid_evented_profile_per_thread_plus_async_lanes() {
+fn speedscope_export_is_one_valid_evented_profile_per_thread_lane() {
     let dir = sample_log();
     let out = dir.path().join("out.speedscope.json");
     let o = framelog(&[
@@ -365,7 +371,7 @@ fn speedscope_export_is_one_valid_evented_profile_per_thread_plus_async_lanes() 
             .any(|n| n.starts_with("orders-api (pid ") && n.ends_with("/ worker-1"))
     );
     assert!(
-        names.iter().any(|n| n.ends_with("/ worker-2 async 1")),
+        names.iter().any(|n| n.ends_with("/ worker-2 (overlap 1)")),
         "{names:?}"
     );
     // Against speedscope's published schema when CI provides it (`.ci/run` fetches the

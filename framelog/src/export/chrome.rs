@@ -68,8 +68,10 @@ impl<W: Write> ChromeTrace<W> {
             Some(n) => format!("{n} (overlap {})", f.lane),
             None => format!("thread {thread} (overlap {})", f.lane),
         };
-        self.event(&json!({"ph": "M", "name": "thread_name", "pid": worker, "tid": tid,
-                           "args": {"name": name}}))?;
+        self.event(
+            &json!({"ph": "M", "name": "thread_name", "pid": worker, "tid": tid,
+                           "args": {"name": name}}),
+        )?;
         Ok(tid)
     }
 

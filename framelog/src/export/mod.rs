@@ -212,7 +212,11 @@ impl Exporter {
         } else {
             name.to_owned()
         };
-        let mut n = self.names_taken.get(&(worker, base.clone())).copied().unwrap_or(0);
+        let mut n = self
+            .names_taken
+            .get(&(worker, base.clone()))
+            .copied()
+            .unwrap_or(0);
         let shown = loop {
             n += 1;
             let candidate = if n == 1 {

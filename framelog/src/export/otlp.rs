@@ -35,7 +35,9 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, span, status};
+use opentelemetry_proto::tonic::trace::v1::{
+    ResourceSpans, ScopeSpans, Span, Status, span, status,
+};
 use prost::Message;
 
 use super::{Frame, FrameSink};
@@ -160,7 +162,10 @@ fn error_in(fields: &bson::Document) -> Option<String> {
             Some(other) => return Some(other.clone().into_relaxed_extjson().to_string()),
         }
     }
-    if fields.get_str("level").is_ok_and(|l| l.eq_ignore_ascii_case("error")) {
+    if fields
+        .get_str("level")
+        .is_ok_and(|l| l.eq_ignore_ascii_case("error"))
+    {
         return Some(
             fields
                 .get_str("message")
@@ -222,7 +227,9 @@ fn partial_success(content_type: &str, body: &[u8]) -> Option<(u64, String)> {
     }
     if content_type.contains("json") {
         let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-        let p = v.get("partialSuccess").or_else(|| v.get("partial_success"))?;
+        let p = v
+            .get("partialSuccess")
+            .or_else(|| v.get("partial_success"))?;
         let n = p.get("rejectedSpans").or_else(|| p.get("rejected_spans"));
         let n = match n {
             Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0),
@@ -419,7 +426,8 @@ impl FrameSink for OtlpSender {
             ..Default::default()
         };
         if f.open {
-            span.attributes.push(kv("framelog.open", V::BoolValue(true)));
+            span.attributes
+                .push(kv("framelog.open", V::BoolValue(true)));
         }
         if let Some(d) = &f.data {
             data_to_span(d, f.end_unix_ns, &mut span);

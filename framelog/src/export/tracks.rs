@@ -166,7 +166,10 @@ impl<S> Thread<S> {
     /// The innermost frame of `context` open here at `start`; records this frame as one.
     fn parent(&mut self, key: FrameKey, context: u32, start: u64, end: u64) -> Option<FrameKey> {
         let stack = self.contexts.entry(context).or_default();
-        while stack.last().is_some_and(|&(_, e)| !still_open(e, start, end)) {
+        while stack
+            .last()
+            .is_some_and(|&(_, e)| !still_open(e, start, end))
+        {
             stack.pop();
             self.context_entries -= 1;
         }
