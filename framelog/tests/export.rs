@@ -115,6 +115,41 @@ fn export_json(dir: &std::path::Path, extra: &[&str]) -> (Vec<Value>, String) {
     (v["traceEvents"].as_array().unwrap().clone(), stderr)
 }
 
+/// The `B`/`E` pairs as `X`-like events (`ts`, `dur`, the begin's fields), in begin order;
+/// checks that each `E` ends the innermost frame begun on its tid, in time order.
+fn durations(events: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut open: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
+    for e in events {
+        let tid = (
+            e["pid"].as_u64().unwrap_or(0),
+            e["tid"].as_u64().unwrap_or(0),
+        );
+        match e["ph"].as_str().unwrap() {
+            "B" => {
+                let mut x = e.clone();
+                x["ph"] = "X".into();
+                out.push(x);
+                open.entry(tid).or_default().push(out.len() - 1);
+            }
+            "E" => {
+                let i = open.get_mut(&tid).and_then(Vec::pop).expect("E without B");
+                let b = &mut out[i];
+                assert_eq!((&b["id"], &b["name"]), (&e["id"], &e["name"]));
+                assert_eq!(b["args"], e["args"], "the end repeats the args");
+                let dur = ns(&e["ts"]) - ns(&b["ts"]);
+                b["dur"] = format!("{}.{:03}", dur / 1000, dur % 1000)
+                    .parse::<serde_json::Number>()
+                    .unwrap()
+                    .into();
+            }
+            _ => {}
+        }
+    }
+    assert!(open.values().all(Vec::is_empty), "B without E");
+    out
+}
+
 fn ns(v: &Value) -> u64 {
     // µs with three decimals → ns, exactly.
     let s = v.to_string();
@@ -148,8 +183,9 @@ fn chrome_export_nests_moves_overlaps_to_lanes_and_marks_open_frames() {
             && m["args"]["name"] == format!("worker-{t}")));
     }
 
-    // X events: times exact to the ns, from the log's first record.
-    let xs: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    // B/E pairs: times exact to the ns, from the log's first record.
+    let xs = durations(&events);
+    let xs: Vec<&Value> = xs.iter().collect();
     let by_name: HashMap<&str, &Value> = xs
         .iter()
         .map(|e| (e["name"].as_str().unwrap(), *e))
@@ -239,7 +275,7 @@ fn filters_keep_one_context_a_label_or_a_time_window() {
     let names = |events: &[Value]| -> Vec<String> {
         let mut v: Vec<String> = events
             .iter()
-            .filter(|e| e["ph"] == "X" || e["ph"] == "b")
+            .filter(|e| e["ph"] == "B" || e["ph"] == "b")
             .map(|e| e["name"].as_str().unwrap().to_owned())
             .collect();
         v.sort();

@@ -4,7 +4,7 @@
 //!
 //! Checked the way the viewers read the files, against the log itself (read and paired
 //! here, independently of the exporter):
-//! - Chrome JSON: every `X` event nests on its `tid`; every frame appears exactly once with
+//! - Chrome JSON: every `B`/`E` pair nests on its `tid`, in time order in the file; every frame appears exactly once with
 //!   its exact start and duration; one `thread_name` per `tid`, unique within a process;
 //!   no frame or context key in `args`.
 //! - speedscope: every profile's events are in time order and balanced; every frame opens
@@ -194,7 +194,8 @@ fn key_of(id: &str) -> FrameKey {
     FrameKey::new(w.parse().unwrap(), i.parse().unwrap())
 }
 
-/// Checks a Chrome export against the log; returns (X events, overlap-lane tids).
+/// Checks a Chrome export against the log (every `B`/`E` pair nests on its tid, in time
+/// order in the file); returns (duration events, overlap-lane tids).
 fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
     let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
@@ -217,9 +218,11 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
         );
     }
     let mut seen: HashMap<FrameKey, u32> = HashMap::new();
-    let mut by_tid: HashMap<(u64, u64), Vec<(u64, u64)>> = HashMap::new();
+    // Per tid, in file order: the frames begun and not ended (id, name, begin), and the
+    // last time seen.
+    let mut stacks: HashMap<(u64, u64), (Vec<(String, String, u64)>, u64)> = HashMap::new();
     let mut begins: HashMap<String, (u64, String)> = HashMap::new();
-    let mut xs = 0;
+    let mut durations = 0;
     for e in events {
         let ph = e["ph"].as_str().unwrap();
         if ph == "M" {
@@ -234,31 +237,44 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
             assert!(args.is_none_or(|a| a.get("data").is_none()));
         }
         let id = e["id"].as_str().unwrap().to_owned();
-        let key = key_of(&id);
         let name = e["name"].as_str().unwrap().to_owned();
-        let open = args.is_some_and(|a| a["open"] == true);
+        let ts = ns(&e["ts"]);
+        let tid = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
         let (start, end) = match ph {
-            "X" => {
-                xs += 1;
-                let s = ns(&e["ts"]);
-                let span = (s, s + ns(&e["dur"]));
-                by_tid
-                    .entry((e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
-                    .or_default()
-                    .push(span);
-                span
+            "B" => {
+                durations += 1;
+                let (stack, last) = stacks.entry(tid).or_default();
+                assert!(
+                    ts >= *last,
+                    "{tid:?}: {id} begins before the previous event"
+                );
+                *last = ts;
+                stack.push((id, name, ts));
+                continue;
+            }
+            "E" => {
+                let (stack, last) = stacks.entry(tid).or_default();
+                assert!(ts >= *last, "{tid:?}: {id} ends before the previous event");
+                *last = ts;
+                let (bid, bname, bts) = stack
+                    .pop()
+                    .unwrap_or_else(|| panic!("{tid:?}: {id} ends with nothing begun"));
+                assert_eq!((&bid, &bname), (&id, &name), "{tid:?}: ends another frame");
+                (bts, ts)
             }
             "b" => {
-                begins.insert(id, (ns(&e["ts"]), name));
+                begins.insert(id, (ts, name));
                 continue;
             }
             "e" => {
                 let (s, n) = begins.remove(&id).expect("e without b");
                 assert_eq!(n, name);
-                (s, ns(&e["ts"]))
+                (s, ts)
             }
             other => panic!("event type {other}"),
         };
+        let key = key_of(&id);
+        let open = args.is_some_and(|a| a["open"] == true);
         *seen.entry(key).or_default() += 1;
         let (label, ts, te, topen) = t
             .frames
@@ -271,30 +287,14 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
         );
     }
     assert!(begins.is_empty(), "b without e");
+    assert!(stacks.values().all(|s| s.0.is_empty()), "B without E");
     assert_eq!(seen.len(), t.frames.len(), "every frame of the log");
     assert!(seen.values().all(|&n| n == 1), "each frame once");
-    // Every X event nests on its tid.
-    for (tid, spans) in &mut by_tid {
-        spans.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
-        let mut stack: Vec<u64> = Vec::new();
-        for &(s, e) in spans.iter() {
-            while stack.last().is_some_and(|&pe| pe < s || (pe == s && e > s)) {
-                stack.pop();
-            }
-            if let Some(&pe) = stack.last() {
-                assert!(
-                    e <= pe,
-                    "{tid:?}: [{s},{e}] overlaps a frame ending at {pe}"
-                );
-            }
-            stack.push(e);
-        }
-    }
-    let lanes = by_tid
+    let lanes = stacks
         .keys()
         .filter(|(_, tid)| *tid >= 1_000_000_000)
         .count();
-    (xs, lanes)
+    (durations, lanes)
 }
 
 /// Checks a speedscope export against the log; returns the number of profiles.
@@ -360,13 +360,13 @@ fn check_all_exports(dir: &Path, what: &str) {
         t.frames.len()
     );
     let (o, chrome) = export(dir, &[]);
-    let (xs, lanes) = check_chrome(&chrome, &t, true);
+    let (durations, lanes) = check_chrome(&chrome, &t, true);
     let (_, bare) = export(dir, &["--no-data"]);
     check_chrome(&bare, &t, false);
     let (_, ss) = export(dir, &["--format", "speedscope"]);
     let profiles = check_speedscope(&ss, &t);
     eprintln!(
-        "{what}: {} frames, {xs} X events, {lanes} overlap lanes, {profiles} speedscope profiles; {}",
+        "{what}: {} frames, {durations} B/E pairs, {lanes} overlap lanes, {profiles} speedscope profiles; {}",
         t.frames.len(),
         String::from_utf8_lossy(&o.stderr).trim()
     );
@@ -556,4 +556,39 @@ fn otlp_tracing_events_become_span_events_and_failures_errors() {
         })
         .count();
     assert_eq!(failed_loads, (0..600).filter(|i| i % 11 == 5).count());
+}
+
+/// The real speedscope app (the npm package's build) opens every export of every log in
+/// headless Chromium with no console error or warning (`tests/web/speedscope_check.mjs`).
+/// Needs `FRAMELOG_WEB_TOOLS` (a directory with `node_modules/puppeteer-core` and
+/// `node_modules/speedscope`; `.ci/run` installs them and Debian's `chromium`).
+#[test]
+fn speedscope_app_opens_every_export_without_an_error_or_warning() {
+    let Some(tools) = std::env::var_os("FRAMELOG_WEB_TOOLS") else {
+        eprintln!(
+            "skipped: FRAMELOG_WEB_TOOLS is not set (see .ci/run: puppeteer-core, speedscope and chromium)"
+        );
+        return;
+    };
+    let l = logs();
+    let mut files = Vec::new();
+    for dir in [&l.demo, &l.killed, &l.damaged, &l.traced] {
+        files.push(export(dir, &["--format", "speedscope"]).1);
+        files.push(export(dir, &["--no-data"]).1);
+        files.push(export(dir, &[]).1);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/speedscope_check.mjs");
+    let o = Command::new("node")
+        .arg(&script)
+        .args(&files)
+        .env("FRAMELOG_WEB_TOOLS", tools)
+        .output()
+        .expect("run node");
+    let out = String::from_utf8_lossy(&o.stdout);
+    eprintln!("{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "speedscope reported problems:\n{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ok ")).count(),
+        files.len()
+    );
 }
