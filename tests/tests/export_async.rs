@@ -194,6 +194,9 @@ fn key_of(id: &str) -> FrameKey {
     FrameKey::new(w.parse().unwrap(), i.parse().unwrap())
 }
 
+/// A tid's frames begun and not ended (id, name, begin), and the last time seen.
+type TidState = (Vec<(String, String, u64)>, u64);
+
 /// Checks a Chrome export against the log (every `B`/`E` pair nests on its tid, in time
 /// order in the file); returns (duration events, overlap-lane tids).
 fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
@@ -220,7 +223,7 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
     let mut seen: HashMap<FrameKey, u32> = HashMap::new();
     // Per tid, in file order: the frames begun and not ended (id, name, begin), and the
     // last time seen.
-    let mut stacks: HashMap<(u64, u64), (Vec<(String, String, u64)>, u64)> = HashMap::new();
+    let mut stacks: HashMap<(u64, u64), TidState> = HashMap::new();
     let mut begins: HashMap<String, (u64, String)> = HashMap::new();
     let mut durations = 0;
     for e in events {

@@ -34,6 +34,9 @@ use super::{Frame, FrameSink};
 /// thread numbers a process uses.
 pub const LANE_TID_BASE: u32 = 1_000_000_000;
 
+/// A frame begun on a tid: its end time and its rendered `E` event.
+type PendingEnd = (u64, Vec<u8>);
+
 /// A Chrome Trace Event JSON writer over `W`.
 pub struct ChromeTrace<W: Write> {
     out: W,
@@ -44,7 +47,7 @@ pub struct ChromeTrace<W: Write> {
     next_lane_tid: HashMap<u8, u32>,
     /// Per (pid, tid), the frames begun and not ended yet: (end, the rendered `E` event),
     /// outermost first.
-    open: HashMap<(u8, u32), Vec<(u64, Vec<u8>)>>,
+    open: HashMap<(u8, u32), Vec<PendingEnd>>,
     buf: Vec<u8>,
     args: Vec<u8>,
 }
