@@ -700,7 +700,7 @@ fn file_export_writes_the_log_for_perfetto() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["ph"] == "X")
+        .filter(|e| e["ph"] == "B")
         .map(|e| e["name"].as_str().unwrap())
         .collect();
     assert_eq!(

@@ -115,6 +115,41 @@ fn export_json(dir: &std::path::Path, extra: &[&str]) -> (Vec<Value>, String) {
     (v["traceEvents"].as_array().unwrap().clone(), stderr)
 }
 
+/// The `B`/`E` pairs as `X`-like events (`ts`, `dur`, the begin's fields), in begin order;
+/// checks that each `E` ends the innermost frame begun on its tid, in time order.
+fn durations(events: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut open: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
+    for e in events {
+        let tid = (
+            e["pid"].as_u64().unwrap_or(0),
+            e["tid"].as_u64().unwrap_or(0),
+        );
+        match e["ph"].as_str().unwrap() {
+            "B" => {
+                let mut x = e.clone();
+                x["ph"] = "X".into();
+                out.push(x);
+                open.entry(tid).or_default().push(out.len() - 1);
+            }
+            "E" => {
+                let i = open.get_mut(&tid).and_then(Vec::pop).expect("E without B");
+                let b = &mut out[i];
+                assert_eq!((&b["id"], &b["name"]), (&e["id"], &e["name"]));
+                assert_eq!(b["args"], e["args"], "the end repeats the args");
+                let dur = ns(&e["ts"]) - ns(&b["ts"]);
+                b["dur"] = format!("{}.{:03}", dur / 1000, dur % 1000)
+                    .parse::<serde_json::Number>()
+                    .unwrap()
+                    .into();
+            }
+            _ => {}
+        }
+    }
+    assert!(open.values().all(Vec::is_empty), "B without E");
+    out
+}
+
 fn ns(v: &Value) -> u64 {
     // µs with three decimals → ns, exactly.
     let s = v.to_string();
@@ -123,11 +158,13 @@ fn ns(v: &Value) -> u64 {
 }
 
 #[test]
-fn chrome_export_nests_moves_overlaps_to_async_tracks_and_marks_open_frames() {
+fn chrome_export_nests_moves_overlaps_to_lanes_and_marks_open_frames() {
     let dir = sample_log();
     let (events, stderr) = export_json(dir.path(), &[]);
     assert!(
-        stderr.contains("exported 8 frames (1 on async tracks, 1 still open at the end)"),
+        stderr.contains(
+            "exported 8 frames (1 on overlap lanes, 0 on async tracks, 1 still open at the end)"
+        ),
         "{stderr}"
     );
 
@@ -146,8 +183,9 @@ fn chrome_export_nests_moves_overlaps_to_async_tracks_and_marks_open_frames() {
             && m["args"]["name"] == format!("worker-{t}")));
     }
 
-    // X events: times exact to the ns, from the log's first record.
-    let xs: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    // B/E pairs: times exact to the ns, from the log's first record.
+    let xs = durations(&events);
+    let xs: Vec<&Value> = xs.iter().collect();
     let by_name: HashMap<&str, &Value> = xs
         .iter()
         .map(|e| (e["name"].as_str().unwrap(), *e))
@@ -197,21 +235,25 @@ fn chrome_export_nests_moves_overlaps_to_async_tracks_and_marks_open_frames() {
     let pos = |n: &str| order.iter().position(|x| *x == n).unwrap();
     assert!(pos("GET /orders") < pos("db: select"));
 
-    // The task that outlived its parent is an async pair with one id.
-    let asyncs: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["ph"] == "b" || e["ph"] == "e")
-        .collect();
-    assert_eq!(asyncs.len(), 2);
-    assert!(
-        asyncs
-            .iter()
-            .all(|e| e["name"] == "spawned: notify" && e["id"] == asyncs[0]["id"])
-    );
-    assert_eq!(ns(&asyncs[0]["ts"]), 11_000);
-    assert_eq!(ns(&asyncs[1]["ts"]), 20_000);
+    // The task that outlived its parent is on the thread's overlap lane: its own tid,
+    // named after the thread.
+    let notify = get("spawned: notify");
+    let lane_tid = notify["tid"].as_u64().unwrap();
+    assert!(lane_tid >= u64::from(framelog::export::chrome::LANE_TID_BASE));
+    assert!(meta.iter().any(|m| m["name"] == "thread_name"
+        && m["tid"] == lane_tid
+        && m["args"]["name"] == "worker-2 (overlap 1)"));
+    assert_eq!((ns(&notify["ts"]), ns(&notify["dur"])), (11_000, 9_000));
+    assert!(events.iter().all(|e| e["ph"] != "b" && e["ph"] != "e"));
     // Its child stays on the thread track, inside the frame that is still there.
     assert!(by_name.contains_key("email: render"));
+    // Keys outside `args` (speedscope merges frames by name and args).
+    for x in &xs {
+        let args = x.get("args");
+        assert!(args.is_none_or(|a| a.get("frame").is_none() && a.get("context").is_none()));
+        assert!(x["id"].as_str().unwrap().contains(':') && x["context"].is_u64());
+    }
+    assert_eq!(get("POST /pay")["context"], 10);
 
     // The job still open: ended at the log's last time, marked.
     let job = get("job: nightly");
@@ -233,7 +275,7 @@ fn filters_keep_one_context_a_label_or_a_time_window() {
     let names = |events: &[Value]| -> Vec<String> {
         let mut v: Vec<String> = events
             .iter()
-            .filter(|e| e["ph"] == "X" || e["ph"] == "b")
+            .filter(|e| e["ph"] == "B" || e["ph"] == "b")
             .map(|e| e["name"].as_str().unwrap().to_owned())
             .collect();
         v.sort();
@@ -339,7 +381,7 @@ fn check_speedscope(v: &Value) -> usize {
 }
 
 #[test]
-fn speedscope_export_is_one_valid_evented_profile_per_thread_plus_async_lanes() {
+fn speedscope_export_is_one_valid_evented_profile_per_thread_lane() {
     let dir = sample_log();
     let out = dir.path().join("out.speedscope.json");
     let o = framelog(&[
@@ -365,7 +407,7 @@ fn speedscope_export_is_one_valid_evented_profile_per_thread_plus_async_lanes() 
             .any(|n| n.starts_with("orders-api (pid ") && n.ends_with("/ worker-1"))
     );
     assert!(
-        names.iter().any(|n| n.ends_with("/ worker-2 async 1")),
+        names.iter().any(|n| n.ends_with("/ worker-2 (overlap 1)")),
         "{names:?}"
     );
     // Against speedscope's published schema when CI provides it (`.ci/run` fetches the

@@ -2,31 +2,94 @@
 //! released. Opens in Perfetto UI, chrome://tracing, speedscope and Tracy's importer.
 //!
 //! - Processes are workers (`pid` = worker id, named "NAME (pid P)"), threads are the log's
-//!   thread ids; both named with `M` events.
-//! - Frames on a thread track are `X` events (`ts`/`dur` in µs with ns fractions, from the
-//!   log's start: its earliest thread or frame record); they nest strictly, parents first.
-//! - Frames that overlap their thread without nesting (concurrent async work) are `b`/`e`
-//!   async events with id "WORKER:ID", so nothing overlaps illegally.
-//! - `args` holds the frame's key and context, its data (extended JSON), and `"open": true`
-//!   for a frame still running when the log ended (ended at the log's last time).
+//!   thread ids; both named with one `M` event each (threads of one process sharing a name
+//!   are told apart: "worker", "worker #2").
+//! - Frames are `B`/`E` duration events (`ts` in µs with ns fractions, from the log's start:
+//!   its earliest thread or frame record), exact to the ns. On every `tid` they nest strictly
+//!   and come in time order in the file, each `E` right where its frame ends (an end before
+//!   a begin at the same time). Not `X` events: viewers compute an `X` event's end as
+//!   `ts + dur` in floating point, so frames that end at the same nanosecond (a frame and
+//!   its parent, every frame still open at the end) could end in either order, and
+//!   speedscope then reports them mis-nested. Frames that would overlap their thread's track
+//!   (concurrent async work) are on the thread's overlap lanes: extra `tid`s from
+//!   [`LANE_TID_BASE`] up, named "THREAD (overlap N)", each nesting strictly too.
+//! - A frame that could not be placed in time order (see [`super::tracks`]) is a `b`/`e`
+//!   async pair instead.
+//! - Each event's `id` is the frame's key "WORKER:ID" and `context` its context: outside
+//!   `args`, because speedscope names a frame by its name and `args` (Left Heavy and Sandwich
+//!   merge frames of one label only if their `args` are equal). `args` holds the frame's data
+//!   (extended JSON; `--no-data` leaves it out) and `"open": true` for a frame still running
+//!   when the log ended (ended at the log's last time); the `E` event repeats them (speedscope
+//!   matches an end to its begin by name and `args`).
+//! - Memory: the rendered `E` events of the frames open on each `tid`.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use serde_json::{Value, json};
 
 use super::{Frame, FrameSink};
 
+/// The first `tid` given to overlap lanes (in each process, counting up); far above the
+/// thread numbers a process uses.
+pub const LANE_TID_BASE: u32 = 1_000_000_000;
+
+/// A frame begun on a tid: its end time and its rendered `E` event.
+type PendingEnd = (u64, Vec<u8>);
+
 /// A Chrome Trace Event JSON writer over `W`.
 pub struct ChromeTrace<W: Write> {
     out: W,
     first: bool,
+    thread_names: HashMap<(u8, u32), String>,
+    /// Overlap lanes' tids by (worker, thread, lane), and the next free one per worker.
+    lane_tids: HashMap<(u8, u32, u32), u32>,
+    next_lane_tid: HashMap<u8, u32>,
+    /// Per (pid, tid), the frames begun and not ended yet: (end, the rendered `E` event),
+    /// outermost first.
+    open: HashMap<(u8, u32), Vec<PendingEnd>>,
+    buf: Vec<u8>,
+    args: Vec<u8>,
 }
 
 impl<W: Write> ChromeTrace<W> {
     /// Starts the document.
     pub fn new(mut out: W) -> std::io::Result<Self> {
         out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
-        Ok(Self { out, first: true })
+        Ok(Self {
+            out,
+            first: true,
+            thread_names: HashMap::new(),
+            lane_tids: HashMap::new(),
+            next_lane_tid: HashMap::new(),
+            open: HashMap::new(),
+            buf: Vec::new(),
+            args: Vec::new(),
+        })
+    }
+
+    /// The tid of a frame's lane, naming a new overlap lane when it first appears.
+    fn tid(&mut self, f: &Frame<'_>) -> std::io::Result<u32> {
+        let (worker, thread) = f.thread;
+        if f.lane == 0 || f.async_track {
+            return Ok(thread);
+        }
+        if let Some(&t) = self.lane_tids.get(&(worker, thread, f.lane)) {
+            return Ok(t);
+        }
+        let next = self.next_lane_tid.entry(worker).or_insert(LANE_TID_BASE);
+        let tid = *next;
+        *next = next.saturating_add(1);
+        self.lane_tids.insert((worker, thread, f.lane), tid);
+        let name = match self.thread_names.get(&f.thread) {
+            Some(n) => format!("{n} (overlap {})", f.lane),
+            None => format!("thread {thread} (overlap {})", f.lane),
+        };
+        self.event(
+            &json!({"ph": "M", "name": "thread_name", "pid": worker, "tid": tid,
+                           "args": {"name": name}}),
+        )?;
+        Ok(tid)
     }
 
     fn event(&mut self, e: &Value) -> std::io::Result<()> {
@@ -53,38 +116,82 @@ impl std::fmt::Display for Micros {
     }
 }
 
+/// One event of frame `f` into `buf`: `{"ph":PH,"name":…,"cat":…,"id":"W:ID","context":C,
+/// "ts":…,"pid":…,"tid":…[,"args":{…}]}`. `args` (open, data) is all a viewer may merge on.
+fn render(
+    buf: &mut Vec<u8>,
+    ph: &str,
+    f: &Frame<'_>,
+    ts: u64,
+    tid: u32,
+    args: &[u8],
+) -> std::io::Result<()> {
+    write!(buf, "{{\"ph\":\"{ph}\",\"name\":")?;
+    serde_json::to_writer(&mut *buf, f.label)?;
+    write!(
+        buf,
+        ",\"cat\":\"{}\",\"id\":\"{}:{}\",\"context\":{},\"ts\":{},\"pid\":{},\"tid\":{tid}",
+        f.category,
+        f.key.worker,
+        f.key.id,
+        f.context,
+        Micros(ts),
+        f.thread.0
+    )?;
+    if !args.is_empty() {
+        buf.extend_from_slice(b",\"args\":");
+        buf.extend_from_slice(args);
+    }
+    buf.push(b'}');
+    Ok(())
+}
+
+/// The frame's `args` object (`{"open":true,"data":…}`), or nothing when it has neither.
+fn args_of(buf: &mut Vec<u8>, f: &Frame<'_>) -> std::io::Result<()> {
+    if !f.open && f.data.is_none() {
+        return Ok(());
+    }
+    buf.push(b'{');
+    if f.open {
+        buf.extend_from_slice(b"\"open\":true");
+    }
+    if let Some(d) = &f.data {
+        if f.open {
+            buf.push(b',');
+        }
+        buf.extend_from_slice(b"\"data\":");
+        serde_json::to_writer(
+            &mut *buf,
+            &bson::Bson::Document(d.clone()).into_relaxed_extjson(),
+        )?;
+    }
+    buf.push(b'}');
+    Ok(())
+}
+
 impl<W: Write> ChromeTrace<W> {
-    /// Starts an event: the separator, then `{"ph":PH,"name":LABEL,"cat":CAT`.
-    fn begin(&mut self, ph: &str, f: &Frame<'_>) -> std::io::Result<()> {
-        self.out.write_all(if self.first {
-            b"{\"ph\":\""
-        } else {
-            b",\n{\"ph\":\""
-        })?;
+    /// Writes one rendered event.
+    fn raw(&mut self, event: &[u8]) -> std::io::Result<()> {
+        if !self.first {
+            self.out.write_all(b",\n")?;
+        }
         self.first = false;
-        write!(self.out, "{ph}\",\"name\":")?;
-        serde_json::to_writer(&mut self.out, f.label)?;
-        write!(self.out, ",\"cat\":\"{}\"", f.category)
+        self.out.write_all(event)
     }
 
-    /// `,"args":{...}}`: key, context, open, data.
-    fn args_and_close(&mut self, f: &Frame<'_>) -> std::io::Result<()> {
-        write!(
-            self.out,
-            ",\"args\":{{\"frame\":\"{}:{}\",\"context\":{}",
-            f.key.worker, f.key.id, f.context
-        )?;
-        if f.open {
-            self.out.write_all(b",\"open\":true")?;
+    /// Ends the frames open on `(pid, tid)` that are over by `[start, end]`.
+    fn close_until(&mut self, lane: (u8, u32), start: u64, end: u64) -> std::io::Result<()> {
+        while let Some(stack) = self.open.get_mut(&lane)
+            && stack
+                .last()
+                .is_some_and(|(e, _)| *e < start || (*e == start && end > start))
+        {
+            let Some((_, event)) = stack.pop() else {
+                break;
+            };
+            self.raw(&event)?;
         }
-        if let Some(d) = &f.data {
-            self.out.write_all(b",\"data\":")?;
-            serde_json::to_writer(
-                &mut self.out,
-                &bson::Bson::Document(d.clone()).into_relaxed_extjson(),
-            )?;
-        }
-        self.out.write_all(b"}}")
+        Ok(())
     }
 }
 
@@ -101,6 +208,7 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
     }
 
     fn thread(&mut self, worker: u8, thread: u32, name: &str) -> std::io::Result<()> {
+        self.thread_names.insert((worker, thread), name.to_owned());
         self.event(
             &json!({"ph": "M", "name": "thread_name", "pid": worker, "tid": thread,
                            "args": {"name": name}}),
@@ -109,39 +217,44 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
 
     fn frame(&mut self, f: &Frame<'_>) -> std::io::Result<()> {
         // Written by hand: building a JSON value per event was 5x slower than the reading.
-        let (pid, tid) = f.thread;
-        if f.async_track {
-            let id = (f.key.worker, f.key.id);
-            self.begin("b", f)?;
-            write!(
-                self.out,
-                ",\"id\":\"{}:{}\",\"ts\":{},\"pid\":{pid},\"tid\":{tid}",
-                id.0,
-                id.1,
-                Micros(f.start_ns)
-            )?;
-            self.args_and_close(f)?;
-            self.begin("e", f)?;
-            write!(
-                self.out,
-                ",\"id\":\"{}:{}\",\"ts\":{},\"pid\":{pid},\"tid\":{tid}}}",
-                id.0,
-                id.1,
-                Micros(f.end_ns)
-            )
+        let tid = self.tid(f)?;
+        let mut args = std::mem::take(&mut self.args);
+        args.clear();
+        args_of(&mut args, f)?;
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let (begin, end) = if f.async_track {
+            ("b", "e")
         } else {
-            self.begin("X", f)?;
-            write!(
-                self.out,
-                ",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid}",
-                Micros(f.start_ns),
-                Micros(f.end_ns - f.start_ns)
-            )?;
-            self.args_and_close(f)
+            ("B", "E")
+        };
+        render(&mut buf, begin, f, f.start_ns, tid, &args)?;
+        if !f.async_track {
+            self.close_until((f.thread.0, tid), f.start_ns, f.end_ns)?;
         }
+        self.raw(&buf)?;
+        let mut close = Vec::with_capacity(buf.len());
+        // The end repeats the begin's name and args: speedscope matches them by both.
+        render(&mut close, end, f, f.end_ns, tid, &args)?;
+        if f.async_track {
+            self.raw(&close)?;
+        } else {
+            self.open
+                .entry((f.thread.0, tid))
+                .or_default()
+                .push((f.end_ns, close));
+        }
+        self.buf = buf;
+        self.args = args;
+        Ok(())
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
+        let mut lanes: Vec<(u8, u32)> = self.open.keys().copied().collect();
+        lanes.sort_unstable();
+        for lane in lanes {
+            self.close_until(lane, u64::MAX, u64::MAX)?;
+        }
         self.out.write_all(b"\n]}\n")?;
         self.out.flush()
     }

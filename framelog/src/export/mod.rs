@@ -2,10 +2,13 @@
 //! chrome://tracing, speedscope's and Tracy's importers) and speedscope's own format
 //! ([`speedscope`]).
 //!
-//! [`export`] streams the log once, in file order: records become frames on strictly nested
-//! per-thread tracks ([`tracks`]), filtered by context, label and time window, each with its
-//! frame data when asked, and go to a [`FrameSink`] as they are released. Memory holds the
-//! open frames and one root's subtree per thread, not the log.
+//! [`export`] streams the log once, in file order: records are paired by key and become
+//! frames on strictly nested per-thread lanes, placed by their real start and end, each with
+//! its parent in its own context ([`tracks`]); filtered by context, label and time window,
+//! each with its frame data when asked, they go to a [`FrameSink`] as they are released.
+//! Memory holds the open frames and, per thread, the frames finished since its earliest
+//! open one started, not the log. Threads are named once each, and threads of one process
+//! that share a name are told apart (`"worker"`, `"worker #2"` …).
 
 pub mod chrome;
 #[cfg(feature = "otlp")]
@@ -56,11 +59,16 @@ pub struct Frame<'a> {
     pub start_ns: u64,
     /// End, ns since the log's start.
     pub end_ns: u64,
-    /// On an async track (it does not nest on its thread).
+    /// The lane of its thread it nests on: 0 is the thread's own track, 1, 2 … hold frames
+    /// that would overlap it (concurrent async work). Every lane nests strictly.
+    pub lane: u32,
+    /// On no lane: it could not be placed in time order (see [`tracks`]); an async track.
     pub async_track: bool,
     /// Still open when the log ended (its end is the log's last time).
     pub open: bool,
-    /// The frame it started inside on its thread, if any.
+    /// Its parent in its own context: the innermost frame of its context open on its thread
+    /// when it started, else the context's root frame `(worker, context)` (which may not be
+    /// in the export); `None` for a root.
     pub parent: Option<FrameKey>,
     /// Start, ns since the Unix epoch.
     pub start_unix_ns: u64,
@@ -74,7 +82,7 @@ pub struct Frame<'a> {
 pub trait FrameSink {
     /// A process (worker) appears.
     fn process(&mut self, worker: u8, pid: u32, name: &str) -> std::io::Result<()>;
-    /// A thread appears (or is renamed).
+    /// A thread appears (or is renamed), once per name; `name` is unique within its worker.
     fn thread(&mut self, worker: u8, thread: u32, name: &str) -> std::io::Result<()>;
     /// A frame is released.
     fn frame(&mut self, frame: &Frame<'_>) -> std::io::Result<()>;
@@ -87,8 +95,10 @@ pub trait FrameSink {
 pub struct ExportSummary {
     /// Frames written.
     pub frames: u64,
-    /// Of which on async tracks.
+    /// Of which on async tracks (on no lane).
     pub async_frames: u64,
+    /// Of which on a lane other than their thread's own track (they overlap it).
+    pub overlap_frames: u64,
     /// Of which still open at the log's end.
     pub open_frames: u64,
     /// Damaged bytes skipped while reading.
@@ -98,7 +108,6 @@ pub struct ExportSummary {
 struct StartInfo {
     label: u32,
     category: Category,
-    context: u32,
 }
 
 /// Why an export stopped.
@@ -123,6 +132,11 @@ pub struct Exporter {
     label_ids: HashMap<String, u32>,
     tracks: Tracks<StartInfo>,
     current_thread: HashMap<u8, u32>,
+    /// Names given to threads: (as recorded, as shown: unique within its worker); per worker
+    /// and recorded name, how many threads took it; the names shown per worker.
+    thread_names: HashMap<(u8, u32), (String, String)>,
+    names_taken: HashMap<(u8, String), u32>,
+    names_shown: rustc_hash::FxHashSet<(u8, String)>,
     t0: Option<u64>,
     last: u64,
     summary: ExportSummary,
@@ -143,7 +157,7 @@ impl Exporter {
             };
             origin = Some(origin.map_or(ts, |o| o.min(ts)));
         })?;
-        Ok(Self {
+        let mut e = Self {
             opts: opts.clone(),
             reader: Some(LogReader::open(dir)?),
             store: if opts.with_data {
@@ -155,11 +169,71 @@ impl Exporter {
             label_ids: HashMap::default(),
             tracks: Tracks::default(),
             current_thread: HashMap::default(),
-            t0: origin,
+            thread_names: HashMap::default(),
+            names_taken: HashMap::default(),
+            names_shown: Default::default(),
+            t0: None,
             last: 0,
             summary: ExportSummary::default(),
             done: Vec::new(),
-        })
+        };
+        if let Some(t0) = origin {
+            e.set_origin(t0);
+        }
+        Ok(e)
+    }
+
+    /// Fixes the time origin, and with it the time window in log time.
+    fn set_origin(&mut self, t0: u64) {
+        self.t0 = Some(t0);
+        self.tracks.set_window(
+            self.opts.from_ns.map_or(0, |f| t0.saturating_add(f)),
+            self.opts.to_ns.map_or(u64::MAX, |t| t0.saturating_add(t)),
+        );
+    }
+
+    /// Names a thread once, telling apart threads of one worker that share a name.
+    fn name_thread(
+        &mut self,
+        worker: u8,
+        thread: u32,
+        name: &str,
+        sink: &mut dyn FrameSink,
+    ) -> std::io::Result<()> {
+        if self
+            .thread_names
+            .get(&(worker, thread))
+            .is_some_and(|(given, _)| given == name)
+        {
+            return Ok(());
+        }
+        let base = if name.is_empty() {
+            format!("thread {thread}")
+        } else {
+            name.to_owned()
+        };
+        let mut n = self
+            .names_taken
+            .get(&(worker, base.clone()))
+            .copied()
+            .unwrap_or(0);
+        let shown = loop {
+            n += 1;
+            let candidate = if n == 1 {
+                base.clone()
+            } else {
+                format!("{base} #{n}")
+            };
+            // A thread literally named "worker #2" may exist too.
+            if self.names_shown.insert((worker, candidate.clone())) {
+                break candidate;
+            }
+        };
+        self.names_taken.insert((worker, base), n);
+        sink.thread(worker, thread, &shown)?;
+        self.thread_names
+            .insert((worker, thread), (name.to_owned(), shown));
+        Ok(())
     }
 
     /// Exports what the log holds now; the frames released so far.
@@ -206,13 +280,19 @@ impl Exporter {
                 sink.process(w.worker, w.pid, w.name)?;
             }
             Record::ThreadInfo(t) => {
-                self.t0.get_or_insert(t.timestamp);
-                if self.current_thread.insert(t.worker, t.thread) != Some(t.thread) {
-                    sink.thread(t.worker, t.thread, t.name)?;
+                if self.t0.is_none() {
+                    self.set_origin(t.timestamp);
+                }
+                self.current_thread.insert(t.worker, t.thread);
+                // Thread 0 only announces the ends of an exiting thread: no frames start there.
+                if t.thread != 0 {
+                    self.name_thread(t.worker, t.thread, t.name, sink)?;
                 }
             }
             Record::Start(s) => {
-                self.t0.get_or_insert(s.timestamp);
+                if self.t0.is_none() {
+                    self.set_origin(s.timestamp);
+                }
                 self.last = self.last.max(s.timestamp);
                 if self.opts.context.is_some_and(|c| c != s.context)
                     || self
@@ -239,12 +319,12 @@ impl Exporter {
                 let info = StartInfo {
                     label,
                     category: s.category,
-                    context: s.context,
                 };
                 let done = &mut self.done;
                 self.tracks.start(
                     FrameKey::new(s.worker, s.id),
                     thread,
+                    s.context,
                     s.timestamp,
                     info,
                     &mut |d| done.push(d),
@@ -267,16 +347,12 @@ impl Exporter {
         Ok(())
     }
 
-    /// Hands released frames to the sink, filtered by the time window, with their data.
+    /// Hands released frames (already filtered by the time window) to the sink, with their
+    /// data.
     fn emit(&mut self, sink: &mut dyn FrameSink) -> std::io::Result<()> {
         let t0 = self.t0.unwrap_or(0);
         for d in self.done.drain(..) {
             let (start, end) = (d.start_ns.saturating_sub(t0), d.end_ns.saturating_sub(t0));
-            if self.opts.from_ns.is_some_and(|f| end < f)
-                || self.opts.to_ns.is_some_and(|t| start > t)
-            {
-                continue;
-            }
             let data = match &mut self.store {
                 Some(s) if s.contains(d.key) => s.get(d.key).ok().flatten(),
                 _ => None,
@@ -286,11 +362,12 @@ impl Exporter {
                 thread: d.thread,
                 label: &self.labels[d.info.label as usize],
                 category: d.info.category,
-                context: d.info.context,
+                context: d.context,
                 start_ns: start,
                 end_ns: end,
                 start_unix_ns: d.start_ns,
                 end_unix_ns: d.end_ns,
+                lane: d.lane,
                 async_track: d.async_track,
                 open: d.open,
                 parent: d.parent,
@@ -299,6 +376,7 @@ impl Exporter {
             sink.frame(&f)?;
             self.summary.frames += 1;
             self.summary.async_frames += u64::from(d.async_track);
+            self.summary.overlap_frames += u64::from(!d.async_track && d.lane > 0);
             self.summary.open_frames += u64::from(d.open);
         }
         Ok(())

@@ -2,22 +2,42 @@
 //! (protobuf `ExportTraceServiceRequest` to `/v1/traces`, the `opentelemetry-proto`
 //! definitions, a blocking HTTP client).
 //!
-//! - Trace id per context (the log's start time, the worker and the context id), span id
-//!   per frame (worker and id), parent span: the frame it started inside on its thread.
+//! - Trace id per context (the log's start time, the worker and the context id); span id per
+//!   frame, a bijective mix of the log's start time, the worker and the frame id, so spans of
+//!   different logs never share ids while a log sent twice keeps its ids.
+//! - Parent span: the frame's parent in its own context ([`super::Frame::parent`]): the
+//!   innermost frame of its context open on its thread when it started, else its context's
+//!   root. Every trace has exactly one root: its root frame, or, when that frame is not in
+//!   the export (dropped, filtered out, lost to damage), a span standing in for it (same
+//!   span id, named "context W:C (root frame not in the export)", `framelog.synthetic`),
+//!   covering the context's spans, sent at the end.
 //! - Resource per worker: `service.name` = process name, `process.pid`, `framelog.worker`.
 //! - Attributes: `framelog.category`, `framelog.frame`, `framelog.context`, `framelog.open`
 //!   for a frame still running at the end, and the frame data's top-level fields
 //!   (strings, integers, floats and booleans as themselves, anything else as JSON text).
+//! - The frame data's `events` (what `TracingLayer` records: objects with `message`,
+//!   `level`, `target` and fields) become span events: named by `message`, timed by
+//!   `time_unix_nano` when present (else the frame's end), the other fields as attributes;
+//!   `events_dropped` becomes the dropped-events count.
+//! - Status: error when the data or an event has an HTTP status ≥ 500 (`status`,
+//!   `status_code`, `http.status_code`, `http.response.status_code`), an `error` or
+//!   `exception.message` field, or an event of level `ERROR`.
 //! - Spans go in batches of [`BATCH`]; a batch that fails (connection refused, 429, 5xx) is
 //!   retried with back-off (0.1 s doubling, 6 tries) before the export gives up with an error.
+//!   A collector's partial success (`rejected_spans` in its protobuf or JSON answer) is
+//!   counted in [`OtlpSender::rejected`] with its message, not as sent.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
+use opentelemetry_proto::tonic::trace::v1::{
+    ResourceSpans, ScopeSpans, Span, Status, span, status,
+};
 use prost::Message;
 
 use super::{Frame, FrameSink};
@@ -26,6 +46,14 @@ use super::{Frame, FrameSink};
 pub const BATCH: usize = 2048;
 const TRIES: u32 = 6;
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// Rejection messages kept (the count is always complete).
+const MAX_MESSAGES: usize = 8;
+
+/// A context whose root frame has not been sent: its spans' extent, for a stand-in root.
+struct Rootless {
+    start: u64,
+    end: u64,
+}
 
 /// Sends frames to an OTLP/HTTP endpoint.
 pub struct OtlpSender {
@@ -34,10 +62,20 @@ pub struct OtlpSender {
     /// Spans waiting, by worker.
     pending: HashMap<u8, Vec<Span>>,
     waiting: usize,
-    /// Distinguishes this log's traces from other logs' (the first frame's wall time).
+    /// Distinguishes this log's traces and spans from other logs' (the log's start time).
     salt: Option<u64>,
+    /// Contexts (worker, context) whose root frame was sent.
+    roots_sent: HashSet<(u8, u32)>,
+    /// Contexts with spans sent whose root frame was not (yet).
+    rootless: HashMap<(u8, u32), Rootless>,
     /// Spans the collector accepted.
     pub sent: u64,
+    /// Spans the collector answered it rejected (OTLP partial success).
+    pub rejected: u64,
+    /// The collector's messages about rejected spans (the first few).
+    pub rejections: Vec<String>,
+    /// Stand-in root spans sent for contexts whose root frame was not in the export.
+    pub synthetic_roots: u64,
 }
 
 fn kv(key: &str, v: any_value::Value) -> KeyValue {
@@ -69,11 +107,147 @@ pub fn trace_id(salt: u64, worker: u8, context: u32) -> Vec<u8> {
     id
 }
 
-/// The span id of a frame (never all zero: ids start at 1).
-pub fn span_id(worker: u8, id: u32) -> Vec<u8> {
-    let mut s = vec![0u8, 0, 0, worker];
-    s.extend_from_slice(&id.to_be_bytes());
-    s
+/// splitmix64's finalizer: a bijection of u64 that mixes every bit.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The span id of frame `(worker, id)` of the log with `salt`: distinct for every frame of
+/// one log (a bijection of the key), unrelated across logs, never all zero.
+pub fn span_id(salt: u64, worker: u8, id: u32) -> Vec<u8> {
+    let key = (u64::from(worker) << 32) | u64::from(id);
+    let v = mix(key.wrapping_add(mix(salt ^ 0x6672_616d_656c_6f67)));
+    // One key in 2^64 maps to zero, which OTLP forbids.
+    let v = if v == 0 { 1 } else { v };
+    v.to_be_bytes().to_vec()
+}
+
+/// An HTTP status from a field value: an integer, or text starting with one ("503 …").
+fn http_status(v: &bson::Bson) -> Option<i64> {
+    match v {
+        bson::Bson::Int32(i) => Some(i64::from(*i)),
+        bson::Bson::Int64(i) => Some(*i),
+        bson::Bson::Double(d) if d.fract() == 0.0 => Some(*d as i64),
+        bson::Bson::String(s) => {
+            let digits: String = s.trim().chars().take_while(char::is_ascii_digit).collect();
+            (digits.len() == 3).then(|| digits.parse().ok()).flatten()
+        }
+        _ => None,
+    }
+}
+
+const STATUS_KEYS: [&str; 4] = [
+    "status",
+    "status_code",
+    "http.status_code",
+    "http.response.status_code",
+];
+
+/// Why a span's fields (the frame's data, or one event's) say it failed, if they do.
+fn error_in(fields: &bson::Document) -> Option<String> {
+    for k in STATUS_KEYS {
+        if let Some(code) = fields.get(k).and_then(http_status)
+            && (500..600).contains(&code)
+        {
+            return Some(format!("HTTP {code}"));
+        }
+    }
+    for k in ["error", "exception.message"] {
+        match fields.get(k) {
+            None | Some(bson::Bson::Null) | Some(bson::Bson::Boolean(false)) => {}
+            Some(bson::Bson::String(s)) if s.is_empty() => {}
+            Some(bson::Bson::String(s)) => return Some(s.clone()),
+            Some(other) => return Some(other.clone().into_relaxed_extjson().to_string()),
+        }
+    }
+    if fields
+        .get_str("level")
+        .is_ok_and(|l| l.eq_ignore_ascii_case("error"))
+    {
+        return Some(
+            fields
+                .get_str("message")
+                .map_or_else(|_| "an ERROR event".to_owned(), str::to_owned),
+        );
+    }
+    None
+}
+
+/// The frame data's `events` as span events; the rest as attributes; the status.
+fn data_to_span(d: &bson::Document, end_ns: u64, span: &mut Span) {
+    let mut error = error_in(d);
+    for (k, v) in d {
+        match (k.as_str(), v) {
+            ("events", bson::Bson::Array(events)) => {
+                for e in events {
+                    let bson::Bson::Document(e) = e else {
+                        continue;
+                    };
+                    if error.is_none() {
+                        error = error_in(e);
+                    }
+                    let time = match e.get("time_unix_nano") {
+                        Some(bson::Bson::Int64(t)) if *t > 0 => *t as u64,
+                        _ => end_ns,
+                    };
+                    span.events.push(span::Event {
+                        time_unix_nano: time,
+                        name: e.get_str("message").unwrap_or("event").to_owned(),
+                        attributes: e
+                            .iter()
+                            .filter(|(k, _)| *k != "message" && *k != "time_unix_nano")
+                            .map(|(k, v)| kv(k, attr_of(v)))
+                            .collect(),
+                        ..Default::default()
+                    });
+                }
+            }
+            ("events_dropped", v) => {
+                span.dropped_events_count = http_status(v)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0);
+            }
+            _ => span.attributes.push(kv(k, attr_of(v))),
+        }
+    }
+    if let Some(message) = error {
+        span.status = Some(Status {
+            message,
+            code: status::StatusCode::Error as i32,
+        });
+    }
+}
+
+/// Rejected spans and message in a collector's answer (protobuf or JSON), if any.
+fn partial_success(content_type: &str, body: &[u8]) -> Option<(u64, String)> {
+    if body.is_empty() {
+        return None;
+    }
+    if content_type.contains("json") {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let p = v
+            .get("partialSuccess")
+            .or_else(|| v.get("partial_success"))?;
+        let n = p.get("rejectedSpans").or_else(|| p.get("rejected_spans"));
+        let n = match n {
+            Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0),
+            Some(serde_json::Value::String(s)) => s.parse().unwrap_or(0),
+            _ => 0,
+        };
+        let msg = p
+            .get("errorMessage")
+            .or_else(|| p.get("error_message"))
+            .and_then(|m| m.as_str())
+            .unwrap_or("")
+            .to_owned();
+        return (n > 0 || !msg.is_empty()).then_some((n, msg));
+    }
+    let r = ExportTraceServiceResponse::decode(body).ok()?;
+    let p = r.partial_success?;
+    let n = u64::try_from(p.rejected_spans).unwrap_or(0);
+    (n > 0 || !p.error_message.is_empty()).then_some((n, p.error_message))
 }
 
 impl OtlpSender {
@@ -91,7 +265,12 @@ impl OtlpSender {
             pending: HashMap::new(),
             waiting: 0,
             salt: None,
+            roots_sent: HashSet::new(),
+            rootless: HashMap::new(),
             sent: 0,
+            rejected: 0,
+            rejections: Vec::new(),
+            synthetic_roots: 0,
         }
     }
 
@@ -99,13 +278,25 @@ impl OtlpSender {
         *self.salt.get_or_insert(f.start_unix_ns - f.start_ns)
     }
 
+    fn push(&mut self, worker: u8, span: Span) -> std::io::Result<()> {
+        self.pending.entry(worker).or_default().push(span);
+        self.waiting += 1;
+        if self.waiting >= BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Sends the spans waiting now (a live forwarder calls it after each pass).
     pub fn flush(&mut self) -> std::io::Result<()> {
         if self.waiting == 0 {
             return Ok(());
         }
+        let mut workers: Vec<u8> = self.pending.keys().copied().collect();
+        workers.sort_unstable();
         let mut resource_spans = Vec::new();
-        for (worker, spans) in self.pending.drain() {
+        for worker in workers {
+            let spans = self.pending.remove(&worker).unwrap_or_default();
             resource_spans.push(ResourceSpans {
                 resource: Some(Resource {
                     attributes: self.resources.get(&worker).cloned().unwrap_or_else(|| {
@@ -124,7 +315,7 @@ impl OtlpSender {
             });
         }
         let body = ExportTraceServiceRequest { resource_spans }.encode_to_vec();
-        let n = self.waiting;
+        let n = self.waiting as u64;
         self.waiting = 0;
         let mut backoff = FIRST_BACKOFF;
         let mut last = String::new();
@@ -133,8 +324,30 @@ impl OtlpSender {
                 .header("Content-Type", "application/x-protobuf")
                 .send(&body[..])
             {
-                Ok(_) => {
-                    self.sent += n as u64;
+                Ok(mut response) => {
+                    let content_type = response
+                        .headers()
+                        .get("content-type")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_ascii_lowercase();
+                    let answer = response
+                        .body_mut()
+                        .with_config()
+                        .limit(1 << 20)
+                        .read_to_vec()
+                        .unwrap_or_default();
+                    let rejected = match partial_success(&content_type, &answer) {
+                        Some((r, msg)) => {
+                            if !msg.is_empty() && self.rejections.len() < MAX_MESSAGES {
+                                self.rejections.push(msg);
+                            }
+                            r.min(n)
+                        }
+                        None => 0,
+                    };
+                    self.rejected += rejected;
+                    self.sent += n - rejected;
                     return Ok(());
                 }
                 Err(ureq::Error::StatusCode(code)) if code != 429 && code < 500 => {
@@ -177,45 +390,75 @@ impl FrameSink for OtlpSender {
 
     fn frame(&mut self, f: &Frame<'_>) -> std::io::Result<()> {
         use any_value::Value as V;
-        let mut attributes = vec![
-            kv("framelog.category", V::StringValue(f.category.to_string())),
-            kv(
-                "framelog.frame",
-                V::StringValue(format!("{}:{}", f.key.worker, f.key.id)),
-            ),
-            kv("framelog.context", V::IntValue(i64::from(f.context))),
-        ];
-        if f.open {
-            attributes.push(kv("framelog.open", V::BoolValue(true)));
+        let salt = self.salt(f);
+        let worker = f.key.worker;
+        let ctx = (worker, f.context);
+        if f.parent.is_none() {
+            self.roots_sent.insert(ctx);
+            self.rootless.remove(&ctx);
+        } else if !self.roots_sent.contains(&ctx) {
+            let r = self.rootless.entry(ctx).or_insert(Rootless {
+                start: f.start_unix_ns,
+                end: f.end_unix_ns,
+            });
+            r.start = r.start.min(f.start_unix_ns);
+            r.end = r.end.max(f.end_unix_ns);
         }
-        if let Some(d) = &f.data {
-            for (k, v) in d {
-                attributes.push(kv(k, attr_of(v)));
-            }
-        }
-        let span = Span {
-            trace_id: trace_id(self.salt(f), f.key.worker, f.context),
-            span_id: span_id(f.key.worker, f.key.id),
+        let mut span = Span {
+            trace_id: trace_id(salt, worker, f.context),
+            span_id: span_id(salt, worker, f.key.id),
             parent_span_id: f
                 .parent
-                .map(|p| span_id(p.worker, p.id))
+                .map(|p| span_id(salt, p.worker, p.id))
                 .unwrap_or_default(),
             name: f.label.to_owned(),
             kind: span::SpanKind::Internal as i32,
             start_time_unix_nano: f.start_unix_ns,
             end_time_unix_nano: f.end_unix_ns,
-            attributes,
+            attributes: vec![
+                kv("framelog.category", V::StringValue(f.category.to_string())),
+                kv(
+                    "framelog.frame",
+                    V::StringValue(format!("{}:{}", f.key.worker, f.key.id)),
+                ),
+                kv("framelog.context", V::IntValue(i64::from(f.context))),
+            ],
             ..Default::default()
         };
-        self.pending.entry(f.key.worker).or_default().push(span);
-        self.waiting += 1;
-        if self.waiting >= BATCH {
-            self.flush()?;
+        if f.open {
+            span.attributes
+                .push(kv("framelog.open", V::BoolValue(true)));
         }
-        Ok(())
+        if let Some(d) = &f.data {
+            data_to_span(d, f.end_unix_ns, &mut span);
+        }
+        self.push(worker, span)
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
+        use any_value::Value as V;
+        // Stand-ins for root frames not in the export: every trace gets exactly one root.
+        let mut rootless: Vec<_> = self.rootless.drain().collect();
+        rootless.sort_unstable_by_key(|&(k, _)| k);
+        let salt = self.salt.unwrap_or(0);
+        for ((worker, context), r) in rootless {
+            let span = Span {
+                trace_id: trace_id(salt, worker, context),
+                span_id: span_id(salt, worker, context),
+                name: format!("context {worker}:{context} (root frame not in the export)"),
+                kind: span::SpanKind::Internal as i32,
+                start_time_unix_nano: r.start,
+                end_time_unix_nano: r.end,
+                attributes: vec![
+                    kv("framelog.context", V::IntValue(i64::from(context))),
+                    kv("framelog.synthetic", V::BoolValue(true)),
+                ],
+                ..Default::default()
+            };
+            self.roots_sent.insert((worker, context));
+            self.synthetic_roots += 1;
+            self.push(worker, span)?;
+        }
         self.flush()
     }
 }

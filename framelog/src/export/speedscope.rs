@@ -1,11 +1,13 @@
 //! [`Speedscope`]: speedscope's own file format (evented profiles, one per thread), the
 //! format its `file-format-schema.json` describes.
 //!
-//! Each thread's frames become one evented profile of open (`O`) and close (`C`) events in
-//! time order, strictly nested; frames on async tracks go to extra profiles per thread
-//! ("… async 1", "… async 2"), each holding frames that do not overlap. Profiles are written
-//! to temporary files as frames arrive and joined at the end, so memory does not grow with
-//! the log.
+//! Each lane of each thread (see [`super::tracks`]) becomes one evented profile of open (`O`)
+//! and close (`C`) events in time order, strictly nested and balanced: "PROCESS / THREAD" for
+//! the thread's own track, "PROCESS / THREAD (overlap N)" for the frames that would overlap
+//! it. Frames on async tracks (rare: placed out of time order) go to extra profiles per thread
+//! ("… (async 1)" …), each holding frames that do not overlap. Thread names are unique within a
+//! process. Profiles are written to temporary files as frames arrive and joined at the end
+//! (sorted by process, thread and lane), so memory does not grow with the log.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -16,6 +18,8 @@ use serde_json::json;
 use super::{Frame, FrameSink};
 
 struct Profile {
+    /// (worker, thread, 0 for lanes / 1 for async lanes, lane number): the output order.
+    order: (u8, u32, u8, u32),
     name: String,
     events: BufWriter<File>,
     any: bool,
@@ -26,8 +30,9 @@ struct Profile {
 }
 
 impl Profile {
-    fn new(name: String) -> std::io::Result<Self> {
+    fn new(order: (u8, u32, u8, u32), name: String) -> std::io::Result<Self> {
         Ok(Self {
+            order,
             name,
             events: BufWriter::new(tempfile::tempfile()?),
             any: false,
@@ -87,8 +92,8 @@ pub struct Speedscope<W: Write> {
     frame_ids: HashMap<String, u32>,
     processes: HashMap<u8, String>,
     threads: HashMap<(u8, u32), String>,
-    /// Thread tracks by thread; async lanes by thread, in order.
-    sync: HashMap<(u8, u32), usize>,
+    /// Lanes by (thread, lane); async lanes by thread, in order.
+    sync: HashMap<(u8, u32, u32), usize>,
     lanes: HashMap<(u8, u32), Vec<usize>>,
     profiles: Vec<Profile>,
 }
@@ -152,12 +157,18 @@ impl<W: Write> FrameSink for Speedscope<W> {
     fn frame(&mut self, f: &Frame<'_>) -> std::io::Result<()> {
         let id = self.frame_id(f.label);
         if !f.async_track {
-            let idx = match self.sync.get(&f.thread) {
+            // Frames arrive on each lane in start order, parents first.
+            let lane = (f.thread.0, f.thread.1, f.lane);
+            let idx = match self.sync.get(&lane) {
                 Some(&i) => i,
                 None => {
-                    let p = Profile::new(self.thread_name(f.thread))?;
+                    let mut name = self.thread_name(f.thread);
+                    if f.lane > 0 {
+                        name = format!("{name} (overlap {})", f.lane);
+                    }
+                    let p = Profile::new((f.thread.0, f.thread.1, 0, f.lane), name)?;
                     self.profiles.push(p);
-                    self.sync.insert(f.thread, self.profiles.len() - 1);
+                    self.sync.insert(lane, self.profiles.len() - 1);
                     self.profiles.len() - 1
                 }
             };
@@ -174,8 +185,10 @@ impl<W: Write> FrameSink for Speedscope<W> {
         let idx = match lane {
             Some(i) => i,
             None => {
-                let name = format!("{} async {}", self.thread_name(f.thread), lanes.len() + 1);
-                self.profiles.push(Profile::new(name)?);
+                let n = lanes.len() as u32 + 1;
+                let name = format!("{} (async {n})", self.thread_name(f.thread));
+                self.profiles
+                    .push(Profile::new((f.thread.0, f.thread.1, 1, n), name)?);
                 let i = self.profiles.len() - 1;
                 self.lanes.entry(f.thread).or_default().push(i);
                 i
@@ -193,6 +206,7 @@ impl<W: Write> FrameSink for Speedscope<W> {
             "{{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"framelog\",\"name\":\"framelog export\",\"activeProfileIndex\":0,\"shared\":{{\"frames\":{}}},\"profiles\":[",
             serde_json::to_string(&frames)?
         )?;
+        self.profiles.sort_by_key(|p| p.order);
         for (i, p) in self.profiles.iter_mut().enumerate() {
             p.close_until(u64::MAX)?;
             if i > 0 {

@@ -1,23 +1,37 @@
-//! [`Tracks`]: turns start and end records into frames on strictly nested per-thread tracks,
-//! the shape other viewers need (Chrome's `X` events, speedscope's evented profiles).
+//! [`Tracks`]: turns start and end records into frames on strictly nested per-thread tracks
+//! (the shape Chrome's `X` events and speedscope's evented profiles need), with each frame's
+//! parent in its own context (the shape OpenTelemetry traces need). Pure logic.
 //!
-//! Frames of one thread normally nest. Concurrent async work breaks that: a frame started on
-//! a thread can outlive the frame it started inside. When a frame ends while frames started
-//! above it on its thread are still open, those are moved to **async tracks**; what stays on
-//! the thread track nests strictly. A thread's finished frames are held until its outermost
-//! frame ends, then released sorted by start (parents before children at equal times), so
-//! the output is deterministic and memory holds one root's subtree per thread. Pure logic.
+//! Records are paired by key, never by file order: a frame that moved threads across an
+//! `.await` may have its end written after later frames of its thread, or before its start.
+//! A frame belongs to the thread it started on and is placed by its real start and end:
+//!
+//! - Per thread, finished frames are released in order of start (longer first at equal
+//!   starts, then in the order they started), once no frame that started earlier on the
+//!   thread can still arrive: the thread's starts come in time order, so that is when every
+//!   frame started before the earliest one still open has ended.
+//! - Each released frame goes on the first **lane** of its thread where it nests: lane 0 is
+//!   the thread's own track, lanes 1, 2 … hold the frames that would overlap it (concurrent
+//!   async work). Every lane nests strictly, and frames arrive on it in start order.
+//! - A frame that cannot be placed in order (its thread's starts went back in time, or it
+//!   stayed open while more than [`MAX_HELD`] later frames waited for it) is released on no
+//!   lane ([`Done::async_track`]): viewers draw it as an async slice.
+//! - Its **parent** is the innermost frame of its own context that was open on its thread
+//!   when it started, else its context's root frame (key `(worker, context)`); a root (its id
+//!   is its context) has none.
 
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
-use std::cmp::Reverse;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeSet, BinaryHeap};
 
 use formats::FrameKey;
 
 use crate::pairing::Pairing;
 
-/// Finished frames a thread may hold before they are released anyway (bounds memory under a
-/// root that never ends; ordering of equal timestamps across the cut is then by end).
-const MAX_HELD: usize = 1 << 20;
+/// Finished frames a thread may hold for an earlier frame still open; past it the open
+/// frames blocking them are given up to async tracks (bounds memory under a frame that never
+/// ends).
+pub const MAX_HELD: usize = 1 << 20;
 
 /// A finished frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,15 +40,18 @@ pub struct Done<S> {
     pub key: FrameKey,
     /// The thread it started on: (worker, thread).
     pub thread: (u8, u32),
+    /// Its context.
+    pub context: u32,
     /// Start, ns.
     pub start_ns: u64,
     /// End, ns (the log's last time for a frame still open at the end).
     pub end_ns: u64,
-    /// Nesting depth on its thread when it started.
-    pub depth: u32,
-    /// The frame it started inside on its thread, if any.
+    /// The lane of its thread it nests on: 0 is the thread's own track, 1, 2 … the lanes of
+    /// frames that overlap it. Meaningless when `async_track`.
+    pub lane: u32,
+    /// Its parent in its context (see the module doc); `None` for a context's root.
     pub parent: Option<FrameKey>,
-    /// It overlaps its thread's frames without nesting: it belongs on an async track.
+    /// It could not be placed on a lane in time order: it belongs on an async track.
     pub async_track: bool,
     /// It had not ended when the log ended.
     pub open: bool,
@@ -44,22 +61,150 @@ pub struct Done<S> {
 
 struct Started<S> {
     thread: (u8, u32),
-    depth: u32,
-    parent: Option<FrameKey>,
+    seq: u64,
+    context: u32,
     info: S,
 }
 
+/// A finished frame waiting for its turn, ordered by (start, longer first, start order).
+struct Held<S> {
+    start: u64,
+    end: u64,
+    seq: u64,
+    key: FrameKey,
+    context: u32,
+    open: bool,
+    info: S,
+}
+
+impl<S> Held<S> {
+    fn order(&self) -> (u64, Reverse<u64>, u64) {
+        (self.start, Reverse(self.end), self.seq)
+    }
+}
+
+impl<S> PartialEq for Held<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.order() == other.order()
+    }
+}
+impl<S> Eq for Held<S> {}
+impl<S> PartialOrd for Held<S> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<S> Ord for Held<S> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.order().cmp(&other.order())
+    }
+}
+
+#[derive(Default)]
 struct Thread<S> {
-    /// Open frames on the thread track, outermost first.
-    stack: Vec<FrameKey>,
-    held: Vec<Done<S>>,
+    /// Frames started here and still open: (start, seq, key).
+    open: BTreeSet<(u64, u64, FrameKey)>,
+    /// The latest start seen here.
+    last_start: u64,
+    /// Finished frames not released yet (min-heap).
+    held: BinaryHeap<Reverse<Held<S>>>,
+    /// Start of the last frame released in order.
+    released: u64,
+    /// Per lane, the ends of the frames open on it, outermost first.
+    lanes: Vec<Vec<u64>>,
+    /// Per context, frames released here that may still be open: (key, end), in start order.
+    contexts: FxHashMap<u32, Vec<(FrameKey, u64)>>,
+    context_entries: usize,
+    sweep_at: usize,
+}
+
+/// Whether a frame `[start, end]` nests inside (or on) a frame ending at `outer_end` that
+/// started no later; `false` means the outer frame is over by then.
+fn still_open(outer_end: u64, start: u64, end: u64) -> bool {
+    outer_end > start || (outer_end == start && end == start)
+}
+
+impl<S> Thread<S> {
+    fn new() -> Self {
+        Self {
+            open: BTreeSet::new(),
+            last_start: 0,
+            held: BinaryHeap::new(),
+            released: 0,
+            lanes: Vec::new(),
+            contexts: FxHashMap::default(),
+            context_entries: 0,
+            sweep_at: 4096,
+        }
+    }
+
+    /// Whether every frame that starts before (or with) `start` has been seen finished:
+    /// later ones start after it (or with it, and are then released after it anyway).
+    fn releasable(&self, start: u64) -> bool {
+        match self.open.first() {
+            // An open frame starting with it may be its parent: wait for it.
+            Some(&(s, _, _)) => start < s,
+            None => start <= self.last_start,
+        }
+    }
+
+    /// The first lane the frame nests on.
+    fn lane(&mut self, start: u64, end: u64) -> u32 {
+        for (i, lane) in self.lanes.iter_mut().enumerate() {
+            while lane.last().is_some_and(|&e| !still_open(e, start, end)) {
+                lane.pop();
+            }
+            if lane.last().is_none_or(|&e| end <= e) {
+                lane.push(end);
+                return i as u32;
+            }
+        }
+        self.lanes.push(vec![end]);
+        (self.lanes.len() - 1) as u32
+    }
+
+    /// The innermost frame of `context` open here at `start`; records this frame as one.
+    fn parent(&mut self, key: FrameKey, context: u32, start: u64, end: u64) -> Option<FrameKey> {
+        let stack = self.contexts.entry(context).or_default();
+        while stack
+            .last()
+            .is_some_and(|&(_, e)| !still_open(e, start, end))
+        {
+            stack.pop();
+            self.context_entries -= 1;
+        }
+        let found = stack.last().map(|&(k, _)| k);
+        stack.push((key, end));
+        self.context_entries += 1;
+        if self.context_entries > self.sweep_at {
+            // Frames that ended before the last released start can no longer be anyone's
+            // parent here (later frames start after it).
+            let released = self.released;
+            self.contexts.retain(|_, s| {
+                s.retain(|&(_, e)| e >= released);
+                !s.is_empty()
+            });
+            self.context_entries = self.contexts.values().map(Vec::len).sum();
+            self.sweep_at = (self.context_entries * 2).max(4096);
+        }
+        if key.id == context {
+            None
+        } else {
+            Some(found.unwrap_or(FrameKey::new(key.worker, context)))
+        }
+    }
 }
 
 /// Track assignment for a whole log, fed in file order.
 pub struct Tracks<S> {
     pairing: Pairing<Started<S>, FxBuildHasher>,
     threads: FxHashMap<(u8, u32), Thread<S>>,
-    moved: FxHashSet<FrameKey>,
+    /// Open frames given up to async tracks (see [`MAX_HELD`]).
+    demoted: FxHashSet<FrameKey>,
+    seq: u64,
+    /// Only frames that end at or after `.0` and start at or before `.1` are released.
+    window: (u64, u64),
+    max_held: usize,
 }
 
 impl<S> Default for Tracks<S> {
@@ -67,100 +212,183 @@ impl<S> Default for Tracks<S> {
         Self {
             pairing: Pairing::new(),
             threads: FxHashMap::default(),
-            moved: FxHashSet::default(),
+            demoted: FxHashSet::default(),
+            seq: 0,
+            window: (0, u64::MAX),
+            max_held: MAX_HELD,
         }
     }
 }
 
+fn async_done<S>(thread: (u8, u32), h: Held<S>) -> Done<S> {
+    let parent = (h.key.id != h.context).then(|| FrameKey::new(h.key.worker, h.context));
+    Done {
+        key: h.key,
+        thread,
+        context: h.context,
+        start_ns: h.start,
+        end_ns: h.end,
+        lane: 0,
+        parent,
+        async_track: true,
+        open: h.open,
+        info: h.info,
+    }
+}
+
 impl<S> Tracks<S> {
-    /// A frame starts on `thread`.
+    /// Releases only frames that end at or after `from_ns` and start at or before `to_ns`
+    /// (the others are left out of lanes and parents too).
+    pub fn set_window(&mut self, from_ns: u64, to_ns: u64) {
+        self.window = (from_ns, to_ns);
+    }
+
+    /// Sets how many finished frames a thread may hold (tests; default [`MAX_HELD`]).
+    pub fn set_max_held(&mut self, n: usize) {
+        self.max_held = n.max(1);
+    }
+
+    fn in_window(&self, start: u64, end: u64) -> bool {
+        end >= self.window.0 && start <= self.window.1
+    }
+
+    /// A frame of `context` starts on `thread`.
     pub fn start(
         &mut self,
         key: FrameKey,
         thread: (u8, u32),
+        context: u32,
         start_ns: u64,
         info: S,
         out: &mut impl FnMut(Done<S>),
     ) {
-        if let Some(end_ns) = self.pairing.take_early_end(key) {
-            // Its end was written first (it moved threads): it cannot be placed in the
-            // thread's nesting, so it goes to an async track.
-            out(Done {
-                key,
+        self.seq += 1;
+        let seq = self.seq;
+        let t = self.threads.entry(thread).or_insert_with(Thread::new);
+        t.last_start = t.last_start.max(start_ns);
+        match self.pairing.take_early_end(key) {
+            // Its end was written first (it moved threads): finished already.
+            Some(end_ns) => self.finished(
                 thread,
-                start_ns,
-                end_ns,
-                depth: 0,
-                parent: None,
-                async_track: true,
-                open: false,
-                info,
-            });
-            return;
+                Held {
+                    start: start_ns,
+                    end: end_ns.max(start_ns),
+                    seq,
+                    key,
+                    context,
+                    open: false,
+                    info,
+                },
+                out,
+            ),
+            None => {
+                t.open.insert((start_ns, seq, key));
+                self.pairing.wait_for_end(
+                    key,
+                    start_ns,
+                    Started {
+                        thread,
+                        seq,
+                        context,
+                        info,
+                    },
+                );
+                self.release(thread, u64::MAX, out);
+            }
         }
-        let t = self.threads.entry(thread).or_insert_with(|| Thread {
-            stack: Vec::new(),
-            held: Vec::new(),
-        });
-        let depth = t.stack.len() as u32;
-        let parent = t.stack.last().copied();
-        t.stack.push(key);
-        self.pairing.wait_for_end(
-            key,
-            start_ns,
-            Started {
-                thread,
-                depth,
-                parent,
-                info,
-            },
-        );
     }
 
     /// A frame ends.
     pub fn end(&mut self, key: FrameKey, end_ns: u64, out: &mut impl FnMut(Done<S>)) {
         if let Some(p) = self.pairing.end(key, end_ns) {
-            self.finish_frame(key, p.start_ns, p.end_ns, p.start_info, false, out);
+            self.ended(key, p.start_ns, p.end_ns, p.start_info, false, out);
         }
     }
 
-    fn finish_frame(
+    fn ended(
         &mut self,
         key: FrameKey,
-        start_ns: u64,
-        end_ns: u64,
+        start: u64,
+        end: u64,
         s: Started<S>,
         open: bool,
         out: &mut impl FnMut(Done<S>),
     ) {
-        let Some(t) = self.threads.get_mut(&s.thread) else {
-            return;
-        };
-        if let Some(i) = t.stack.iter().rposition(|k| *k == key) {
-            // Frames started above it and still open do not nest in it.
-            for above in t.stack.drain(i + 1..) {
-                self.moved.insert(above);
-            }
-            t.stack.truncate(i);
-        }
-        let done = Done {
+        let held = Held {
+            start,
+            end: end.max(start),
+            seq: s.seq,
             key,
-            thread: s.thread,
-            start_ns,
-            end_ns,
-            depth: s.depth,
-            parent: s.parent,
-            async_track: self.moved.remove(&key),
+            context: s.context,
             open,
             info: s.info,
         };
-        if done.async_track {
-            out(done);
+        if self.demoted.remove(&key) {
+            if self.in_window(held.start, held.end) {
+                out(async_done(s.thread, held));
+            }
             return;
         }
-        t.held.push(done);
-        if t.stack.is_empty() || t.held.len() >= MAX_HELD {
-            release(&mut t.held, out);
+        if let Some(t) = self.threads.get_mut(&s.thread) {
+            t.open.remove(&(start, s.seq, key));
+        }
+        self.finished(s.thread, held, out);
+    }
+
+    fn finished(&mut self, thread: (u8, u32), h: Held<S>, out: &mut impl FnMut(Done<S>)) {
+        let keep = self.in_window(h.start, h.end);
+        let Some(t) = self.threads.get_mut(&thread) else {
+            return;
+        };
+        if h.start < t.released {
+            // Its thread's lanes have moved past its start (starts out of time order).
+            if keep {
+                out(async_done(thread, h));
+            }
+        } else if keep {
+            t.held.push(Reverse(h));
+        }
+        self.release(thread, u64::MAX, out);
+    }
+
+    /// Releases the thread's held frames that started by its watermark (and by `limit`),
+    /// giving up open frames to async tracks while too many wait for them.
+    fn release(&mut self, thread: (u8, u32), limit: u64, out: &mut impl FnMut(Done<S>)) {
+        let Some(t) = self.threads.get_mut(&thread) else {
+            return;
+        };
+        loop {
+            while t
+                .held
+                .peek()
+                .is_some_and(|Reverse(h)| h.start <= limit && t.releasable(h.start))
+            {
+                let Some(Reverse(h)) = t.held.pop() else {
+                    break;
+                };
+                t.released = t.released.max(h.start);
+                let lane = t.lane(h.start, h.end);
+                let parent = t.parent(h.key, h.context, h.start, h.end);
+                out(Done {
+                    key: h.key,
+                    thread,
+                    context: h.context,
+                    start_ns: h.start,
+                    end_ns: h.end,
+                    lane,
+                    parent,
+                    async_track: false,
+                    open: h.open,
+                    info: h.info,
+                });
+            }
+            if t.held.len() <= self.max_held || limit != u64::MAX {
+                return;
+            }
+            let Some(first) = t.open.pop_first() else {
+                return;
+            };
+            self.demoted.insert(first.2);
         }
     }
 
@@ -168,25 +396,21 @@ impl<S> Tracks<S> {
     /// everything held is released.
     pub fn finish(&mut self, last_ns: u64, out: &mut impl FnMut(Done<S>)) {
         let mut open: Vec<(FrameKey, u64)> = self.pairing.open().map(|(k, s, _)| (k, s)).collect();
-        // Innermost first, so each ends inside its parent.
-        open.sort_by_key(|&(k, s)| (Reverse(s), k));
+        open.sort_unstable_by_key(|&(k, s)| (s, k));
         for (key, _) in open {
             if let Some(p) = self.pairing.end(key, last_ns) {
-                let end = p.end_ns.max(p.start_ns);
-                self.finish_frame(key, p.start_ns, end, p.start_info, true, out);
+                self.ended(key, p.start_ns, p.end_ns, p.start_info, true, out);
             }
         }
-        for t in self.threads.values_mut() {
-            release(&mut t.held, out);
+        let mut threads: Vec<(u8, u32)> = self.threads.keys().copied().collect();
+        threads.sort_unstable();
+        for t in threads {
+            if let Some(th) = self.threads.get_mut(&t) {
+                th.open.clear();
+                th.last_start = u64::MAX;
+            }
+            self.release(t, u64::MAX, out);
         }
-    }
-}
-
-/// Releases held frames sorted by start, longer first, outer first.
-fn release<S>(held: &mut Vec<Done<S>>, out: &mut impl FnMut(Done<S>)) {
-    held.sort_by_key(|d| (d.start_ns, Reverse(d.end_ns), d.depth, d.key));
-    for d in held.drain(..) {
-        out(d);
     }
 }
 
@@ -198,85 +422,235 @@ mod tests {
         FrameKey::new(0, id)
     }
 
-    /// Feeds (start|end, id, time) on thread 1; returns (id, start, end, async, open).
-    fn run(events: &[(char, u32, u64)], last: u64) -> Vec<(u32, u64, u64, bool, bool)> {
+    /// (id, start, end, lane, async, open, parent id)
+    type Row = (u32, u64, u64, u32, bool, bool, Option<u32>);
+
+    /// Feeds (start|end, id, context, time) on thread 1 (thread 2 for 'S'); returns rows in
+    /// release order.
+    fn run(events: &[(char, u32, u32, u64)], last: u64) -> Vec<Row> {
         let mut t = Tracks::default();
         let mut got = Vec::new();
-        let mut out =
-            |d: Done<()>| got.push((d.key.id, d.start_ns, d.end_ns, d.async_track, d.open));
-        for &(what, id, ts) in events {
-            if what == 's' {
-                t.start(k(id), (0, 1), ts, (), &mut out);
-            } else {
-                t.end(k(id), ts, &mut out);
+        let mut out = |d: Done<()>| {
+            got.push((
+                d.key.id,
+                d.start_ns,
+                d.end_ns,
+                d.lane,
+                d.async_track,
+                d.open,
+                d.parent.map(|p| p.id),
+            ))
+        };
+        for &(what, id, ctx, ts) in events {
+            match what {
+                's' => t.start(k(id), (0, 1), ctx, ts, (), &mut out),
+                'S' => t.start(k(id), (0, 2), ctx, ts, (), &mut out),
+                _ => t.end(k(id), ts, &mut out),
             }
         }
         t.finish(last, &mut out);
         got
     }
 
+    /// Every lane of every thread nests strictly.
+    fn assert_nested(rows: &[Row]) {
+        let mut lanes: FxHashMap<u32, Vec<(u64, u64)>> = FxHashMap::default();
+        for r in rows.iter().filter(|r| !r.4) {
+            lanes.entry(r.3).or_default().push((r.1, r.2));
+        }
+        for frames in lanes.values() {
+            let mut stack: Vec<u64> = Vec::new();
+            let mut last = 0;
+            for &(s, e) in frames {
+                assert!(s >= last, "released out of start order");
+                last = s;
+                while stack.last().is_some_and(|&pe| !still_open(pe, s, e)) {
+                    stack.pop();
+                }
+                assert!(stack.last().is_none_or(|&pe| e <= pe), "{frames:?}");
+                stack.push(e);
+            }
+        }
+    }
+
     #[test]
     fn nested_frames_come_out_parents_first_sorted_by_start() {
         let got = run(
             &[
-                ('s', 1, 0),
-                ('s', 2, 0),
-                ('e', 2, 5),
-                ('s', 3, 6),
-                ('e', 3, 7),
-                ('e', 1, 10),
+                ('s', 1, 1, 0),
+                ('s', 2, 1, 0),
+                ('e', 2, 0, 5),
+                ('s', 3, 1, 6),
+                ('e', 3, 0, 7),
+                ('e', 1, 0, 10),
             ],
             10,
         );
         assert_eq!(
             got,
             vec![
-                (1, 0, 10, false, false),
-                (2, 0, 5, false, false),
-                (3, 6, 7, false, false)
+                (1, 0, 10, 0, false, false, None),
+                (2, 0, 5, 0, false, false, Some(1)),
+                (3, 6, 7, 0, false, false, Some(1))
             ]
         );
     }
 
     #[test]
-    fn a_frame_outliving_its_parent_moves_to_an_async_track() {
+    fn a_frame_outliving_its_parent_goes_on_lane_1() {
         // A [0,10]; B starts inside A at 5 and ends at 15; C nests in B [6,8].
         let got = run(
             &[
-                ('s', 1, 0),
-                ('s', 2, 5),
-                ('s', 3, 6),
-                ('e', 3, 8),
-                ('e', 1, 10),
-                ('e', 2, 15),
+                ('s', 1, 1, 0),
+                ('s', 2, 1, 5),
+                ('s', 3, 1, 6),
+                ('e', 3, 0, 8),
+                ('e', 1, 0, 10),
+                ('e', 2, 0, 15),
             ],
             15,
         );
         assert_eq!(
             got,
             vec![
-                (1, 0, 10, false, false),
-                (3, 6, 8, false, false),
-                (2, 5, 15, true, false)
+                (1, 0, 10, 0, false, false, None),
+                (2, 5, 15, 1, false, false, Some(1)),
+                (3, 6, 8, 0, false, false, Some(2))
             ]
         );
-        // What stays on the thread track nests strictly.
-        let sync: Vec<_> = got.iter().filter(|g| !g.3).collect();
-        for w in sync.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            assert!(b.1 >= a.2 || (b.1 >= a.1 && b.2 <= a.2));
-        }
+        assert_nested(&got);
+    }
+
+    #[test]
+    fn an_end_written_late_is_placed_by_its_real_time() {
+        // The case: task 48 [102,123] moved threads and its end reached the file
+        // after request 56 [121,125] of the same thread: they overlap, so 56 takes lane 1.
+        let got = run(
+            &[
+                ('s', 48, 40, 102),
+                ('s', 56, 56, 121),
+                ('e', 56, 0, 125),
+                ('e', 48, 0, 123),
+            ],
+            125,
+        );
+        assert_eq!(
+            got,
+            vec![
+                (48, 102, 123, 0, false, false, Some(40)),
+                (56, 121, 125, 1, false, false, None)
+            ]
+        );
     }
 
     #[test]
     fn open_frames_end_at_the_last_time_inside_their_parents() {
-        let got = run(&[('s', 1, 0), ('s', 2, 3)], 20);
-        assert_eq!(got, vec![(1, 0, 20, false, true), (2, 3, 20, false, true)]);
+        let got = run(&[('s', 1, 1, 0), ('s', 2, 1, 3)], 20);
+        assert_eq!(
+            got,
+            vec![
+                (1, 0, 20, 0, false, true, None),
+                (2, 3, 20, 0, false, true, Some(1))
+            ]
+        );
     }
 
     #[test]
-    fn an_end_before_its_start_is_an_async_frame() {
-        let got = run(&[('e', 7, 9), ('s', 7, 4)], 9);
-        assert_eq!(got, vec![(7, 4, 9, true, false)]);
+    fn an_end_before_its_start_is_placed_like_any_frame() {
+        let got = run(&[('e', 7, 0, 9), ('s', 7, 7, 4)], 9);
+        assert_eq!(got, vec![(7, 4, 9, 0, false, false, None)]);
+    }
+
+    #[test]
+    fn parents_are_in_the_frames_own_context() {
+        // Request 1 (ctx 1) on thread 1; inside it a frame of another context (10) starts,
+        // then one of ctx 1 again; a frame of ctx 1 on thread 2 has no ctx-1 frame open
+        // there: its parent is the root.
+        let got = run(
+            &[
+                ('s', 1, 1, 0),
+                ('s', 10, 10, 1),
+                ('s', 2, 1, 2),
+                ('e', 2, 0, 3),
+                ('e', 10, 0, 4),
+                ('S', 3, 1, 5),
+                ('e', 3, 0, 6),
+                ('s', 11, 10, 7),
+                ('e', 11, 0, 8),
+                ('e', 1, 0, 9),
+            ],
+            9,
+        );
+        let parent = |id| got.iter().find(|r| r.0 == id).unwrap().6;
+        assert_eq!(parent(1), None);
+        assert_eq!(parent(10), None);
+        assert_eq!(parent(2), Some(1), "not frame 10, of another context");
+        assert_eq!(parent(3), Some(1));
+        assert_eq!(parent(11), Some(10), "its root, ended: not frame 1");
+    }
+
+    #[test]
+    fn a_frame_open_too_long_goes_async_and_the_rest_is_released() {
+        let mut t = Tracks::default();
+        t.set_max_held(4);
+        let got = std::cell::RefCell::new(Vec::new());
+        let mut out = |d: Done<()>| got.borrow_mut().push((d.key.id, d.async_track));
+        t.start(k(1), (0, 1), 1, 0, (), &mut out);
+        for i in 0..10u32 {
+            t.start(k(10 + i), (0, 1), 1, 1 + u64::from(i) * 2, (), &mut out);
+            t.end(k(10 + i), 2 + u64::from(i) * 2, &mut out);
+        }
+        assert!(
+            got.borrow().len() >= 6,
+            "released while frame 1 is open: {got:?}"
+        );
+        t.end(k(1), 100, &mut out);
+        t.finish(100, &mut out);
+        let got = got.into_inner();
+        assert_eq!(got.len(), 11);
+        assert_eq!(got.iter().filter(|g| g.1).collect::<Vec<_>>(), [&(1, true)]);
+    }
+
+    #[test]
+    fn many_random_async_frames_nest_on_their_lanes_each_exactly_once() {
+        // Frames on one thread starting in time order and ending in any order, some ends
+        // written before their starts.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut events = Vec::new();
+        let mut ends = Vec::new();
+        for id in 1..=300u32 {
+            let s = u64::from(id) * 10;
+            let e = s + next() % 3000;
+            ends.push((e, id));
+            if next() % 10 == 0 {
+                events.insert(0, ('e', id, 0, e));
+            }
+            events.push(('s', id, 1 + id % 7, s));
+        }
+        // Ends interleaved with later starts, in end order.
+        let mut all: Vec<(u64, (char, u32, u32, u64))> = events
+            .iter()
+            .map(|&ev| (if ev.0 == 's' { ev.3 } else { 0 }, ev))
+            .collect();
+        for (e, id) in ends {
+            if !events.iter().any(|x| x.0 == 'e' && x.1 == id) {
+                all.push((e, ('e', id, 0, e)));
+            }
+        }
+        all.sort_by_key(|a| a.0);
+        let evs: Vec<_> = all.into_iter().map(|a| a.1).collect();
+        let got = run(&evs, 10_000);
+        assert_eq!(got.len(), 300);
+        let mut ids: Vec<u32> = got.iter().map(|g| g.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 300, "each frame once");
+        assert_nested(&got);
     }
 }

@@ -75,10 +75,25 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             ExportError::Log(e) => anyhow::Error::new(e),
         })?;
         eprintln!(
-            "sent {} spans to {url} ({} on async tracks, {} still open at the end)",
-            sender.sent, summary.async_frames, summary.open_frames
+            "sent {} spans to {url} ({} still open at the end, {} standing in for root frames not in the export)",
+            sender.sent, summary.open_frames, sender.synthetic_roots
         );
-        return Ok(ExitCode::SUCCESS);
+        if sender.rejected > 0 || !sender.rejections.is_empty() {
+            eprintln!(
+                "{url} rejected {} spans{}",
+                sender.rejected,
+                if sender.rejections.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", sender.rejections.join("; "))
+                }
+            );
+        }
+        return Ok(if sender.rejected > 0 {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        });
     }
     let (out, shown): (Box<dyn Write>, String) = match &a.output {
         Some(p) => (
@@ -99,8 +114,9 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         ExportError::Log(e) => anyhow::Error::new(e),
     })?;
     eprintln!(
-        "exported {} frames ({} on async tracks, {} still open at the end){}",
+        "exported {} frames ({} on overlap lanes, {} on async tracks, {} still open at the end){}",
         summary.frames,
+        summary.overlap_frames,
         summary.async_frames,
         summary.open_frames,
         if summary.damaged_bytes > 0 {

@@ -1,0 +1,597 @@
+//! `framelog export` on real logs with async work, recorded by child processes: stopwatch's
+//! demo (async tasks that move threads across `.await`), the same killed with SIGKILL while
+//! frames are open, a damaged copy, and a tokio service recorded through `TracingLayer`.
+//!
+//! Checked the way the viewers read the files, against the log itself (read and paired
+//! here, independently of the exporter):
+//! - Chrome JSON: every `B`/`E` pair nests on its `tid`, in time order in the file; every frame appears exactly once with
+//!   its exact start and duration; one `thread_name` per `tid`, unique within a process;
+//!   no frame or context key in `args`.
+//! - speedscope: every profile's events are in time order and balanced; every frame opens
+//!   and closes once, with its exact times; profile names are unique.
+//! - OTLP, two logs sent one after the other to a receiver decoding
+//!   `ExportTraceServiceRequest`: every span's parent is in its own trace, one root per
+//!   trace, no span id repeats; `tracing` events are span events, failures are errors.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use formats::{FrameKey, Record};
+use framelog::LogReader;
+use framelog_tests::{framelog_bin, wait_until};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::Value;
+
+/// Waits for `child` to exit (polling, with a deadline); kills it on timeout.
+fn wait_exit(child: &mut Child, secs: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{what} failed: {status}");
+            return;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not finish in {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn child(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_async_child"))
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn frames_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "framelog"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The logs, recorded once per test binary (in Cargo's temporary directory for tests).
+struct Logs {
+    demo: PathBuf,
+    killed: PathBuf,
+    damaged: PathBuf,
+    traced: PathBuf,
+}
+
+fn logs() -> &'static Logs {
+    static LOGS: OnceLock<Logs> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("export_async-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let l = Logs {
+            demo: root.join("demo"),
+            killed: root.join("killed"),
+            damaged: root.join("damaged"),
+            traced: root.join("traced"),
+        };
+        // The demo for 2 s and the traced service, then a demo killed mid-run.
+        let mut demo = child(&["demo", l.demo.to_str().unwrap(), "2"]);
+        let mut traced = child(&["traced", l.traced.to_str().unwrap(), "600"]);
+        wait_exit(&mut demo, 60, "the demo");
+        wait_exit(&mut traced, 60, "the traced service");
+        let mut killed = child(&["demo", l.killed.to_str().unwrap(), "forever"]);
+        wait_until(30, "the killed demo's first 200 KB", || {
+            frames_bytes(&l.killed) > 200_000
+        });
+        killed.kill().unwrap(); // SIGKILL: frames open, buffers unwritten
+        killed.wait().unwrap();
+        // A damaged copy of the demo: 64 bytes zeroed in the middle of its frame log.
+        std::fs::create_dir_all(&l.damaged).unwrap();
+        for e in std::fs::read_dir(&l.demo).unwrap() {
+            let p = e.unwrap().path();
+            let to = l.damaged.join(p.file_name().unwrap());
+            std::fs::copy(&p, &to).unwrap();
+            if p.extension().is_some_and(|x| x == "framelog") {
+                let mut b = std::fs::read(&to).unwrap();
+                let mid = b.len() / 2;
+                b[mid..mid + 64].fill(0);
+                std::fs::write(&to, b).unwrap();
+            }
+        }
+        l
+    })
+}
+
+/// The log as read and paired here: every frame's label, start and end (ns since the
+/// export's origin); open frames end at the log's last time.
+struct Truth {
+    frames: HashMap<FrameKey, (String, u64, u64, bool)>,
+}
+
+fn truth(dir: &Path) -> Truth {
+    let mut starts: HashMap<FrameKey, (String, u64)> = HashMap::new();
+    let mut early_ends: HashMap<FrameKey, u64> = HashMap::new();
+    let mut done: HashMap<FrameKey, (String, u64, u64, bool)> = HashMap::new();
+    let (mut origin, mut last) = (u64::MAX, 0u64);
+    LogReader::open(dir)
+        .unwrap()
+        .read_available(|_, rec| match rec {
+            Record::ThreadInfo(t) => origin = origin.min(t.timestamp),
+            Record::Start(s) => {
+                origin = origin.min(s.timestamp);
+                last = last.max(s.timestamp);
+                let k = FrameKey::new(s.worker, s.id);
+                match early_ends.remove(&k) {
+                    Some(e) => {
+                        done.insert(
+                            k,
+                            (s.label.to_owned(), s.timestamp, e.max(s.timestamp), false),
+                        );
+                    }
+                    None => {
+                        starts.insert(k, (s.label.to_owned(), s.timestamp));
+                    }
+                }
+            }
+            Record::End(e) => {
+                last = last.max(e.timestamp);
+                let k = FrameKey::new(e.worker, e.id);
+                match starts.remove(&k) {
+                    Some((l, s)) => {
+                        done.insert(k, (l, s, e.timestamp.max(s), false));
+                    }
+                    None => {
+                        early_ends.insert(k, e.timestamp);
+                    }
+                }
+            }
+            Record::Dropped(d) => last = last.max(d.timestamp),
+            _ => {}
+        })
+        .unwrap();
+    for (k, (l, s)) in starts {
+        done.insert(k, (l, s, last.max(s), true));
+    }
+    for f in done.values_mut() {
+        f.1 -= origin;
+        f.2 -= origin;
+    }
+    Truth { frames: done }
+}
+
+fn export(dir: &Path, args: &[&str]) -> (Output, PathBuf) {
+    let out = dir.with_extension(format!("{}.json", args.join("_").replace(['-', ' '], "")));
+    let o = Command::new(framelog_bin())
+        .arg("export")
+        .arg(dir)
+        .arg("-o")
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (o, out)
+}
+
+/// µs with up to three decimals → ns, exactly.
+fn ns(v: &Value) -> u64 {
+    let s = v.to_string();
+    let (int, frac) = s.split_once('.').unwrap_or((&s, "0"));
+    int.parse::<u64>().unwrap() * 1000 + format!("{frac:0<3}")[..3].parse::<u64>().unwrap()
+}
+
+fn key_of(id: &str) -> FrameKey {
+    let (w, i) = id.split_once(':').unwrap();
+    FrameKey::new(w.parse().unwrap(), i.parse().unwrap())
+}
+
+/// A tid's frames begun and not ended (id, name, begin), and the last time seen.
+type TidState = (Vec<(String, String, u64)>, u64);
+
+/// Checks a Chrome export against the log (every `B`/`E` pair nests on its tid, in time
+/// order in the file); returns (duration events, overlap-lane tids).
+fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    // Thread names: one per tid, unique within a process.
+    let mut named: HashSet<(u64, u64)> = HashSet::new();
+    let mut names: HashSet<(u64, String)> = HashSet::new();
+    for m in events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+    {
+        let (pid, tid) = (m["pid"].as_u64().unwrap(), m["tid"].as_u64().unwrap());
+        assert!(
+            named.insert((pid, tid)),
+            "thread_name twice for {pid}/{tid}"
+        );
+        let name = m["args"]["name"].as_str().unwrap().to_owned();
+        assert!(
+            names.insert((pid, name.clone())),
+            "two threads named {name:?}"
+        );
+    }
+    let mut seen: HashMap<FrameKey, u32> = HashMap::new();
+    // Per tid, in file order: the frames begun and not ended (id, name, begin), and the
+    // last time seen.
+    let mut stacks: HashMap<(u64, u64), TidState> = HashMap::new();
+    let mut begins: HashMap<String, (u64, String)> = HashMap::new();
+    let mut durations = 0;
+    for e in events {
+        let ph = e["ph"].as_str().unwrap();
+        if ph == "M" {
+            continue;
+        }
+        let args = e.get("args");
+        assert!(
+            args.is_none_or(|a| a.get("frame").is_none() && a.get("context").is_none()),
+            "frame keys in args: {e}"
+        );
+        if !with_data {
+            assert!(args.is_none_or(|a| a.get("data").is_none()));
+        }
+        let id = e["id"].as_str().unwrap().to_owned();
+        let name = e["name"].as_str().unwrap().to_owned();
+        let ts = ns(&e["ts"]);
+        let tid = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        let (start, end) = match ph {
+            "B" => {
+                durations += 1;
+                let (stack, last) = stacks.entry(tid).or_default();
+                assert!(
+                    ts >= *last,
+                    "{tid:?}: {id} begins before the previous event"
+                );
+                *last = ts;
+                stack.push((id, name, ts));
+                continue;
+            }
+            "E" => {
+                let (stack, last) = stacks.entry(tid).or_default();
+                assert!(ts >= *last, "{tid:?}: {id} ends before the previous event");
+                *last = ts;
+                let (bid, bname, bts) = stack
+                    .pop()
+                    .unwrap_or_else(|| panic!("{tid:?}: {id} ends with nothing begun"));
+                assert_eq!((&bid, &bname), (&id, &name), "{tid:?}: ends another frame");
+                (bts, ts)
+            }
+            "b" => {
+                begins.insert(id, (ts, name));
+                continue;
+            }
+            "e" => {
+                let (s, n) = begins.remove(&id).expect("e without b");
+                assert_eq!(n, name);
+                (s, ts)
+            }
+            other => panic!("event type {other}"),
+        };
+        let key = key_of(&id);
+        let open = args.is_some_and(|a| a["open"] == true);
+        *seen.entry(key).or_default() += 1;
+        let (label, ts, te, topen) = t
+            .frames
+            .get(&key)
+            .unwrap_or_else(|| panic!("{id} is not a frame of the log"));
+        assert_eq!(
+            (&name, start, end, open),
+            (label, *ts, *te, *topen),
+            "{id}: label, start, end, open"
+        );
+    }
+    assert!(begins.is_empty(), "b without e");
+    assert!(stacks.values().all(|s| s.0.is_empty()), "B without E");
+    assert_eq!(seen.len(), t.frames.len(), "every frame of the log");
+    assert!(seen.values().all(|&n| n == 1), "each frame once");
+    let lanes = stacks
+        .keys()
+        .filter(|(_, tid)| *tid >= 1_000_000_000)
+        .count();
+    (durations, lanes)
+}
+
+/// Checks a speedscope export against the log; returns the number of profiles.
+fn check_speedscope(path: &Path, t: &Truth) -> usize {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let frames: Vec<&str> = v["shared"]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    let mut got: Vec<(String, u64, u64)> = Vec::new();
+    let profiles = v["profiles"].as_array().unwrap();
+    let names: HashSet<&str> = profiles
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), profiles.len(), "profile names are unique");
+    for p in profiles {
+        let (start, end) = (
+            p["startValue"].as_u64().unwrap(),
+            p["endValue"].as_u64().unwrap(),
+        );
+        let mut stack: Vec<(u64, u64)> = Vec::new();
+        let mut last = start;
+        for e in p["events"].as_array().unwrap() {
+            let (f, at) = (e["frame"].as_u64().unwrap(), e["at"].as_u64().unwrap());
+            assert!(
+                at >= last && at <= end,
+                "{}: events out of time order ({at} after {last})",
+                p["name"]
+            );
+            last = at;
+            match e["type"].as_str().unwrap() {
+                "O" => stack.push((f, at)),
+                "C" => {
+                    let (of, oat) = stack.pop().expect("close without open");
+                    assert_eq!(of, f, "{}: close of another frame", p["name"]);
+                    got.push((frames[f as usize].to_owned(), oat, at));
+                }
+                other => panic!("event type {other}"),
+            }
+        }
+        assert!(stack.is_empty(), "{}: unbalanced", p["name"]);
+    }
+    let mut want: Vec<(String, u64, u64)> = t
+        .frames
+        .values()
+        .map(|(l, s, e, _)| (l.clone(), *s, *e))
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got.len(), want.len(), "each frame once");
+    assert!(got == want, "frames with their exact times");
+    profiles.len()
+}
+
+fn check_all_exports(dir: &Path, what: &str) {
+    let t = truth(dir);
+    assert!(
+        t.frames.len() > 100,
+        "{what}: only {} frames",
+        t.frames.len()
+    );
+    let (o, chrome) = export(dir, &[]);
+    let (durations, lanes) = check_chrome(&chrome, &t, true);
+    let (_, bare) = export(dir, &["--no-data"]);
+    check_chrome(&bare, &t, false);
+    let (_, ss) = export(dir, &["--format", "speedscope"]);
+    let profiles = check_speedscope(&ss, &t);
+    eprintln!(
+        "{what}: {} frames, {durations} B/E pairs, {lanes} overlap lanes, {profiles} speedscope profiles; {}",
+        t.frames.len(),
+        String::from_utf8_lossy(&o.stderr).trim()
+    );
+}
+
+#[test]
+fn demo_log_exports_nest_in_time_order_each_frame_once_exactly() {
+    check_all_exports(&logs().demo, "demo");
+}
+
+#[test]
+fn killed_demo_log_with_open_frames_exports_nest_and_mark_them_open() {
+    let l = &logs().killed;
+    assert!(
+        truth(l).frames.values().any(|f| f.3),
+        "the killed demo left frames open"
+    );
+    check_all_exports(l, "killed demo");
+}
+
+#[test]
+fn damaged_demo_log_exports_what_is_left_nested() {
+    check_all_exports(&logs().damaged, "damaged demo");
+}
+
+#[test]
+fn traced_service_log_exports_nest_in_time_order_each_frame_once_exactly() {
+    check_all_exports(&logs().traced, "traced service");
+}
+
+type Received = Arc<Mutex<Vec<ExportTraceServiceRequest>>>;
+
+/// An OTLP/HTTP receiver on 127.0.0.1 decoding each `ExportTraceServiceRequest` and
+/// answering 200 with an empty `ExportTraceServiceResponse`.
+fn receiver() -> (String, Received) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let got: Received = Arc::default();
+    let g = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; len];
+                if reader.read_exact(&mut body).is_err() {
+                    break;
+                }
+                if let Ok(req) = <ExportTraceServiceRequest as prost::Message>::decode(&body[..]) {
+                    g.lock().unwrap().push(req);
+                }
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n"
+                );
+            }
+        }
+    });
+    (url, got)
+}
+
+fn spans(got: &Received) -> Vec<Span> {
+    got.lock()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.resource_spans.iter())
+        .flat_map(|rs| rs.scope_spans.iter())
+        .flat_map(|ss| ss.spans.iter().cloned())
+        .collect()
+}
+
+fn send(dir: &Path, url: &str) -> String {
+    let o = Command::new(framelog_bin())
+        .arg("export")
+        .arg(dir)
+        .args(["--otlp", url])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    stderr
+}
+
+/// Parents in their own trace, one root per trace, span ids unique.
+fn check_traces(spans: &[Span]) -> (usize, usize) {
+    let mut ids: HashMap<&[u8], &Span> = HashMap::new();
+    for s in spans {
+        assert!(
+            ids.insert(&s.span_id, s).is_none(),
+            "span id {:x?} repeats ({})",
+            s.span_id,
+            s.name
+        );
+    }
+    let mut roots: HashMap<&[u8], usize> = HashMap::new();
+    for s in spans {
+        roots.entry(&s.trace_id).or_default();
+        if s.parent_span_id.is_empty() {
+            *roots.entry(&s.trace_id).or_default() += 1;
+            continue;
+        }
+        let p = ids
+            .get(&s.parent_span_id[..])
+            .unwrap_or_else(|| panic!("{}: its parent was not sent", s.name));
+        assert_eq!(
+            p.trace_id, s.trace_id,
+            "{}: parent in another trace",
+            s.name
+        );
+    }
+    for (trace, n) in &roots {
+        assert_eq!(*n, 1, "trace {trace:x?} has {n} roots");
+    }
+    (spans.len(), roots.len())
+}
+
+#[test]
+fn otlp_two_logs_one_after_the_other_parents_in_own_trace_one_root_unique_ids() {
+    let l = logs();
+    let (url, got) = receiver();
+    let said = [send(&l.demo, &url), send(&l.killed, &url)];
+    let all = spans(&got);
+    let (n, traces) = check_traces(&all);
+    let frames = truth(&l.demo).frames.len() + truth(&l.killed).frames.len();
+    assert!(n >= frames, "{n} spans for {frames} frames");
+    eprintln!("{n} spans in {traces} traces; {said:?}");
+}
+
+#[test]
+fn otlp_tracing_events_become_span_events_and_failures_errors() {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+    use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+    let (url, got) = receiver();
+    send(&logs().traced, &url);
+    let all = spans(&got);
+    check_traces(&all);
+    let handles: Vec<&Span> = all.iter().filter(|s| s.name == "handle").collect();
+    assert_eq!(handles.len(), 600);
+    let mut errors = 0;
+    for h in &handles {
+        let ev = h
+            .events
+            .iter()
+            .find(|e| e.name == "responded")
+            .expect("the `responded` event as a span event");
+        assert!(ev.time_unix_nano >= h.start_time_unix_nano);
+        let status = ev
+            .attributes
+            .iter()
+            .find(|a| a.key == "status")
+            .and_then(|a| a.value.clone())
+            .and_then(|v| v.value);
+        let Some(V::IntValue(code)) = status else {
+            panic!("status attribute: {status:?}")
+        };
+        let is_error = h
+            .status
+            .as_ref()
+            .is_some_and(|s| s.code == StatusCode::Error as i32);
+        assert_eq!(is_error, code >= 500, "span status follows HTTP {code}");
+        errors += usize::from(is_error);
+        assert!(h.attributes.iter().all(|a| a.key != "events"));
+    }
+    assert_eq!(errors, (0..600).filter(|i| i % 7 == 3).count());
+    let failed_loads = all
+        .iter()
+        .filter(|s| s.name == "load_user")
+        .filter(|s| {
+            s.status.as_ref().is_some_and(|st| {
+                st.code == StatusCode::Error as i32 && st.message == "connection reset"
+            })
+        })
+        .count();
+    assert_eq!(failed_loads, (0..600).filter(|i| i % 11 == 5).count());
+}
+
+/// The real speedscope app (the npm package's build) opens every export of every log in
+/// headless Chromium with no console error or warning (`tests/web/speedscope_check.mjs`).
+/// Needs `FRAMELOG_WEB_TOOLS` (a directory with `node_modules/puppeteer-core` and
+/// `node_modules/speedscope`; `.ci/run` installs them and Debian's `chromium`).
+#[test]
+fn speedscope_app_opens_every_export_without_an_error_or_warning() {
+    let Some(tools) = std::env::var_os("FRAMELOG_WEB_TOOLS") else {
+        eprintln!(
+            "skipped: FRAMELOG_WEB_TOOLS is not set (see .ci/run: puppeteer-core, speedscope and chromium)"
+        );
+        return;
+    };
+    let l = logs();
+    let mut files = Vec::new();
+    for dir in [&l.demo, &l.killed, &l.damaged, &l.traced] {
+        files.push(export(dir, &["--format", "speedscope"]).1);
+        files.push(export(dir, &["--no-data"]).1);
+        files.push(export(dir, &[]).1);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/speedscope_check.mjs");
+    let o = Command::new("node")
+        .arg(&script)
+        .args(&files)
+        .env("FRAMELOG_WEB_TOOLS", tools)
+        .output()
+        .expect("run node");
+    let out = String::from_utf8_lossy(&o.stdout);
+    eprintln!("{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "speedscope reported problems:\n{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ok ")).count(),
+        files.len()
+    );
+}
