@@ -191,7 +191,7 @@ impl ProbeScanner {
         let finder = memchr::memmem::Finder::new(PROBE_LABEL.as_bytes());
         for e in entries.flatten() {
             let path = e.path();
-            if !path.extension().is_some_and(|x| x == "framelog") {
+            if path.extension().is_none_or(|x| x != "framelog") {
                 continue;
             }
             let from = self.seen.get(&path).copied().unwrap_or(0);
