@@ -56,7 +56,7 @@ pub mod stress;
 mod tracing_layer;
 mod writer;
 
-pub use connect::DEFAULT_SUSPEND_TIMEOUT;
+pub use connect::{DEFAULT_SUSPEND_TIMEOUT, STALL_LIMIT};
 pub use context::{Context, ContextGuard};
 pub use error::{Error, ErrorCallback, SinkError};
 pub use formats::Category;

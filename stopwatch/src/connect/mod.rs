@@ -14,3 +14,4 @@ pub(crate) mod connector;
 pub(crate) mod stream;
 
 pub use config::DEFAULT_SUSPEND_TIMEOUT;
+pub use stream::STALL_LIMIT;
