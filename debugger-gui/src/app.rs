@@ -768,7 +768,12 @@ impl DebuggerApp {
         let mut problems = self.messages.clone();
         problems.extend(self.demo.as_ref().and_then(Demo::error));
         if let Some(l) = log {
-            problems.extend(l.ingest.status().errors);
+            let status = l.ingest.status();
+            problems.extend(status.errors);
+            if let Some(note) = status.waiting {
+                // Not a problem: said plainly, without the warning colours.
+                ui.label(RichText::new(note).weak());
+            }
         }
         for p in problems.iter().rev().take(3) {
             egui::Frame::new()

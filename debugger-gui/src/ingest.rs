@@ -39,6 +39,9 @@ pub struct IngestStatus {
     pub finished: bool,
     /// Problems met, newest last (corrupt bytes, not a log, I/O errors).
     pub errors: Vec<String>,
+    /// What a following window waits for while its directory holds no log yet (a normal
+    /// state, e.g. listening before any program connected); `None` once the log is there.
+    pub waiting: Option<String>,
     /// Frames per second applied over the last second or so.
     pub frames_per_sec: f64,
     /// When the first batch of frames reached the model.
@@ -180,8 +183,29 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
     let mut reader = loop {
         match LogReader::open(dir) {
             Ok(r) => {
-                shared.status().errors.clear();
+                let mut status = shared.status();
+                status.errors.clear();
+                status.waiting = None;
+                drop(status);
                 break r;
+            }
+            Err(Error::NotALog(p)) if follow && is_empty_or_missing(&p) => {
+                let note = format!(
+                    "{} holds no frames yet: waiting for programs to write or connect",
+                    p.display()
+                );
+                let mut status = shared.status();
+                if status.waiting.as_ref() != Some(&note) {
+                    status.waiting = Some(note);
+                    drop(status);
+                    shared.repaint();
+                }
+                for _ in 0..10 {
+                    if stopped() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
             Err(e) => {
                 let waiting = if follow {
@@ -323,6 +347,14 @@ impl Liveness {
         }
         self.suspects.extend(stopped);
         !self.suspects.is_empty()
+    }
+}
+
+/// True if `dir` does not exist yet or holds nothing: a log still to come, not a problem.
+fn is_empty_or_missing(dir: &Path) -> bool {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }
 
@@ -605,6 +637,42 @@ mod tests {
         let info = |row| m.info(crate::model::test_log::at(0, row, 0)).unwrap().label;
         assert_eq!((info(0), info(1)), ("request".to_owned(), "db".to_owned()));
         assert!(shared.status.lock().errors.is_empty());
+    }
+
+    #[test]
+    fn following_an_empty_directory_waits_without_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let ing = Ingest::start(dir.path(), true);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ing.status().waiting.is_none() {
+            assert!(Instant::now() < deadline, "a waiting note");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let s = ing.status();
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        assert!(s.waiting.unwrap().contains("waiting for programs"));
+        // A program starts writing: the note goes.
+        let w = framelog::LogWriter::open(dir.path()).unwrap();
+        let mut rec = [0u8; 64];
+        let n = formats::FrameStart {
+            id: 1,
+            worker: w.worker(),
+            timestamp: 1,
+            context: 1,
+            category: formats::Category::HTTP,
+            label: "first",
+        }
+        .encode(&mut rec)
+        .unwrap();
+        w.append_frames(&rec[..n]).unwrap();
+        while ing.status().waiting.is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the note cleared once the log is there"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(ing.status().errors.is_empty());
     }
 
     #[test]

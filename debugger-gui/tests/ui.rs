@@ -584,6 +584,52 @@ fn file_open_log_switches_to_the_chosen_log() {
 }
 
 #[test]
+fn zooming_with_the_pointer_zooms_there_and_pauses_following() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    // 5 s of requests, 50 ms apart.
+    for i in 0..100 {
+        write_request(&w, 1, T0 + i * 50_000_000, "GET /orders");
+    }
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "every request", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 300)
+            && !boxes(h, "GET /orders").is_empty()
+    });
+    h.step();
+    assert!(h.state().flame().follow, "opens following");
+    let c = canvas(&h);
+    // The pointer at a fifth of the timeline (about 1 s), three zoom steps (ctrl+wheel).
+    let pointer = egui::pos2(c.left() + c.width() * 0.2, c.center().y);
+    let time_at = |h: &Harness<'_, DebuggerApp>| {
+        let f = h.state().flame();
+        f.start + 0.2 * f.width
+    };
+    h.event(egui::Event::PointerMoved(pointer));
+    h.step();
+    let before = (time_at(&h), h.state().flame().width);
+    for _ in 0..3 {
+        h.event(egui::Event::Zoom(1.5));
+        h.step();
+    }
+    h.step();
+    let f = h.state().flame();
+    assert!(!f.follow, "zooming at the pointer pauses following");
+    assert!(
+        f.width < before.1 / 3.0,
+        "zoomed in: {} -> {}",
+        before.1,
+        f.width
+    );
+    assert!(
+        (time_at(&h) - before.0).abs() < before.1 * 0.01,
+        "the time under the pointer stays put: {} -> {}",
+        before.0,
+        time_at(&h)
+    );
+}
+
+#[test]
 fn panning_stops_half_a_view_past_either_end_of_the_log() {
     let dir = tempfile::tempdir().unwrap();
     write_request(&writer(dir.path()), 1, T0, "GET /users/:id");

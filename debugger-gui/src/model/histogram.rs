@@ -18,7 +18,8 @@ pub struct Histogram {
     pub max_ns: u64,
     /// Mean duration (ns).
     pub mean_ns: f64,
-    /// Median and 99th percentile (ns, exact: from the sorted durations).
+    /// Median and 99th percentile (ns), computed as the Statistics panel and `framelog stats`
+    /// compute them (`framelog::stats::Durations`, within 1 %), so all three agree.
     pub p50_ns: u64,
     /// See `p50_ns`.
     pub p99_ns: u64,
@@ -63,8 +64,12 @@ impl Model {
         h.min_ns = durations[0];
         h.max_ns = durations[n - 1];
         h.mean_ns = durations.iter().map(|&d| d as f64).sum::<f64>() / n as f64;
-        h.p50_ns = durations[(n - 1) / 2];
-        h.p99_ns = durations[((n - 1) as f64 * 0.99).round() as usize];
+        let mut percentiles = framelog::stats::Durations::new();
+        for &d in &durations {
+            percentiles.record(d);
+        }
+        h.p50_ns = percentiles.percentile_ns(50.0);
+        h.p99_ns = percentiles.percentile_ns(99.0);
         let bins = bins.max(1);
         let lo = (h.min_ns.max(1) as f64).ln();
         let hi = ((h.max_ns.max(1) + 1) as f64).ln();
@@ -169,8 +174,12 @@ mod tests {
         let h = m.histogram(db, 20, None);
         assert_eq!(h.count, 101);
         assert_eq!((h.min_ns, h.max_ns), (1_000, 50_000_000));
-        assert_eq!(h.p50_ns, 51_000);
-        assert_eq!(h.p99_ns, 100_000);
+        // The same percentiles as the Statistics panel and the CLI, not a second method.
+        let s = m.stats().get(db);
+        assert_eq!((h.p50_ns, h.p99_ns), (s.quantile_ns(0.5), s.p99_ns()));
+        // Nearest rank within 1 %: p50 is the 51st of 101 (51 µs), p99 the 100th (100 µs).
+        assert!(h.p50_ns.abs_diff(51_000) <= 510, "{}", h.p50_ns);
+        assert!(h.p99_ns.abs_diff(100_000) <= 1_000, "{}", h.p99_ns);
         assert_eq!(h.bins.len(), 20);
         assert_eq!(h.bins.iter().map(|b| b.count).sum::<u64>(), 101);
         // Log scale: each bar is the same ratio wide.

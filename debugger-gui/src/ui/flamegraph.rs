@@ -225,11 +225,20 @@ pub fn show(
             ),
         )
     });
-    let anchor = hover.map_or(1.0, |p| ((p.x - rect.left()) as f64 / w).clamp(0.0, 1.0));
-    let follow_anchor = if state.follow { 1.0 } else { anchor };
+    // Zooming with the pointer over the timeline zooms around the pointer and pauses
+    // following (as a drag does); without a pointer (keys, with focus) around the right edge.
+    let pointer = hover.map(|p| ((p.x - rect.left()) as f64 / w).clamp(0.0, 1.0));
+    let zoom_at = |state: &mut FlameState, factor: f64| {
+        if let Some(anchor) = pointer {
+            state.follow = false;
+            state.apply_zoom(factor, anchor);
+        } else {
+            state.apply_zoom(factor, 1.0);
+        }
+    };
     if response.contains_pointer() {
         if zoom != 1.0 {
-            state.apply_zoom(zoom, follow_anchor);
+            zoom_at(state, zoom);
         }
         if scroll.x != 0.0 {
             state.start -= scroll.x as f64 / w * state.width;
@@ -253,10 +262,10 @@ pub fn show(
     let (k_in, k_out, k_left, k_right, k_up, k_down, k_fit, dt) = keys;
     if response.contains_pointer() || response.has_focus() {
         if k_in {
-            state.apply_zoom(1.0 + 3.0 * dt, follow_anchor);
+            zoom_at(state, 1.0 + 3.0 * dt);
         }
         if k_out {
-            state.apply_zoom(1.0 / (1.0 + 3.0 * dt), follow_anchor);
+            zoom_at(state, 1.0 / (1.0 + 3.0 * dt));
         }
         if k_left {
             state.start -= state.width * 1.0 * dt;
