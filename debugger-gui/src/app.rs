@@ -437,8 +437,9 @@ impl DebuggerApp {
                 if let Some(note) = &self.export_note {
                     let mut dismiss = false;
                     ui.horizontal(|ui| {
-                        ui.label(RichText::new(format!("ℹ {note}")).strong());
-                        dismiss = ui.small_button("✕").on_hover_text("Dismiss").clicked();
+                        ui.label(RichText::new(note.as_str()).strong());
+                        // Words, not a symbol: the default fonts have no glyph for "✕".
+                        dismiss = ui.small_button("Dismiss").clicked();
                     });
                     if dismiss {
                         self.export_note = None;

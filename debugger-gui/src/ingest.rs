@@ -320,8 +320,11 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
 struct Liveness {
     /// Workers that announced themselves (WorkerInfo) and were not found stopped since.
     writers: std::collections::BTreeSet<u8>,
-    /// Found not writing at the last probe; reported once the log is read to its end again.
-    suspects: Vec<u8>,
+    /// Workers found writing at a probe (alive while this window watched).
+    seen_writing: std::collections::BTreeSet<u8>,
+    /// Found not writing at the last probe, each with whether it was seen writing before;
+    /// reported once the log is read to its end again.
+    suspects: Vec<(u8, bool)>,
     last_probe: Option<Instant>,
 }
 
@@ -335,17 +338,22 @@ impl Liveness {
             return false;
         }
         self.last_probe = Some(Instant::now());
-        let stopped: Vec<u8> = self
-            .writers
-            .iter()
-            .copied()
-            // An unreadable slot file is not proof of death: keep the worker.
-            .filter(|&w| matches!(framelog::is_writing(dir, w), Ok(false)))
-            .collect();
+        let mut stopped = Vec::new();
+        for &w in &self.writers {
+            match framelog::is_writing(dir, w) {
+                Ok(true) => {
+                    self.seen_writing.insert(w);
+                }
+                Ok(false) => stopped.push(w),
+                // An unreadable slot file is not proof of death: keep the worker.
+                Err(_) => {}
+            }
+        }
         for w in &stopped {
             self.writers.remove(w);
+            let seen = self.seen_writing.remove(w);
+            self.suspects.push((*w, seen));
         }
-        self.suspects.extend(stopped);
         !self.suspects.is_empty()
     }
 }
@@ -397,8 +405,8 @@ fn applier(
         }
         if !buf.stopped_workers.is_empty() {
             let mut model = shared.model.lock();
-            for &w in &buf.stopped_workers {
-                model.mark_stopped(w);
+            for &(w, seen_writing) in &buf.stopped_workers {
+                model.mark_stopped(w, seen_writing);
             }
         }
         let frames = shared.model.lock().frame_count();
@@ -470,7 +478,7 @@ struct Batch {
     /// The reader's id of `new_labels[0]`.
     first_new_label: u32,
     /// Workers whose process stopped writing (applied after the batch's records).
-    stopped_workers: Vec<u8>,
+    stopped_workers: Vec<(u8, bool)>,
 }
 
 impl Batch {

@@ -15,7 +15,8 @@ pub struct RecentLogs {
 
 impl RecentLogs {
     /// The list stored in `file` (empty if it does not exist or cannot be read: a missing
-    /// list is not an error). `None`: kept in memory only.
+    /// list is not an error), without the paths that are no longer logs (moved, deleted, or
+    /// a folder that never held one). `None`: kept in memory only.
     pub fn load(file: Option<PathBuf>) -> Self {
         let paths = file
             .as_ref()
@@ -24,6 +25,7 @@ impl RecentLogs {
                 text.lines()
                     .filter(|l| !l.trim().is_empty())
                     .map(PathBuf::from)
+                    .filter(|p| framelog::segments::is_log(p))
                     .take(KEPT)
                     .collect()
             })
@@ -80,8 +82,14 @@ mod tests {
         let file = dir.path().join("state/framelog/recent-logs");
         let mut r = RecentLogs::load(Some(file.clone()));
         assert!(r.paths().is_empty(), "no file yet: an empty list");
+        let log = |name: &str| {
+            let p = dir.path().join(name);
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::write(p.join("frames-000001.framelog"), b"").unwrap();
+            p
+        };
         for k in 0..12 {
-            r.record(&dir.path().join(format!("log{k}"))).unwrap();
+            r.record(&log(&format!("log{k}"))).unwrap();
         }
         r.record(&dir.path().join("log5")).unwrap();
         let names: Vec<String> = r
@@ -94,6 +102,18 @@ mod tests {
         assert_eq!(names.iter().filter(|n| *n == "log5").count(), 1);
         // A restart reads the same list.
         assert_eq!(RecentLogs::load(Some(file.clone())), r);
+        // A log deleted since, and a folder that is not a log, are gone after a restart.
+        std::fs::remove_dir_all(dir.path().join("log11")).unwrap();
+        std::fs::create_dir_all(dir.path().join("notes")).unwrap();
+        r.record(&dir.path().join("notes")).unwrap();
+        let reloaded = RecentLogs::load(Some(file.clone()));
+        assert_eq!(reloaded.paths().len(), KEPT - 2, "{:?}", reloaded.paths());
+        assert!(
+            reloaded
+                .paths()
+                .iter()
+                .all(|p| !p.ends_with("log11") && !p.ends_with("notes"))
+        );
         // Relative paths are stored absolute.
         r.record(Path::new("relative/log")).unwrap();
         assert!(r.paths()[0].is_absolute());

@@ -88,6 +88,7 @@ impl Model {
                 wk.pid = w.pid;
                 // A (new) process writes as this worker.
                 wk.stopped = false;
+                wk.vanished = false;
             }
             Record::ThreadInfo(t) => {
                 let lane = self.lane_for(t.worker, t.thread);

@@ -69,10 +69,23 @@ pub struct Worker {
     pub dropped: u64,
     /// Newest timestamp of its frames (ns since the epoch).
     pub last_time: u64,
-    /// Its process stopped writing (exited or was killed) with frames still open, which were
-    /// cut at `last_time`.
+    /// Its process no longer writes (exited or was killed); any frames it left open were cut
+    /// at `last_time`.
     pub stopped: bool,
+    /// Frames of it cut when it stopped.
+    pub cut: u64,
+    /// It was seen writing while this log was open, then vanished (not a finished log's
+    /// ordinary state).
+    pub vanished: bool,
     current_lane: Option<u32>,
+}
+
+impl Worker {
+    /// Whether its stopping means something to say: it left frames open, or it stopped while
+    /// the log was watched. A finished log whose processes all exited cleanly says nothing.
+    pub fn stop_is_news(&self) -> bool {
+        self.stopped && (self.cut > 0 || self.vanished)
+    }
 }
 
 /// Everything about one frame, gathered for tooltips and the data panel.
@@ -228,15 +241,17 @@ impl Model {
     }
 
     /// Worker `w`'s process stopped writing: its open frames are cut at its newest time (and
-    /// no longer counted as running). A later WorkerInfo for `w` (a new process in the slot)
-    /// clears the mark.
-    pub fn mark_stopped(&mut self, w: u8) {
+    /// no longer counted as running). `seen_writing`: it was seen alive while the log was
+    /// watched. A later WorkerInfo for `w` (a new process in the slot) clears the mark.
+    pub fn mark_stopped(&mut self, w: u8, seen_writing: bool) {
         let worker = &mut self.workers[w as usize];
         if worker.stopped {
             return;
         }
         worker.stopped = true;
+        worker.vanished = seen_writing;
         let t = worker.last_time;
+        let mut cut = 0;
         let keys: Vec<FrameKey> = self
             .pairing
             .open()
@@ -249,8 +264,10 @@ impl Model {
                 self.row_mut(at).end[at.index as usize] = t.max(f.start_ns);
                 self.cut.insert(at);
                 self.closed += 1;
+                cut += 1;
             }
         }
+        self.workers[w as usize].cut += cut;
         self.generation = self.generation.wrapping_add(1);
     }
 
@@ -540,8 +557,10 @@ pub(crate) mod tests {
             .start(1, 1, 100, 1, "other");
         let mut m = l.model();
         assert_eq!(m.open_count(), 3);
-        m.mark_stopped(0);
+        m.mark_stopped(0, false);
         assert!(m.worker(0).stopped && !m.worker(1).stopped);
+        assert!(m.worker(0).stop_is_news(), "it left frames open");
+        assert_eq!(m.worker(0).cut, 2);
         assert_eq!(
             (m.open_count(), m.cut_count()),
             (1, 2),
@@ -557,7 +576,7 @@ pub(crate) mod tests {
         );
         assert!(!m.is_cut(m.find(FrameKey::new(1, 1)).unwrap()));
         // Marking twice changes nothing; a new process in the slot clears the mark.
-        m.mark_stopped(0);
+        m.mark_stopped(0, false);
         assert_eq!(m.cut_count(), 2);
         m.apply(&formats::Record::WorkerInfo(formats::WorkerInfo {
             worker: 0,
@@ -566,6 +585,22 @@ pub(crate) mod tests {
             name: "restarted",
         }));
         assert!(!m.worker(0).stopped);
+        // A clean exit before the log was opened is no news; one seen while watching is.
+        m.mark_stopped(1, false);
+        let other = m.find(FrameKey::new(1, 1)).unwrap();
+        assert!(m.is_cut(other) && m.worker(1).stop_is_news());
+        let mut l = Log::default();
+        l.worker(0, 10, "done").worker(1, 11, "watched");
+        l.start(0, 1, 100, 1, "request").end(0, 1, 150);
+        l.start(1, 1, 100, 1, "request").end(1, 1, 150);
+        let mut m = l.model();
+        m.mark_stopped(0, false);
+        m.mark_stopped(1, true);
+        assert!(!m.worker(0).stop_is_news(), "a finished log says nothing");
+        assert!(
+            m.worker(1).stop_is_news(),
+            "a writer that vanished while watched"
+        );
     }
 
     #[test]

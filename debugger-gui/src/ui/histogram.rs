@@ -172,8 +172,8 @@ pub fn show(ui: &mut Ui, panel: &mut HistogramPanel, model: &Model) -> Option<Fr
         let b = h.bins[i];
         response.clone().on_hover_ui_at_pointer(|ui| {
             ui.label(format!(
-                "{} frames lasting {} to {}",
-                b.count,
+                "{} lasting {} to {}",
+                super::status_bar::count(b.count, "frame", "frames"),
                 timefmt::duration(b.from_ns as f64),
                 timefmt::duration(b.to_ns as f64)
             ));
@@ -191,8 +191,8 @@ pub fn show(ui: &mut Ui, panel: &mut HistogramPanel, model: &Model) -> Option<Fr
         ui.set_clip_rect(area.intersect(ui.clip_rect()));
         let ui = &mut ui;
         ui.label(format!(
-            "{} frames lasting {} to {}{}, longest first:",
-            b.count,
+            "{} lasting {} to {}{}, longest first:",
+            super::status_bar::count(b.count, "frame", "frames"),
             timefmt::duration(b.from_ns as f64),
             timefmt::duration(b.to_ns as f64),
             if b.count as usize > frames.len() {

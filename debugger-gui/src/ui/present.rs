@@ -16,7 +16,11 @@ pub fn lane_title(model: &Model, lane: u32) -> String {
         (t, true) => format!("thread {t}"),
         (t, false) => format!("{} ({t})", l.thread_name),
     };
-    let stopped = if w.stopped { " · stopped writing" } else { "" };
+    let stopped = if w.stop_is_news() {
+        " · stopped writing"
+    } else {
+        ""
+    };
     format!("{process} · {thread}{stopped}")
 }
 

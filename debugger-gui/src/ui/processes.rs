@@ -115,6 +115,6 @@ pub fn show(ui: &mut Ui, listener: &mut Listener, message: &mut Option<String>) 
     }
     ui.separator();
     for line in listener.lines().iter().rev().take(6) {
-        ui.label(RichText::new(line).small().weak());
+        ui.label(RichText::new(line).monospace());
     }
 }

@@ -79,8 +79,21 @@ impl SearchBar {
                 .desired_width(240.0),
         );
         let resp = resp.accessible_name("Search");
-        let enter = resp.lost_focus() && ui.input(|i| i.key_pressed(Key::Enter));
-        let shift = ui.input(|i| i.modifiers.shift);
+        // Shift is read from the Enter key event itself: a quick tap of Shift+Enter may have
+        // released Shift by the time this frame runs, so the frame's modifier state can miss it.
+        let enter_event = ui.input(|i| {
+            i.events.iter().find_map(|e| match e {
+                egui::Event::Key {
+                    key: Key::Enter,
+                    pressed: true,
+                    modifiers,
+                    ..
+                } => Some(modifiers.shift),
+                _ => None,
+            })
+        });
+        let enter = resp.lost_focus() && enter_event.is_some();
+        let shift = enter_event.unwrap_or(false);
         if ui.input_mut(|i| i.consume_key(Modifiers::COMMAND, Key::F)) {
             resp.request_focus();
         }
@@ -90,17 +103,10 @@ impl SearchBar {
             .clicked();
         let next = ui.button("⏷ Next").on_hover_text("Next match").clicked();
         if let Some(s) = &self.state {
-            let plural = |n: u64, one: &str, many: &str| {
-                format!(
-                    "{} {}",
-                    status_bar::thousands(n),
-                    if n == 1 { one } else { many }
-                )
-            };
             let text = format!(
                 "{} in {}",
-                plural(s.matches.frames, "matching frame", "matching frames"),
-                plural(s.matches.labels as u64, "label", "labels")
+                status_bar::count(s.matches.frames, "matching frame", "matching frames"),
+                status_bar::count(s.matches.labels as u64, "label", "labels")
             );
             ui.label(if s.matches.labels == 0 {
                 RichText::new("no match").color(Color32::from_rgb(255, 120, 60))

@@ -36,6 +36,11 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// A count and its noun, singular for one ("1 frame", "2,000 frames").
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", thousands(n), if n == 1 { one } else { many })
+}
+
 /// Shows the bar; returns true if the follow toggle was clicked.
 pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
     let mut toggled = false;
