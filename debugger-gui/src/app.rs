@@ -425,11 +425,17 @@ impl DebuggerApp {
                 egui::Panel::bottom("bottom-tabs")
                     .resizable(true)
                     .default_size(220.0)
+                    .min_size(80.0)
                     .show(ui, |ui| {
-                        // Every tab fills the height the user gave the panel, so switching
-                        // tabs does not move the timeline.
-                        ui.set_min_height(ui.available_height());
-                        self.bottom_panel(ui, model);
+                        // Every tab gets exactly the height the user gave the panel: switching
+                        // tabs does not move the timeline, and a tab whose content wants
+                        // more (a long table) is clipped, never holding the panel open when
+                        // the user drags it smaller.
+                        let rect = ui.available_rect_before_wrap();
+                        let mut tab = ui.new_child(egui::UiBuilder::new().max_rect(rect));
+                        tab.set_clip_rect(rect.intersect(ui.clip_rect()));
+                        self.bottom_panel(&mut tab, model);
+                        ui.allocate_rect(rect, egui::Sense::hover());
                     });
             }
             egui::CentralPanel::default().show(ui, |ui| {

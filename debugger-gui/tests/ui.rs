@@ -1202,6 +1202,40 @@ fn drag(h: &mut Harness<'_, DebuggerApp>, a: egui::Pos2, b: egui::Pos2) {
 }
 
 #[test]
+fn the_bottom_panel_can_be_dragged_smaller_on_every_tab() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    for k in 0..40u64 {
+        write_request(&w, 1 + (k % 4) as u32, T0 + k * 2_000_000, "GET /a");
+    }
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "the whole log", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 120)
+    });
+    for tab in ["Contexts", "Statistics", "Histogram"] {
+        h.get_by_label(tab).click();
+        h.step();
+        h.step();
+        let before = canvas(&h).height();
+        // The divider: the panel's top edge, just above its tab row.
+        let tabs = h.get_by_label("Contexts").rect();
+        let edge = egui::pos2(canvas(&h).center().x, tabs.top() - 7.0);
+        drag(&mut h, edge, edge + egui::vec2(0.0, 160.0));
+        h.step();
+        let after = canvas(&h).height();
+        assert!(
+            after >= before + 100.0,
+            "{tab}: the timeline grew from {before} px to only {after} px"
+        );
+        // Back up for the next tab.
+        let tabs = h.get_by_label("Contexts").rect();
+        let edge = egui::pos2(canvas(&h).center().x, tabs.top() - 7.0);
+        drag(&mut h, edge, edge - egui::vec2(0.0, 160.0));
+        h.step();
+    }
+}
+
+#[test]
 fn dragging_on_the_ruler_selects_a_range_that_limits_the_panels_and_the_flame_graph() {
     let dir = tempfile::tempdir().unwrap();
     let w = writer(dir.path());
