@@ -241,20 +241,52 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
         scope.spawn(|| applier(shared, rx, recycle_tx, &stopped));
         let mut last_sent: Option<(ReadState, Instant)> = None;
         let mut liveness = Liveness::default();
+        // Newest frame time read so far, and (segment, offset, newest before it) of each
+        // record of the current slice read after a gap.
+        let mut newest = 0u64;
+        let mut marks: Vec<(u32, u64, u64)> = Vec::new();
         loop {
             if stopped() {
                 return;
             }
             let mut buf = recycle_rx.try_recv().unwrap_or_default();
             buf.clear();
-            let result = reader.read_some(SLICE_BYTES, |_, rec| {
-                if let Record::WorkerInfo(w) = &rec {
-                    liveness.writers.insert(w.worker);
+            marks.clear();
+            let mut next_at: Option<(u32, u64)> = None;
+            let result = reader.read_some(SLICE_BYTES, |pos, rec| {
+                // A record that does not follow its predecessor's last byte comes after a gap
+                // (a batch header, or skipped damage): note the newest time before it, to
+                // place damage found in this slice.
+                let at = (pos.segment, pos.offset);
+                if next_at != Some(at) {
+                    marks.push((at.0, at.1, newest));
+                }
+                next_at = Some((at.0, at.1 + rec.encoded_len() as u64));
+                match &rec {
+                    Record::WorkerInfo(w) => {
+                        liveness.writers.insert(w.worker);
+                    }
+                    Record::Start(s) => newest = newest.max(s.timestamp),
+                    Record::End(e) => newest = newest.max(e.timestamp),
+                    _ => {}
                 }
                 buf.push(&rec, &mut labels)
             });
-            // Damaged bytes were skipped (reading went on at the next valid batch): say where.
+            // Damaged bytes were skipped (reading went on at the next valid batch): say where,
+            // and when (the newest time read before them) for the frames whose ends they held.
             for d in reader.take_damage() {
+                let at = d
+                    .path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| formats::FileKind::FrameLog.parse_file_name(n))
+                    .map(|seg| (seg, d.offset));
+                // The newest time before the first record read after the damage.
+                let time = marks
+                    .iter()
+                    .find(|(seg, off, _)| at.is_some_and(|a| (*seg, *off) > a))
+                    .map_or(newest, |m| m.2);
+                buf.damage.push((time, d.to_string()));
                 shared.push_error(d.to_string());
                 shared.repaint();
             }
@@ -284,7 +316,7 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             }
             // Send data, state changes, and a heartbeat once a second (for the rate display).
             let due = last_sent.is_none_or(|(st, at)| st != state || at.elapsed().as_secs() >= 1);
-            if !buf.is_empty() || !buf.stopped_workers.is_empty() || due {
+            if !buf.is_empty() || !buf.stopped_workers.is_empty() || !buf.damage.is_empty() || due {
                 if tx.send((buf, state)).is_err() {
                     return;
                 }
@@ -403,6 +435,12 @@ fn applier(
         if !buf.is_empty() || !buf.new_labels.is_empty() {
             apply(shared, &buf, &mut label_ids, stopped);
         }
+        if !buf.damage.is_empty() {
+            let mut model = shared.model.lock();
+            for (t, what) in &buf.damage {
+                model.note_damage(*t, what.clone());
+            }
+        }
         if !buf.stopped_workers.is_empty() {
             let mut model = shared.model.lock();
             for &(w, seen_writing) in &buf.stopped_workers {
@@ -479,6 +517,8 @@ struct Batch {
     first_new_label: u32,
     /// Workers whose process stopped writing (applied after the batch's records).
     stopped_workers: Vec<(u8, bool)>,
+    /// Damaged bytes skipped: (newest time read before them, what and where).
+    damage: Vec<(u64, String)>,
 }
 
 impl Batch {
@@ -487,6 +527,7 @@ impl Batch {
         self.raw.clear();
         self.new_labels.clear();
         self.stopped_workers.clear();
+        self.damage.clear();
     }
 
     fn is_empty(&self) -> bool {

@@ -522,6 +522,61 @@ fn zeroed_bytes_mid_log_are_reported_and_the_frames_after_them_still_show() {
 }
 
 #[test]
+fn a_frame_whose_end_was_in_damaged_bytes_ends_there_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    let worker = w.worker();
+    let id = w.reserve_ids(1).unwrap();
+    let mut bytes = Vec::new();
+    Record::Start(FrameStart {
+        id,
+        worker,
+        timestamp: T0,
+        context: id,
+        category: Category::HTTP,
+        label: "GET /long",
+    })
+    .encode_to_vec(&mut bytes);
+    w.append_frames(&bytes).unwrap();
+    let seg = dir.path().join("frames-000001.framelog");
+    let before_end = std::fs::metadata(&seg).unwrap().len();
+    bytes.clear();
+    Record::End(FrameEnd {
+        id,
+        worker,
+        timestamp: T0 + 2_000_000,
+    })
+    .encode_to_vec(&mut bytes);
+    w.append_frames(&bytes).unwrap();
+    let after_end = std::fs::metadata(&seg).unwrap().len();
+    // The process goes on to 11 ms, then exits cleanly.
+    write_request(&w, 1, T0 + 10_000_000, "GET /after");
+    drop(w);
+    // The batch holding the end is damaged in its middle.
+    let mut file = std::fs::read(&seg).unwrap();
+    let mid = ((before_end + after_end) / 2) as usize;
+    file[mid..mid + 4].fill(0xA5);
+    std::fs::write(&seg, &file).unwrap();
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "the frame's end found lost in the damage", |h| {
+        h.state().model().is_some_and(|m| {
+            m.find(FrameKey::new(worker, id))
+                .is_some_and(|at| m.lost_in(at).is_some())
+        })
+    });
+    let m = h.state().model().unwrap();
+    let at = m.find(FrameKey::new(worker, id)).unwrap();
+    let end = m.info(at).unwrap().end.unwrap();
+    assert!(
+        end < T0 + 10_000_000,
+        "drawn ending at the damage, not at the log's end: {}",
+        end - T0
+    );
+    assert!(!m.is_cut(at), "not called a stopped process's frame");
+    assert!(m.lost_in(at).unwrap().contains("damaged bytes"));
+}
+
+#[test]
 fn the_demo_records_and_shows_a_live_workload() {
     let mut h = harness(DebuggerApp::demo());
     step_until(&mut h, "demo frames", |h| {

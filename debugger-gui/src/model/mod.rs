@@ -126,6 +126,10 @@ pub struct Model {
     calltree: CallTree,
     /// Frames cut when their process stopped writing.
     cut: FxHashSet<FrameRef>,
+    /// Damaged bytes met while reading: (newest time read before them, what and where).
+    damage: Vec<(u64, String)>,
+    /// Frames whose end was (most likely) in damaged bytes: index into `damage`.
+    lost: FxHashMap<FrameRef, u32>,
     stats: Stats,
     min_time: u64,
     max_time: u64,
@@ -154,6 +158,8 @@ impl Model {
             contexts: Contexts::default(),
             calltree: CallTree::default(),
             cut: FxHashSet::default(),
+            damage: Vec::new(),
+            lost: FxHashMap::default(),
             stats: Stats::default(),
             min_time: u64::MAX,
             max_time: 0,
@@ -240,6 +246,22 @@ impl Model {
         !self.cut.is_empty() && self.cut.contains(&at)
     }
 
+    /// Damaged bytes were skipped while reading, after records up to time `t` (ns): a frame
+    /// open then whose end never comes had its end in them.
+    pub fn note_damage(&mut self, t: u64, what: String) {
+        self.damage.push((t, what));
+    }
+
+    /// Where the end of a frame cut short by damage was lost (what the damage report says),
+    /// if that is why it has no end of its own.
+    pub fn lost_in(&self, at: FrameRef) -> Option<&str> {
+        if self.lost.is_empty() {
+            return None;
+        }
+        let i = *self.lost.get(&at)?;
+        self.damage.get(i as usize).map(|(_, what)| what.as_str())
+    }
+
     /// Worker `w`'s process stopped writing: its open frames are cut at its newest time (and
     /// no longer counted as running). `seen_writing`: it was seen alive while the log was
     /// watched. A later WorkerInfo for `w` (a new process in the slot) clears the mark.
@@ -261,10 +283,22 @@ impl Model {
         for k in keys {
             if let Some(f) = self.pairing.end(k, t) {
                 let at = f.start_info.at;
-                self.row_mut(at).end[at.index as usize] = t.max(f.start_ns);
-                self.cut.insert(at);
+                // Open when damaged bytes were skipped: its end was in them (the process
+                // ended it), so it ends there, not at its process's last time.
+                let damage = self.damage.iter().position(|(dt, _)| *dt >= f.start_ns);
+                let end = match damage {
+                    Some(i) => {
+                        self.lost.insert(at, i as u32);
+                        self.damage[i].0.min(t)
+                    }
+                    None => {
+                        self.cut.insert(at);
+                        cut += 1;
+                        t
+                    }
+                };
+                self.row_mut(at).end[at.index as usize] = end.max(f.start_ns);
                 self.closed += 1;
-                cut += 1;
             }
         }
         self.workers[w as usize].cut += cut;
@@ -600,6 +634,38 @@ pub(crate) mod tests {
         assert!(
             m.worker(1).stop_is_news(),
             "a writer that vanished while watched"
+        );
+    }
+
+    #[test]
+    fn a_frame_whose_end_was_in_damaged_bytes_ends_at_the_damage_and_says_so() {
+        let mut l = Log::default();
+        l.worker(0, 10, "app");
+        l.start(0, 1, 100, 1, "request")
+            .start(0, 2, 110, 1, "query");
+        let mut m = l.model();
+        // Damaged bytes after time 150 (both frames' ends were in them); the process went on
+        // writing until 500, then exited.
+        m.note_damage(
+            150,
+            "frames-000001.framelog at byte 4096: skipped 64 damaged bytes".into(),
+        );
+        let mut l = Log::default();
+        l.start(0, 3, 400, 3, "later").end(0, 3, 500);
+        m.apply_bytes(&l.bytes);
+        m.mark_stopped(0, false);
+        let req = m.find(FrameKey::new(0, 1)).unwrap();
+        assert_eq!(
+            m.info(req).unwrap().end,
+            Some(150),
+            "ends at the damage, not at 500"
+        );
+        assert!(!m.is_cut(req), "not a stopped process's frame");
+        assert!(m.lost_in(req).unwrap().contains("byte 4096"));
+        assert_eq!(m.cut_count(), 0);
+        assert!(
+            !m.worker(0).stop_is_news(),
+            "the process exited; nothing was cut"
         );
     }
 

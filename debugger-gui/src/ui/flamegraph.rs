@@ -480,8 +480,9 @@ pub fn show(
                     fill = fill.gamma_multiply(0.22);
                 }
                 lane_painter.rect_filled(brect, CornerRadius::same(2), fill);
-                if !b.is_merged() && model.is_cut(at) {
-                    // Cut (its process stopped writing): a red right edge where it stops.
+                if !b.is_merged() && (model.is_cut(at) || model.lost_in(at).is_some()) {
+                    // Cut short (its process stopped, or its end was in damaged bytes): a red
+                    // right edge where it stops.
                     let edge = Rect::from_min_max(
                         pos2((brect.right() - 3.0).max(brect.left()), brect.top()),
                         brect.max,

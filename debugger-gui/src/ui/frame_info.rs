@@ -10,7 +10,11 @@ pub fn timing_rows(ui: &mut Ui, model: &Model, info: &FrameInfo) {
     let base = model.time_range().map_or(0, |r| r.0);
     let duration = timefmt::duration(info.duration as f64);
     ui.label("Duration");
+    let lost = model.lost_in(info.at);
     ui.label(match info.end {
+        Some(_) if let Some(where_) = lost => {
+            format!("{duration} (its end was lost in damaged bytes: {where_})")
+        }
         Some(_) if model.is_cut(info.at) => {
             format!("{duration} (cut: its process stopped writing before ending it)")
         }
