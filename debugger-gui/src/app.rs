@@ -420,7 +420,6 @@ impl DebuggerApp {
                         }
                     });
             }
-            self.contexts.hold = !status.caught_up && !status.finished;
             if self.show_bottom {
                 egui::Panel::bottom("bottom-tabs")
                     .resizable(true)

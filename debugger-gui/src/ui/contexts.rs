@@ -21,9 +21,6 @@ pub struct ContextsPanel {
     pub min_ms: f64,
     /// The selected context (index into the model's context entries).
     pub selected: Option<u32>,
-    /// While a big log is still loading, keep the last list instead of re-sorting it (the
-    /// model lock it needs would slow the ingest thread down).
-    pub hold: bool,
     rows: Vec<u32>,
     computed: Option<(u64, ContextQuery, Instant)>,
     cost: Duration,
@@ -31,14 +28,20 @@ pub struct ContextsPanel {
 
 impl ContextsPanel {
     /// The rows shown, recomputed when the query changes, and when the model grows at most
-    /// every ten times the last computation's cost (so big live logs stay smooth).
+    /// every ten times the last computation's cost (so big live logs stay smooth); a change
+    /// left for later asks `ctx` for a frame when it is due (an idle window would otherwise
+    /// show the list stale, e.g. after a big load's last frames).
     /// (Context entry indices; [`Model::context_row`] makes the row shown.)
-    pub fn rows(&mut self, model: &Model) -> &[u32] {
+    pub fn rows(&mut self, model: &Model, ctx: &egui::Context) -> &[u32] {
         let stale = match &self.computed {
             None => true,
             Some((generation, q, at)) => {
-                *q != self.query
-                    || (*generation != model.generation() && at.elapsed() > self.cost * 10)
+                let grown = *generation != model.generation();
+                let wait = (self.cost * 10).saturating_sub(at.elapsed());
+                if grown && !wait.is_zero() {
+                    ctx.request_repaint_after(wait);
+                }
+                *q != self.query || (grown && wait.is_zero())
             }
         };
         if stale {
@@ -96,7 +99,7 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
     let base = model.time_range().map_or(0, |r| r.0);
     let mut query = panel.query.clone();
     let selected = panel.selected;
-    panel.rows(model);
+    panel.rows(model, ui.ctx());
     let rows = std::mem::take(&mut panel.rows);
     ui.label(format!("{} contexts", rows.len()));
     let names = model.labels();
@@ -161,4 +164,60 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
         panel.selected = Some(r.entry);
     }
     picked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::test_log::Log;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn a_list_left_stale_by_the_refresh_limit_asks_for_a_frame_when_it_is_due() {
+        let mut log = Log::default();
+        log.start(0, 1, 100, 1, "request").end(0, 1, 200);
+        let mut model = log.model();
+        let ctx = egui::Context::default();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let a = asked.clone();
+        ctx.set_request_repaint_callback(move |info| a.lock().unwrap().push(info.delay));
+        let mut panel = ContextsPanel::default();
+        let frame = |panel: &mut ContextsPanel, model: &Model| {
+            let mut out = ctx.run_ui(egui::RawInput::default(), |ui| {
+                show(ui, panel, model);
+            });
+            out.textures_delta.clear();
+        };
+        frame(&mut panel, &model);
+        assert_eq!(panel.rows.len(), 1);
+        // As if the list took 40 ms to compute (a big log): refreshed at most every 400 ms.
+        panel.cost = Duration::from_millis(40);
+        // egui's own first frames ask for more frames: paint until it is idle.
+        for _ in 0..10 {
+            asked.lock().unwrap().clear();
+            frame(&mut panel, &model);
+            if asked.lock().unwrap().is_empty() {
+                break;
+            }
+        }
+        assert!(asked.lock().unwrap().is_empty(), "idle");
+        // The load's last frames arrive just after the list was computed; then nothing
+        // happens (no input, no more news).
+        let mut more = Log::default();
+        more.start(0, 2, 300, 2, "request").end(0, 2, 400);
+        model.apply_bytes(&more.bytes);
+        asked.lock().unwrap().clear();
+        frame(&mut panel, &model);
+        let delays = asked.lock().unwrap().clone();
+        assert!(
+            delays
+                .iter()
+                .any(|d| *d > Duration::ZERO && *d <= Duration::from_millis(500)),
+            "a frame is asked for when the refresh is due: {delays:?}"
+        );
+        // That frame, once due, shows the whole log.
+        std::thread::sleep(Duration::from_millis(550));
+        frame(&mut panel, &model);
+        assert_eq!(panel.rows.len(), 2);
+    }
 }

@@ -59,5 +59,17 @@ pub fn category_name(c: Category) -> String {
 /// would otherwise hold the model lock most of the time on a 100 M-frame log and starve its
 /// loading).
 pub fn refresh_due(age: Duration, cost: Duration) -> bool {
-    age >= Duration::from_millis(500).max(cost * 10)
+    age >= refresh_interval(cost)
+}
+
+/// How long after its computation a view costing `cost` may be computed again.
+fn refresh_interval(cost: Duration) -> Duration {
+    Duration::from_millis(500).max(cost * 10)
+}
+
+/// A view of a changed model was left stale by [`refresh_due`]: asks for a frame when it is
+/// due, or an idle window (a load that just finished, a log that stopped growing) would show
+/// it stale until the next input.
+pub fn repaint_when_due(ctx: &egui::Context, age: Duration, cost: Duration) {
+    ctx.request_repaint_after(refresh_interval(cost).saturating_sub(age));
 }

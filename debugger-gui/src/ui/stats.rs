@@ -73,17 +73,17 @@ pub struct StatsPanel {
 
 impl StatsPanel {
     /// The rows, recomputed when sorting changes or (twice a second) when the model grows.
-    pub fn rows(&mut self, model: &Model) -> &[StatRow] {
+    pub fn rows(&mut self, model: &Model, ctx: &egui::Context) -> &[StatRow] {
         let stale = match self.computed {
             None => true,
             Some((g, s, a, r, at, cost)) => {
-                s != self.sort
-                    || a != self.ascending
-                    || r != self.range
-                    || (g != model.generation()
-                        && !self.frozen
-                        && ((self.range.is_none() && model.labels().len() < 2_000)
-                            || super::refresh_due(at.elapsed(), cost)))
+                let grown = g != model.generation() && !self.frozen;
+                let due = (self.range.is_none() && model.labels().len() < 2_000)
+                    || super::refresh_due(at.elapsed(), cost);
+                if grown && !due {
+                    super::repaint_when_due(ctx, at.elapsed(), cost);
+                }
+                s != self.sort || a != self.ascending || r != self.range || (grown && due)
             }
         };
         if stale {
@@ -135,7 +135,7 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
     let mut picked = None;
     // While the pointer is over the table, new frames do not re-sort it under the pointer.
     panel.frozen = ui.rect_contains_pointer(ui.max_rect());
-    let rows = panel.rows(model).to_vec();
+    let rows = panel.rows(model, ui.ctx()).to_vec();
     let (mut sort, mut asc) = (panel.sort, panel.ascending);
     let mut header = |ui: &mut Ui, col: StatSort, name: &str| {
         let arrow = if sort == col {
