@@ -278,6 +278,9 @@ fn a_server_with_a_full_disk_costs_counted_records_only() {
     let c = p.finish(Duration::from_secs(120));
     assert!(serve.terminate().success());
     let w = frames_in(dir.path());
-    assert!(w > 0 && c.unsent > 0, "written {w}, {c:?}");
+    // How much fits depends on how the program's messages fall (a message the disk cannot
+    // take whole is not appended at all): anything from nothing to most of 1 MiB. What
+    // did not fit is counted, exactly.
+    assert!(c.unsent > 0, "written {w}, {c:?}");
     assert_books_balance(&c, w, "server disk full");
 }
