@@ -199,7 +199,12 @@ impl DataStore {
     fn refresh_segment(&mut self, i: usize, sealed: bool) -> Result<usize> {
         let seg = &mut self.segments[i].1;
         if seg.idx.is_none() {
-            seg.idx = Some(File::open(&seg.idx_path).at(&seg.idx_path)?);
+            match File::open(&seg.idx_path) {
+                Ok(f) => seg.idx = Some(f),
+                // Deleted by retention since it was listed: no entries from it.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+                Err(e) => return Err(Error::io(&seg.idx_path, e)),
+            }
         }
         let file = seg.idx.as_ref().expect("opened above");
         let just_opened = seg.idx_read == 0;
@@ -500,7 +505,7 @@ enum IndexBatch {
 fn map_covered(seg: &mut Segment) -> Result<&Mmap> {
     let have = seg.map.as_ref().map_or(0, |m| m.len() as u64);
     if have < seg.covered {
-        let file = File::open(&seg.data_path).at(&seg.data_path)?;
+        let file = data_file(seg)?;
         let len = file.metadata().at(&seg.data_path)?.len();
         if len < seg.covered {
             return Err(corrupt(
@@ -554,8 +559,17 @@ fn mapped_from(seg: &mut Segment, seek: usize) -> Result<&[u8]> {
     Ok(&seg.map.as_ref().expect("mapped")[seek..])
 }
 
+/// The segment's data file: the one this store holds open if any (it stays readable after
+/// retention deletes it), else opened now.
+fn data_file(seg: &Segment) -> Result<File> {
+    match &seg.data {
+        Some(f) => f.try_clone().at(&seg.data_path),
+        None => File::open(&seg.data_path).at(&seg.data_path),
+    }
+}
+
 fn remap_whole(seg: &mut Segment) -> Result<()> {
-    let file = File::open(&seg.data_path).at(&seg.data_path)?;
+    let file = data_file(seg)?;
     // SAFETY: unframed data files were written by writers that predate batch framing; they
     // only append. Writers of this version never cut or write them (they start a new segment
     // instead), and every slice is bounds-checked against the mapping's length.

@@ -32,6 +32,7 @@ pub mod reader;
 pub mod recover;
 pub mod remote;
 mod repair;
+pub mod retention;
 pub mod segments;
 #[cfg(feature = "analysis")]
 pub mod stats;
@@ -43,6 +44,7 @@ pub use damage::{Damage, DamageLog};
 pub use data_store::DataStore;
 pub use error::{Error, Result};
 pub use reader::{LogReader, Position};
+pub use retention::{Pruned, Retention};
 pub use worker::is_writing;
 pub use writer::{LogWriter, WriterOptions};
 

@@ -45,6 +45,8 @@ pub struct LogReader {
     buf: Vec<u8>,
     bytes_read: u64,
     watch: Option<DirWatch>,
+    /// Segments found deleted (by retention) before this reader got to them.
+    pruned: u32,
 }
 
 impl LogReader {
@@ -69,6 +71,7 @@ impl LogReader {
             buf: Vec::new(),
             bytes_read: 0,
             watch: None,
+            pruned: 0,
         })
     }
 
@@ -145,7 +148,21 @@ impl LogReader {
                 let path = segment_path(&self.dir, FileKind::FrameLog, self.pos.segment);
                 match File::open(&path) {
                     Ok(file) => self.file = Some((file, path)),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(delivered),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        // Deleted by retention before this reader got to it: go on at the
+                        // oldest segment still there.
+                        match self.later_segment()? {
+                            Some(n) => {
+                                self.pruned += n - self.pos.segment;
+                                self.pos = Position {
+                                    segment: n,
+                                    offset: 0,
+                                };
+                                continue;
+                            }
+                            None => return Ok(delivered),
+                        }
+                    }
                     Err(e) => return Err(Error::io(path, e)),
                 }
                 self.seen_len = 0;
@@ -284,8 +301,24 @@ impl LogReader {
         self.seen_len = 0;
     }
 
+    /// Whether a later segment exists (the current one is sealed).
     fn next_exists(&self) -> bool {
         segments::exists(&self.dir, FileKind::FrameLog, self.pos.segment + 1)
+            || self.later_segment().is_ok_and(|n| n.is_some())
+    }
+
+    /// The oldest segment after the current one, when the next one is gone (retention
+    /// deleted it): the directory is listed only then.
+    fn later_segment(&self) -> Result<Option<u32>> {
+        Ok(segments::list(&self.dir, FileKind::FrameLog)?
+            .into_iter()
+            .find(|&n| n > self.pos.segment))
+    }
+
+    /// Segments deleted (by retention, see [`crate::retention`]) before this reader reached
+    /// them: the log it reads now starts later than where it began.
+    pub fn pruned_segments(&self) -> u32 {
+        self.pruned
     }
 
     /// Whether the log has bytes this reader has not looked at yet (never blocks).
@@ -309,8 +342,14 @@ impl LogReader {
         let seen = self.seen_len.max(self.pos.offset);
         Ok(watch.wait_until(timeout, || {
             segments::exists(dir, FileKind::FrameLog, seg + 1)
-                || std::fs::metadata(segment_path(dir, FileKind::FrameLog, seg))
-                    .is_ok_and(|m| m.len() > seen)
+                || std::fs::metadata(segment_path(dir, FileKind::FrameLog, seg)).map_or_else(
+                    // The current segment is gone (retention): a later one is news.
+                    |_| {
+                        segments::list(dir, FileKind::FrameLog)
+                            .is_ok_and(|v| v.iter().any(|&n| n > seg))
+                    },
+                    |m| m.len() > seen,
+                )
         }))
     }
 }

@@ -9,6 +9,7 @@ use crate::append::{
     AppendConfig, DamageHook, DataAppender, DataBatch, FramesAppender, SyncPolicy,
 };
 use crate::error::{IoContext, Result};
+use crate::retention::{Pruned, Retention};
 use crate::worker::WorkerSlot;
 
 /// Settings for opening a [`LogWriter`].
@@ -29,6 +30,8 @@ pub struct WriterOptions {
     pub sync: SyncPolicy,
     /// Told (once per segment) when a segment holds damage and is left untouched.
     pub on_damage: Option<DamageHook>,
+    /// How much of the log [`LogWriter::prune`] keeps.
+    pub retention: Retention,
 }
 
 impl std::fmt::Debug for WriterOptions {
@@ -41,6 +44,7 @@ impl std::fmt::Debug for WriterOptions {
             .field("pid", &self.pid)
             .field("sync", &self.sync)
             .field("on_damage", &self.on_damage.is_some())
+            .field("retention", &self.retention)
             .finish()
     }
 }
@@ -55,6 +59,7 @@ impl Default for WriterOptions {
             pid: None,
             sync: SyncPolicy::Never,
             on_damage: None,
+            retention: Retention::default(),
         }
     }
 }
@@ -66,6 +71,7 @@ pub struct LogWriter {
     slot: Mutex<WorkerSlot>,
     frames: Mutex<FramesAppender>,
     data: Mutex<DataAppender>,
+    retention: Retention,
 }
 
 fn default_process_name() -> String {
@@ -106,6 +112,7 @@ impl LogWriter {
             slot: Mutex::new(slot),
             frames: Mutex::new(FramesAppender::new(&dir, config(opts.frames_segment_bytes))),
             data: Mutex::new(DataAppender::new(&dir, config(opts.data_segment_bytes))),
+            retention: opts.retention,
             dir,
         };
         let name = opts.process_name.unwrap_or_else(default_process_name);
@@ -129,6 +136,12 @@ impl LogWriter {
     /// The log directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Deletes the log's oldest sealed segments as the writer's [`Retention`] says (nothing
+    /// if it sets no limit). Other writers of the log may prune too: that is safe.
+    pub fn prune(&self) -> Result<Pruned> {
+        crate::retention::prune(&self.dir, &self.retention)
     }
 
     /// Reserves `count` frame ids this worker never used in this log; returns the first.

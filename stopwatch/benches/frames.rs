@@ -390,6 +390,7 @@ fn frames(c: &mut Criterion) {
             buffer_kib: 4096,
             data_every: 0,
             depth: 4,
+            segments: Default::default(),
         })
         .unwrap();
         assert_eq!((report.dropped, report.unsent), (0, 0));

@@ -30,6 +30,8 @@ pub struct DemoOptions {
     pub requests_per_sec: u32,
     /// Set to stop a running demo early (or a `duration: None` one).
     pub stop: Arc<AtomicBool>,
+    /// Where the log's segments are sealed and how much of it is kept.
+    pub segments: crate::stress::Segments,
 }
 
 impl Default for DemoOptions {
@@ -42,6 +44,7 @@ impl Default for DemoOptions {
             threads: 4,
             requests_per_sec: 200,
             stop: Arc::new(AtomicBool::new(false)),
+            segments: Default::default(),
         }
     }
 }
@@ -244,7 +247,7 @@ fn job(rec: &Recorder, rng: &mut Rng, n: u64) {
 /// Runs the demo workload (into `opts.dir` and/or to `opts.connect`) until `opts.duration` passes or `opts.stop` is set.
 pub fn run(opts: DemoOptions) -> Result<DemoSummary, Error> {
     let builder = crate::stress::with_destination(
-        Stopwatch::builder(),
+        opts.segments.apply(Stopwatch::builder()),
         opts.dir.as_deref(),
         opts.connect.as_deref(),
         opts.suspend,

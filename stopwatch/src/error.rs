@@ -81,6 +81,10 @@ pub enum Error {
         "the log is damaged; the damaged segment is left untouched and recording continues in a new one: {0}"
     )]
     Damaged(#[source] SinkError),
+    /// Deleting the log's oldest segments (its retention limits) failed; recording goes on and
+    /// the next attempt retries.
+    #[error("applying the log's retention limits: {0}")]
+    Retention(#[source] SinkError),
 }
 
 impl Error {
@@ -99,6 +103,7 @@ impl Error {
             Error::Remote(_) => 64,
             Error::SuspendTimeout { .. } => 128,
             Error::NotSent { .. } => 256,
+            Error::Retention(_) => 512,
         }
     }
 }

@@ -128,6 +128,16 @@ impl Builder {
         self
     }
 
+    /// Retention: keep the log within `max_bytes` and delete sealed segments last written
+    /// longer than `max_age` ago (`None`: no limit). The writer thread deletes the oldest
+    /// sealed segments, whole (frame log and data together, never the live ones), every few
+    /// seconds; the log may exceed `max_bytes` by up to its live segments. Pair with
+    /// [`Builder::segment_bytes`] to seal segments often enough.
+    pub fn retain(mut self, max_bytes: Option<u64>, max_age: Option<Duration>) -> Self {
+        self.options.retention = framelog::Retention { max_bytes, max_age };
+        self
+    }
+
     /// Segment size limits: rotate the frame log past `frames` bytes, the data files past
     /// `data` bytes.
     pub fn segment_bytes(mut self, frames: u64, data: u64) -> Self {

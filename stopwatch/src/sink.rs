@@ -34,6 +34,10 @@ pub trait Sink: Send + Sync + 'static {
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError>;
     /// Called once after the writer's final pass (a stream sends its End here).
     fn close(&self) {}
+    /// Applies the log's retention limits (deletes its oldest sealed segments), if any.
+    fn prune(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
 }
 
 impl Sink for framelog::LogWriter {
@@ -55,6 +59,11 @@ impl Sink for framelog::LogWriter {
             batch.push(*key, doc);
         }
         Ok(framelog::LogWriter::append_data(self, &batch)?)
+    }
+
+    fn prune(&self) -> Result<(), SinkError> {
+        framelog::LogWriter::prune(self)?;
+        Ok(())
     }
 }
 

@@ -31,6 +31,32 @@ pub struct StressOptions {
     pub data_every: u64,
     /// Nesting depth (frames are opened D deep, then closed).
     pub depth: u32,
+    /// Where the log's segments are sealed and how much of it is kept.
+    pub segments: Segments,
+}
+
+/// Segment size and retention for the examples' logs (small segments let sealing and
+/// retention be tried without gigabytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Segments {
+    /// Seal frame-log and data segments past this many MiB (default: the writer's).
+    pub segment_mib: Option<u64>,
+    /// Keep the log within this many MiB, deleting its oldest sealed segments.
+    pub max_mib: Option<u64>,
+}
+
+impl Segments {
+    /// `builder` with these settings.
+    pub(crate) fn apply(self, mut builder: Builder) -> Builder {
+        if let Some(mib) = self.segment_mib {
+            let bytes = mib.max(1) << 20;
+            builder = builder.segment_bytes(bytes, bytes);
+        }
+        if let Some(mib) = self.max_mib {
+            builder = builder.retain(Some(mib << 20), None);
+        }
+        builder
+    }
 }
 
 impl Default for StressOptions {
@@ -45,6 +71,7 @@ impl Default for StressOptions {
             buffer_kib: 4096,
             data_every: 0,
             depth: 1,
+            segments: Segments::default(),
         }
     }
 }
@@ -164,9 +191,11 @@ pub(crate) fn with_destination(
 
 /// Runs the whole stress workload against a fresh recorder on `opts.dir`.
 pub fn run(opts: &StressOptions) -> Result<StressReport, Error> {
-    let builder = Stopwatch::builder()
-        .mode(opts.mode)
-        .buffer_kib(opts.buffer_kib);
+    let builder = opts.segments.apply(
+        Stopwatch::builder()
+            .mode(opts.mode)
+            .buffer_kib(opts.buffer_kib),
+    );
     let recorder = with_destination(
         builder,
         opts.dir.as_deref(),

@@ -44,7 +44,13 @@ struct Writer {
     worker: u8,
     /// Thread number 0: what late records (`Msg::Late`) are written under.
     late: Arc<Slot>,
+    /// When the log's retention limits were last applied.
+    pruned_at: Instant,
 }
+
+/// How often the writer applies the log's retention limits (a directory listing and a few
+/// `stat`s: nothing next to the writes it does meanwhile).
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The writer thread's body.
 pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMsg>) {
@@ -60,6 +66,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         acks: Vec::new(),
         worker,
         late: Arc::new(Slot::new(0, String::new())),
+        pruned_at: Instant::now(),
     };
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| w.main_loop()));
     if outcome.is_err() {
@@ -111,6 +118,9 @@ impl Writer {
             if Instant::now() >= next_tick {
                 steal = true;
                 next_tick = Instant::now() + tick;
+            }
+            if self.pruned_at.elapsed() >= PRUNE_EVERY {
+                self.prune();
             }
             if shutdown {
                 self.finish();
@@ -319,6 +329,14 @@ impl Writer {
         self.data.clear();
     }
 
+    /// Applies the log's retention limits; a failure is reported (once) and retried later.
+    fn prune(&mut self) {
+        self.pruned_at = Instant::now();
+        if let Err(e) = self.inner.sink.prune() {
+            self.inner.reporter.report(Error::Retention(e));
+        }
+    }
+
     fn fail(&mut self, e: SinkError) {
         self.failed = true;
         self.inner.writer_failed.store(true, Ordering::Relaxed);
@@ -347,6 +365,8 @@ impl Writer {
         self.steal_all();
         self.write_out();
         self.write_data();
+        // The log is left within its limits, however short the run.
+        self.prune();
         self.inner.sink.close();
         self.inner.pool.abort();
         for ack in self.acks.drain(..) {

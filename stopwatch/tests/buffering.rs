@@ -133,3 +133,40 @@ fn frame_data_travels_with_the_frames() {
         "select * from user where id = ? and org = ?"
     );
 }
+
+#[test]
+fn a_recorder_with_retention_leaves_its_log_within_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = dir.path().join("log");
+    let opts = StressOptions {
+        dir: Some(log_dir.clone()),
+        threads: 2,
+        frames: 300_000,
+        mode: BufferingMode::Block,
+        data_every: 10,
+        depth: 2,
+        segments: stopwatch::stress::Segments {
+            segment_mib: Some(1),
+            max_mib: Some(4),
+        },
+        ..Default::default()
+    };
+    let report = run(&opts).unwrap();
+    assert_eq!(report.dropped, 0, "{report:?}");
+    assert!(
+        report.written_bytes > 8 << 20,
+        "the run wrote more than the budget"
+    );
+    let bytes: u64 = std::fs::read_dir(&log_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().ends_with(".lock"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    // Within the budget, give or take the live frame-log and data segments.
+    assert!(bytes <= (4 + 2) << 20, "{bytes} bytes left");
+    // What is left reads as a log: the newest frames, none lost in between.
+    let log = read_log(&log_dir);
+    assert!(!log.starts.is_empty());
+    assert!((log.starts.len() as u64) < opts.frames * 2);
+}

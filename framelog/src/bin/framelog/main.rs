@@ -4,6 +4,7 @@ mod data;
 mod dump;
 mod export;
 mod output;
+mod prune;
 mod serve;
 mod stats;
 
@@ -50,6 +51,8 @@ enum Command {
     Export(export::ExportArgs),
     /// Record programs that connect (FRAMELOG_CONNECT=HOST:PORT) into a log directory.
     Serve(serve::ServeArgs),
+    /// Delete a log's oldest sealed segments to keep it within a size and an age.
+    Prune(prune::PruneArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Recover { dir, out } => stats::recover(&dir, &out),
         Command::Serve(args) => serve::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Prune(args) => prune::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -35,6 +35,37 @@ pub struct ServeArgs {
     /// endpoint (e.g. `http://localhost:4318`); sending happens on its own thread.
     #[arg(long, value_name = "URL")]
     otlp: Option<String>,
+    /// Retention: the log's size and age limits, applied every few seconds while serving.
+    #[command(flatten)]
+    retention: crate::prune::RetentionArgs,
+}
+
+/// How often `serve` applies its retention limits.
+const PRUNE_EVERY: Duration = Duration::from_secs(5);
+
+/// Applies `retention` to `dir` every [`PRUNE_EVERY`] until `stop`, saying what it deletes
+/// and (once per kind of failure in a row) why it could not.
+fn prune_loop(dir: PathBuf, retention: framelog::Retention, stop: Arc<AtomicBool>) {
+    let mut failing = false;
+    while !stop.load(Ordering::Acquire) {
+        match framelog::retention::prune(&dir, &retention) {
+            Ok(p) if !p.files.is_empty() => {
+                eprintln!("framelog serve: retention: {}", crate::prune::describe(&p));
+                failing = false;
+            }
+            Ok(_) => failing = false,
+            Err(e) => {
+                if !std::mem::replace(&mut failing, true) {
+                    eprintln!("framelog serve: retention: {e} (retrying)");
+                }
+            }
+        }
+        // Sleep in short steps so a stop is seen at once.
+        let until = std::time::Instant::now() + PRUNE_EVERY;
+        while std::time::Instant::now() < until && !stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// How often the OTLP forwarder reads what arrived.
@@ -94,6 +125,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     opts.log = Arc::new(|line: &str| eprintln!("framelog serve: {line}"));
     let server = Server::bind(&args.listen, opts)?;
     let stop = Arc::new(AtomicBool::new(false));
+    let retention = args.retention.retention();
+    let pruner = retention.is_set().then(|| {
+        let (dir, stop) = (args.dir.clone(), stop.clone());
+        std::thread::spawn(move || prune_loop(dir, retention, stop))
+    });
     let forwarder = args.otlp.clone().map(|url| {
         let (dir, stop) = (args.dir.clone(), stop.clone());
         std::thread::spawn(move || forward(dir, url, stop))
@@ -111,6 +147,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let programs = server.programs_seen();
     let frames = server.frames();
     stop.store(true, Ordering::Release);
+    if let Some(p) = pruner {
+        let _ = p.join();
+    }
     if let Some(f) = forwarder {
         let sent = f.join().unwrap_or(0);
         eprintln!("framelog serve: forwarded {sent} spans");

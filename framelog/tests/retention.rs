@@ -1,0 +1,242 @@
+//! Retention on real files: the oldest sealed segments go whole, the live ones never; a
+//! reader in the middle of the log keeps going across deleted segments; data lookups of
+//! what is left still work; `framelog prune` says what it did and refuses bad arguments.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{frames_batch, write_with_data};
+use formats::{FileKind, Record};
+use framelog::{DataStore, LogReader, LogWriter, Retention, WriterOptions, segments};
+
+/// A log of many small segments: `batches` batches of 100 frames, 4 KiB frame segments.
+fn small_segments(dir: &std::path::Path, batches: u32, retention: Retention) -> LogWriter {
+    let w = LogWriter::open_with(
+        dir,
+        WriterOptions {
+            frames_segment_bytes: 4096,
+            data_segment_bytes: 4096,
+            retention,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..batches {
+        let first = w.reserve_ids(100).unwrap();
+        w.append_frames(&frames_batch(w.worker(), first, 100, "job"))
+            .unwrap();
+    }
+    w
+}
+
+fn log_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("frames-") || n.starts_with("data-")
+        })
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn a_writer_keeps_its_log_within_budget_deleting_the_oldest_sealed_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = 64 << 10;
+    let w = small_segments(
+        dir.path(),
+        100,
+        Retention {
+            max_bytes: Some(budget),
+            max_age: None,
+        },
+    );
+    let before = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    assert!(
+        log_bytes(dir.path()) > 4 * budget,
+        "the log outgrew its budget"
+    );
+    let pruned = w.prune().unwrap();
+    let after = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    assert!(
+        log_bytes(dir.path()) <= budget,
+        "{} bytes",
+        log_bytes(dir.path())
+    );
+    assert_eq!(after.last(), before.last(), "the live segment stays");
+    assert_eq!(pruned.oldest_frames_segment, after.first().copied());
+    // Oldest first and whole: what is left is a run of the newest segments.
+    assert_eq!(after, before[before.len() - after.len()..].to_vec());
+    // The writer goes on appending.
+    let first = w.reserve_ids(100).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first, 100, "after"))
+        .unwrap();
+    let mut starts = 0;
+    LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, r| starts += matches!(r, Record::Start(_)) as usize)
+        .unwrap();
+    assert!(starts >= 100);
+}
+
+#[test]
+fn a_reader_in_the_middle_of_the_log_keeps_going_across_deleted_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    // 5 MiB segments: a reader's first read (4 MiB) leaves it inside the first one.
+    let w = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            frames_segment_bytes: 5 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    while segments::list(dir.path(), FileKind::FrameLog)
+        .unwrap()
+        .len()
+        < 4
+    {
+        let first = w.reserve_ids(1000).unwrap();
+        w.append_frames(&frames_batch(w.worker(), first, 1000, "job"))
+            .unwrap();
+    }
+    let mut reader = LogReader::open(dir.path()).unwrap();
+    reader.read_some(1, |_, _| {}).unwrap();
+    assert_eq!(reader.position().segment, 1, "inside the first segment");
+    // Retention deletes the three sealed segments, the one open in the reader included.
+    let all = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    assert_eq!(all, [1, 2, 3, 4]);
+    for n in 1..=3 {
+        std::fs::remove_file(segments::segment_path(dir.path(), FileKind::FrameLog, n)).unwrap();
+    }
+    // It finishes the segment it holds open, then goes on at the oldest segment left.
+    let (mut in_first, mut in_last) = (0u64, 0u64);
+    reader
+        .read_available(|pos, r| {
+            if matches!(r, Record::Start(_)) {
+                match pos.segment {
+                    1 => in_first += 1,
+                    4 => in_last += 1,
+                    n => panic!("a record from deleted segment {n}"),
+                }
+            }
+        })
+        .unwrap();
+    assert!(in_first > 0, "the rest of the open segment");
+    let mut expected = 0;
+    LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, r| expected += matches!(r, Record::Start(_)) as u64)
+        .unwrap();
+    assert_eq!(in_last, expected, "every frame of the segment left");
+    assert_eq!(
+        reader.pruned_segments(),
+        2,
+        "segments 2 and 3 skipped, said"
+    );
+    // And it follows what is appended next.
+    let first = w.reserve_ids(10).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first, 10, "later"))
+        .unwrap();
+    let mut later = 0;
+    reader
+        .read_available(|_, r| {
+            if let Record::Start(s) = r {
+                later += (s.label == "later") as u32;
+            }
+        })
+        .unwrap();
+    assert_eq!(later, 10);
+}
+
+#[test]
+fn data_lookups_survive_retention_deleting_data_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            frames_segment_bytes: 4096,
+            data_segment_bytes: 4096,
+            retention: Retention {
+                max_bytes: Some(16 << 10),
+                max_age: None,
+            },
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut firsts = Vec::new();
+    for _ in 0..40 {
+        let first = w.reserve_ids(20).unwrap();
+        write_with_data(&w, first, 20);
+        firsts.push(first);
+    }
+    // A store opened before the prune keeps what it indexed (its files stay open).
+    let mut early = DataStore::open(dir.path()).unwrap();
+    let old_key = formats::FrameKey::new(w.worker(), firsts[0]);
+    assert!(early.get(old_key).unwrap().is_some());
+    w.prune().unwrap();
+    assert!(
+        segments::list(dir.path(), FileKind::FrameData)
+            .unwrap()
+            .len()
+            > 1,
+        "some data segments are left"
+    );
+    early.refresh().unwrap();
+    assert!(early.get(old_key).unwrap().is_some(), "still readable");
+    // A store opened after it finds the newest frames' data, and none for the deleted.
+    let mut late = DataStore::open(dir.path()).unwrap();
+    let new_key = formats::FrameKey::new(w.worker(), *firsts.last().unwrap());
+    assert!(late.get(new_key).unwrap().is_some());
+    assert!(late.get(old_key).unwrap().is_none());
+}
+
+fn framelog(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn framelog_prune_says_what_it_deleted_and_refuses_bad_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    drop(small_segments(dir.path(), 50, Retention::default()));
+    let out = framelog(&["prune", d, "--max-bytes", "32KiB"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with("deleted "), "{said}");
+    assert!(said.contains("the log now starts at frames-"), "{said}");
+    assert!(log_bytes(dir.path()) <= 32 << 10);
+    // An age limit: everything sealed is older than a nanosecond.
+    std::thread::sleep(Duration::from_millis(20));
+    let out = framelog(&["prune", d, "--max-age", "1ms"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        segments::list(dir.path(), FileKind::FrameLog)
+            .unwrap()
+            .len(),
+        1
+    );
+    // No limit, a bad size, not a log: exit 1 or 2 with a message naming the problem.
+    for (args, says) in [
+        (vec!["prune", d], "--max-bytes"),
+        (vec!["prune", d, "--max-bytes", "ten"], "not a size"),
+        (
+            vec!["prune", "/nonexistent-log", "--max-bytes", "1GiB"],
+            "not a framelog directory",
+        ),
+    ] {
+        let out = framelog(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
