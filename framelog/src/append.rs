@@ -306,6 +306,11 @@ impl FramesAppender {
         }
     }
 
+    /// The segment appended to last (none yet: 0).
+    pub(crate) fn segment(&self) -> u32 {
+        self.current.as_ref().map_or(0, |c| c.n)
+    }
+
     /// Appends `bytes` (whole encoded records) as checksummed batches with one write.
     pub(crate) fn append(&mut self, bytes: &[u8]) -> Result<()> {
         if bytes.is_empty() {
@@ -437,6 +442,11 @@ pub(crate) struct DataAppender {
 const MAX_DATA_SEGMENT: u64 = u32::MAX as u64;
 
 impl DataAppender {
+    /// The segment appended to last (none yet: 0).
+    pub(crate) fn segment(&self) -> u32 {
+        self.current.as_ref().map_or(0, |p| p.data.n)
+    }
+
     /// An appender for `dir` (its limit is capped below 4 GiB).
     pub(crate) fn new(dir: &Path, mut config: AppendConfig) -> Self {
         config.limit = config.limit.min(MAX_DATA_SEGMENT);

@@ -154,12 +154,36 @@ impl LogWriter {
         if records.is_empty() {
             return Ok(());
         }
-        self.frames.lock().append(records)
+        let sealed = {
+            let mut frames = self.frames.lock();
+            let before = frames.segment();
+            frames.append(records)?;
+            before != 0 && frames.segment() != before
+        };
+        self.sealed_one(sealed);
+        Ok(())
     }
 
     /// Appends a batch of data entries and their index entries.
     pub fn append_data(&self, batch: &DataBatch) -> Result<()> {
-        self.data.lock().append(batch)
+        let sealed = {
+            let mut data = self.data.lock();
+            let before = data.segment();
+            data.append(batch)?;
+            before != 0 && data.segment() != before
+        };
+        self.sealed_one(sealed);
+        Ok(())
+    }
+
+    /// An append moved on to a new segment: the log grew by a sealed one, so retention (if
+    /// set) applies now, keeping the log within its budget plus the live segments. A failure
+    /// here is left to the caller's own [`LogWriter::prune`] to report: the append itself
+    /// succeeded.
+    fn sealed_one(&self, sealed: bool) {
+        if sealed && self.retention.is_set() {
+            let _ = self.prune();
+        }
     }
 
     /// Forces everything appended so far to stable storage (`fdatasync`), unless the sync
