@@ -12,7 +12,8 @@
 //! `/proc/self/task/*/schedstat`, so the writer thread's work and wake-ups count), each
 //! also as the difference against the registry-alone floor of the same shape.
 //!
-//! `cargo bench -p stopwatch --features tracing --bench tracing`
+//! `cargo bench -p stopwatch --features tracing --bench tracing` (add `-- layer` to run only
+//! the `TracingLayer` rows and their floors, e.g. under `perf record`).
 
 #![allow(missing_docs)]
 
@@ -89,6 +90,7 @@ where
 }
 
 fn main() {
+    let only_layer = std::env::args().skip(1).any(|a| a == "layer");
     let dir = tempfile::tempdir().unwrap();
     let clock = Clock::process();
     let tsc = measure(N, |_| {
@@ -99,6 +101,9 @@ fn main() {
     let rec = recorder(&dir.path().join("plain"));
     let plain = measure(N, |_| drop(black_box(rec.start("bench/span"))));
     rec.flush(Duration::from_secs(30));
+
+    // Warm-up (the first rows of a run came out slower than the same rows later).
+    under(tracing_subscriber::registry(), N, empty_span, || {});
 
     let mut rows = Vec::new();
     for (shape_name, shape, n) in [
@@ -118,6 +123,12 @@ fn main() {
         );
         let stats = rec.shutdown();
         assert_eq!((stats.dropped, stats.dropped_data), (0, 0));
+
+        rows.push((shape_name, "registry alone (floor)", floor, floor));
+        rows.push((shape_name, "**+ `TracingLayer`**", layer, floor));
+        if only_layer {
+            continue;
+        }
 
         let fmt = under(
             tracing_subscriber::registry()
@@ -143,8 +154,6 @@ fn main() {
             (process_cpu_ns().saturating_sub(c)) as f64 / (7 * n) as f64
         };
 
-        rows.push((shape_name, "registry alone (floor)", floor, floor));
-        rows.push((shape_name, "**+ `TracingLayer`**", layer, floor));
         rows.push((
             shape_name,
             "+ `tracing_subscriber::fmt` → `io::sink()` (reference)",
