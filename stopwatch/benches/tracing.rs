@@ -13,7 +13,8 @@
 //! also as the difference against the registry-alone floor of the same shape.
 //!
 //! `cargo bench -p stopwatch --features tracing --bench tracing` (add `-- layer` to run only
-//! the `TracingLayer` rows and their floors, e.g. under `perf record`).
+//! the `TracingLayer` rows and their floors, `-- fields` for only the fields + event shape,
+//! e.g. under `perf record`).
 
 #![allow(missing_docs)]
 
@@ -41,8 +42,11 @@ fn process_cpu_ns() -> u64 {
         .sum()
 }
 
-/// (wall ns/iteration, process CPU ns/iteration), medians of 7 runs of `n`.
+/// (wall ns/iteration, process CPU ns/iteration), medians of 7 runs of `n` (divided by
+/// `BENCH_DIVIDE`, for runs under valgrind).
 fn measure(n: u64, mut f: impl FnMut(u64)) -> (f64, f64) {
+    let divide = std::env::var("BENCH_DIVIDE").map_or(1, |d| d.parse().unwrap_or(1));
+    let n = (n / divide).max(1);
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     for _ in 0..7 {
         let c = process_cpu_ns();
@@ -91,6 +95,7 @@ where
 
 fn main() {
     let only_layer = std::env::args().skip(1).any(|a| a == "layer");
+    let only_fields = std::env::args().skip(1).any(|a| a == "fields");
     let dir = tempfile::tempdir().unwrap();
     let clock = Clock::process();
     let tsc = measure(N, |_| {
@@ -110,6 +115,9 @@ fn main() {
         ("empty span", empty_span as fn(u64), N),
         ("3 fields + 1 event", fields_span as fn(u64), N_FIELDS),
     ] {
+        if only_fields && n == N {
+            continue;
+        }
         let floor = under(tracing_subscriber::registry(), n, shape, || {});
 
         let rec = recorder(&dir.path().join(format!("layer-{n}")));

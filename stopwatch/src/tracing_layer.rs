@@ -67,17 +67,35 @@ pub struct TracingLayer {
 /// (unallocated) for a span without fields, events or links.
 struct SpanFrame {
     frame: Detached,
-    /// The data document being built: 4 bytes for its length, then the span's fields as
-    /// BSON elements, one per name (empty until there is one).
-    fields: Vec<u8>,
-    /// The elements of the `events` array (documents keyed "0", "1", …).
-    events: Vec<u8>,
+    /// The data document being built (empty until the span has data): 4 bytes for its
+    /// length, the span's fields as BSON elements (one per name), then, once the span has
+    /// an event, the `events` array, open (its elements run to the end).
+    doc: Vec<u8>,
+    /// Where the `events` array's element starts in `doc` (0: no event yet).
+    events_at: usize,
     n_events: u32,
     events_dropped: u64,
     /// The elements of the `follows_from` array (strings).
     follows: Vec<u8>,
     n_follows: u32,
+    /// A field is named like a key the layer adds (`events`, `events_dropped`,
+    /// `follows_from`): checked for when the span closes.
+    reserved: bool,
 }
+
+impl SpanFrame {
+    /// The end of the fields in `doc`.
+    fn fields_end(&self) -> usize {
+        if self.events_at > 0 {
+            self.events_at
+        } else {
+            self.doc.len()
+        }
+    }
+}
+
+/// Where the length of an `events` array starting at `at` is (after its type and name).
+const EVENTS_LEN_AT: usize = 1 + "events".len() + 1;
 
 impl TracingLayer {
     /// Records into `recorder`.
@@ -192,7 +210,17 @@ fn element(buf: &mut Vec<u8>, kind: u8, name: &str) {
 /// Starts an array element named by its index.
 fn index_element(buf: &mut Vec<u8>, kind: u8, index: u32) {
     buf.push(kind);
-    let _ = write!(Bytes(buf), "{index}");
+    let mut digits = [0u8; 10];
+    let (mut i, mut n) = (digits.len(), index);
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
     buf.push(0);
 }
 
@@ -255,17 +283,19 @@ fn element_at(buf: &[u8], at: usize) -> (std::ops::Range<usize>, usize) {
     (name..nul, end.min(buf.len()))
 }
 
-/// Removes the element named `name` from the elements in `buf[from..]`, if there is one.
-fn remove(buf: &mut Vec<u8>, from: usize, name: &[u8]) {
+/// Removes the element named `name` from the elements in `buf[from..to]`, if there is one;
+/// returns the number of bytes removed.
+fn remove(buf: &mut Vec<u8>, from: usize, to: usize, name: &[u8]) -> usize {
     let mut at = from;
-    while at < buf.len() {
+    while at < to {
         let (n, end) = element_at(buf, at);
         if &buf[n] == name {
             buf.drain(at..end);
-            return;
+            return end - at;
         }
         at = end;
     }
+    0
 }
 
 /// Writes field values as BSON elements. Integers are Int64 (a `u64` above `i64::MAX` is
@@ -274,6 +304,8 @@ struct Encoder<'a> {
     buf: &'a mut Vec<u8>,
     /// The `category` field's value, if it names one.
     category: Option<Category>,
+    /// A field is named like a key the layer adds.
+    reserved: bool,
 }
 
 impl<'a> Encoder<'a> {
@@ -281,13 +313,21 @@ impl<'a> Encoder<'a> {
         Self {
             buf,
             category: None,
+            reserved: false,
         }
+    }
+
+    /// Starts the element of `field`.
+    fn element(&mut self, kind: u8, field: &Field) {
+        let name = field.name();
+        self.reserved |= matches!(name, "events" | "events_dropped" | "follows_from");
+        element(self.buf, kind, name);
     }
 }
 
 impl Visit for Encoder<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        element(self.buf, kind::STRING, field.name());
+        self.element(kind::STRING, field);
         let at = open(self.buf);
         let _ = write!(Bytes(self.buf), "{value:?}");
         if field.name() == "category" {
@@ -301,13 +341,17 @@ impl Visit for Encoder<'_> {
         if field.name() == "category" {
             self.category = Category::parse(value);
         }
-        put_str(self.buf, field.name(), value);
+        self.element(kind::STRING, field);
+        let at = open(self.buf);
+        self.buf.extend_from_slice(value.as_bytes());
+        end_string(self.buf, at);
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         if field.name() == "category" {
             self.category = u8::try_from(value).ok().map(Category);
         }
-        put_i64(self.buf, field.name(), value);
+        self.element(kind::INT64, field);
+        self.buf.extend_from_slice(&value.to_le_bytes());
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         match i64::try_from(value) {
@@ -317,11 +361,11 @@ impl Visit for Encoder<'_> {
         }
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        element(self.buf, kind::DOUBLE, field.name());
+        self.element(kind::DOUBLE, field);
         self.buf.extend_from_slice(&value.to_le_bytes());
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        element(self.buf, kind::BOOL, field.name());
+        self.element(kind::BOOL, field);
         self.buf.push(u8::from(value));
     }
 }
@@ -358,14 +402,15 @@ where
             return;
         };
         // Formatted before any extensions are locked (user `Debug` impls may log).
-        let mut fields = Vec::new();
-        let mut category = None;
+        let mut doc = Vec::new();
+        let (mut category, mut reserved) = (None, false);
         if !attrs.values().is_empty() {
-            fields.reserve(128);
-            open(&mut fields);
-            let mut enc = Encoder::new(&mut fields);
+            // Room for a few fields and an event or two: one allocation in the common case.
+            doc.reserve(256);
+            open(&mut doc);
+            let mut enc = Encoder::new(&mut doc);
             attrs.record(&mut enc);
-            category = enc.category;
+            (category, reserved) = (enc.category, enc.reserved);
         }
         let meta = attrs.metadata();
         let label: Cow<'static, str> = if self.with_target {
@@ -388,12 +433,13 @@ where
         if let Some(frame) = self.start(label, category, parent) {
             span.extensions_mut().insert(SpanFrame {
                 frame,
-                fields,
-                events: Vec::new(),
+                doc,
+                events_at: 0,
                 n_events: 0,
                 events_dropped: 0,
                 follows: Vec::new(),
                 n_follows: 0,
+                reserved,
             });
         }
     }
@@ -409,22 +455,34 @@ where
         // span's extensions are locked: a re-entrant event for this span must not find
         // them locked.
         let mut new = Vec::new();
-        values.record(&mut Encoder::new(&mut new));
+        let mut enc = Encoder::new(&mut new);
+        values.record(&mut enc);
+        let reserved = enc.reserved;
         if new.is_empty() {
             return;
         }
         if let Some(f) = span.extensions_mut().get_mut::<SpanFrame>() {
-            if f.fields.is_empty() {
-                open(&mut f.fields);
+            if f.doc.is_empty() {
+                open(&mut f.doc);
             }
+            f.reserved |= reserved;
             // A value recorded again replaces the earlier one.
             let mut at = 0;
             while at < new.len() {
                 let (name, end) = element_at(&new, at);
-                remove(&mut f.fields, 4, &new[name]);
+                let fields_end = f.fields_end();
+                let removed = remove(&mut f.doc, 4, fields_end, &new[name]);
+                if f.events_at > 0 {
+                    f.events_at -= removed;
+                }
                 at = end;
             }
-            f.fields.extend_from_slice(&new);
+            // Fields go before the events array.
+            let end = f.fields_end();
+            f.doc.splice(end..end, new.iter().copied());
+            if f.events_at > 0 {
+                f.events_at += new.len();
+            }
         }
     }
 
@@ -481,8 +539,18 @@ where
                 return;
             };
             if f.n_events < MAX_EVENTS {
-                index_element(&mut f.events, kind::DOCUMENT, f.n_events);
-                f.events.extend_from_slice(doc);
+                let d = &mut f.doc;
+                d.reserve(doc.len() + 24);
+                if d.is_empty() {
+                    open(d);
+                }
+                if f.events_at == 0 {
+                    f.events_at = d.len();
+                    element(d, kind::ARRAY, "events");
+                    open(d);
+                }
+                index_element(d, kind::DOCUMENT, f.n_events);
+                d.extend_from_slice(doc);
                 f.n_events += 1;
             } else {
                 f.events_dropped += 1;
@@ -497,23 +565,39 @@ where
         let Some(mut f) = span.extensions_mut().remove::<SpanFrame>() else {
             return;
         };
-        if !(f.fields.is_empty() && f.n_events == 0 && f.events_dropped == 0 && f.n_follows == 0) {
-            let mut doc = std::mem::take(&mut f.fields);
+        if !f.doc.is_empty() || f.n_follows > 0 || f.events_dropped > 0 {
+            let mut doc = std::mem::take(&mut f.doc);
             if doc.is_empty() {
                 open(&mut doc);
             }
-            // Ours win over fields of the same names.
-            for (name, items) in [("follows_from", &f.follows), ("events", &f.events)] {
-                if !items.is_empty() {
-                    remove(&mut doc, 4, name.as_bytes());
-                    element(&mut doc, kind::ARRAY, name);
-                    let at = open(&mut doc);
-                    doc.extend_from_slice(items);
-                    end_document(&mut doc, at);
+            if f.events_at > 0 {
+                end_document(&mut doc, f.events_at + EVENTS_LEN_AT);
+            }
+            // The layer's keys win over fields of the same names.
+            if f.reserved {
+                let fields_end = if f.events_at > 0 {
+                    f.events_at
+                } else {
+                    doc.len()
+                };
+                let mut removed = 0;
+                for (name, ours) in [
+                    ("events", f.events_at > 0),
+                    ("events_dropped", f.events_dropped > 0),
+                    ("follows_from", f.n_follows > 0),
+                ] {
+                    if ours {
+                        removed += remove(&mut doc, 4, fields_end - removed, name.as_bytes());
+                    }
                 }
             }
+            if f.n_follows > 0 {
+                element(&mut doc, kind::ARRAY, "follows_from");
+                let at = open(&mut doc);
+                doc.extend_from_slice(&f.follows);
+                end_document(&mut doc, at);
+            }
             if f.events_dropped > 0 {
-                remove(&mut doc, 4, b"events_dropped");
                 put_i64(
                     &mut doc,
                     "events_dropped",
