@@ -166,6 +166,14 @@ impl Inner {
     pub(crate) fn send_data(&self, msg: DataMsg) {
         if !self.pool.send_per_mode(&self.data_tx, msg) {
             self.dropped_data.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // The writer takes data at its ticks: a send does not wake it (a wake-up per update
+        // cost more than the update). Each quarter of the queue filled wakes it once.
+        let quarter = self.data_tx.capacity().map_or(1, |c| (c / 4).max(1));
+        let queued = self.data_tx.len();
+        if queued != 0 && queued % quarter == 0 {
+            let _ = self.msgs.send(Msg::DataWaiting);
         }
     }
 }
