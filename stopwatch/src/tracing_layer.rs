@@ -84,6 +84,15 @@ struct SpanFrame {
 }
 
 impl SpanFrame {
+    /// Starts the data document, if not yet started.
+    fn open_doc(&mut self) {
+        if self.doc.is_empty() {
+            self.doc = self.frame.inner.data_buffer();
+            self.doc.reserve(256);
+            open(&mut self.doc);
+        }
+    }
+
     /// The end of the fields in `doc`.
     fn fields_end(&self) -> usize {
         if self.events_at > 0 {
@@ -154,6 +163,62 @@ impl TracingLayer {
                 })
                 .map(|(_, c)| *c)
         })
+    }
+
+    /// Starts the frame of a new span; `fields` is an empty buffer to format its fields in
+    /// (user `Debug` impls may log: no extensions are locked while they run).
+    fn new_span<S>(
+        &self,
+        attrs: &Attributes<'_>,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+        fields: &mut Vec<u8>,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let (mut category, mut reserved) = (None, false);
+        if !attrs.values().is_empty() {
+            open(fields);
+            let mut enc = Encoder::new(fields);
+            attrs.record(&mut enc);
+            (category, reserved) = (enc.category, enc.reserved);
+        }
+        let meta = attrs.metadata();
+        let label: Cow<'static, str> = if self.with_target {
+            Cow::Owned(format!("{}::{}", meta.target(), meta.name()))
+        } else {
+            Cow::Borrowed(meta.name())
+        };
+        let category = self.category(meta.target(), category);
+        // The nearest ancestor that has a frame: `parent()` skips spans this layer's filter
+        // disabled, but a span it saw without recording (none installed, not sampled) has none.
+        let mut ancestor = span.parent();
+        let mut parent = None;
+        while let Some(p) = ancestor {
+            parent = p.extensions().get::<SpanFrame>().map(|f| f.frame.context());
+            if parent.is_some() {
+                break;
+            }
+            ancestor = p.parent();
+        }
+        if let Some(frame) = self.start(label, category, parent) {
+            let mut doc = Vec::new();
+            if !fields.is_empty() {
+                // Room for a few more fields and an event or two.
+                doc = frame.inner.data_buffer();
+                doc.reserve(fields.len() + 192);
+                doc.extend_from_slice(fields);
+            }
+            span.extensions_mut().insert(SpanFrame {
+                frame,
+                doc,
+                events_at: 0,
+                n_events: 0,
+                events_dropped: 0,
+                follows: Vec::new(),
+                n_follows: 0,
+                reserved,
+            });
+        }
     }
 
     fn start(
@@ -371,8 +436,8 @@ impl Visit for Encoder<'_> {
 }
 
 thread_local! {
-    /// Where an event's document is formatted before the span's extensions are locked
-    /// (reused: no allocation per event). Taken by `try_borrow_mut`: an event logged by a
+    /// Where a new span's fields and an event's document are formatted before any
+    /// extensions are locked (reused: no allocation per span or event). Taken by `try_borrow_mut`: an event logged by a
     /// `Debug` impl while one is being formatted gets a buffer of its own.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -401,47 +466,7 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
-        // Formatted before any extensions are locked (user `Debug` impls may log).
-        let mut doc = Vec::new();
-        let (mut category, mut reserved) = (None, false);
-        if !attrs.values().is_empty() {
-            // Room for a few fields and an event or two: one allocation in the common case.
-            doc.reserve(256);
-            open(&mut doc);
-            let mut enc = Encoder::new(&mut doc);
-            attrs.record(&mut enc);
-            (category, reserved) = (enc.category, enc.reserved);
-        }
-        let meta = attrs.metadata();
-        let label: Cow<'static, str> = if self.with_target {
-            Cow::Owned(format!("{}::{}", meta.target(), meta.name()))
-        } else {
-            Cow::Borrowed(meta.name())
-        };
-        let category = self.category(meta.target(), category);
-        // The nearest ancestor that has a frame: `parent()` skips spans this layer's filter
-        // disabled, but a span it saw without recording (none installed, not sampled) has none.
-        let mut ancestor = span.parent();
-        let mut parent = None;
-        while let Some(p) = ancestor {
-            parent = p.extensions().get::<SpanFrame>().map(|f| f.frame.context());
-            if parent.is_some() {
-                break;
-            }
-            ancestor = p.parent();
-        }
-        if let Some(frame) = self.start(label, category, parent) {
-            span.extensions_mut().insert(SpanFrame {
-                frame,
-                doc,
-                events_at: 0,
-                n_events: 0,
-                events_dropped: 0,
-                follows: Vec::new(),
-                n_follows: 0,
-                reserved,
-            });
-        }
+        with_scratch(|fields| self.new_span(attrs, &span, fields));
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: LayerContext<'_, S>) {
@@ -462,9 +487,7 @@ where
             return;
         }
         if let Some(f) = span.extensions_mut().get_mut::<SpanFrame>() {
-            if f.doc.is_empty() {
-                open(&mut f.doc);
-            }
+            f.open_doc();
             f.reserved |= reserved;
             // A value recorded again replaces the earlier one.
             let mut at = 0;
@@ -485,7 +508,6 @@ where
             }
         }
     }
-
     fn on_follows_from(&self, id: &Id, follows: &Id, ctx: LayerContext<'_, S>) {
         let Some(other) = ctx.span(follows) else {
             return;
@@ -539,11 +561,9 @@ where
                 return;
             };
             if f.n_events < MAX_EVENTS {
+                f.open_doc();
                 let d = &mut f.doc;
                 d.reserve(doc.len() + 24);
-                if d.is_empty() {
-                    open(d);
-                }
                 if f.events_at == 0 {
                     f.events_at = d.len();
                     element(d, kind::ARRAY, "events");

@@ -324,7 +324,12 @@ impl Writer {
                 .dropped_data
                 .fetch_add(self.data.len() as u64, Ordering::Relaxed);
         }
-        self.data.clear();
+        // Small buffers go back to the producers (`Inner::data_buffer`).
+        for (_, doc) in self.data.drain(..) {
+            if doc.capacity() <= 4096 {
+                let _ = self.inner.spare_data.0.try_send(doc);
+            }
+        }
     }
 
     fn fail(&mut self, e: SinkError) {
