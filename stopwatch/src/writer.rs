@@ -324,9 +324,10 @@ impl Writer {
                 .dropped_data
                 .fetch_add(self.data.len() as u64, Ordering::Relaxed);
         }
-        // Small buffers go back to the producers (`Inner::data_buffer`).
+        // Small buffers go back to the producers (`Inner::data_buffer`, used by
+        // `TracingLayer`): at most a quarter of the queue's worth, 1 KiB each, is kept.
         for (_, doc) in self.data.drain(..) {
-            if doc.capacity() <= 4096 {
+            if cfg!(feature = "tracing") && doc.capacity() <= 1024 {
                 let _ = self.inner.spare_data.0.try_send(doc);
             }
         }
