@@ -7,10 +7,12 @@
 //! - **fields + event**: a span with three fields (an integer, a string, a `Debug` value)
 //!   and one event with a field inside it (an axum-like request span).
 //!
-//! Each row is the median of 7 runs of `n` spans on one thread. Two costs are printed: wall
-//! time on the recording thread, and CPU time of the whole process (every thread, from
-//! `/proc/self/task/*/schedstat`, so the writer thread's work and wake-ups count), each
-//! also as the difference against the registry-alone floor of the same shape.
+//! Each row is 7 runs of `n` spans on one thread. Two costs are printed: wall time on the
+//! recording thread (median run), and CPU time of the whole process over the 7 runs (every
+//! thread, from `/proc/self/task/*/schedstat`, so the writer thread's work and wake-ups
+//! count), each also as the difference against the registry-alone floor of the same shape.
+//! Each row's output files are deleted when it ends, so their write-back to disk does not
+//! land in a later row.
 //!
 //! `cargo bench -p stopwatch --features tracing --bench tracing` (add `-- layer` to run only
 //! the `TracingLayer` rows and their floors, `-- fields` for only the fields + event shape,
@@ -42,24 +44,24 @@ fn process_cpu_ns() -> u64 {
         .sum()
 }
 
-/// (wall ns/iteration, process CPU ns/iteration), medians of 7 runs of `n` (divided by
-/// `BENCH_DIVIDE`, for runs under valgrind).
+/// (wall ns/iteration: the median of 7 runs of `n`; process CPU ns/iteration: the mean over
+/// the 7 runs, as the kernel counts a running thread's CPU time in scheduler ticks). `n` is
+/// divided by `BENCH_DIVIDE`, for runs under valgrind.
 fn measure(n: u64, mut f: impl FnMut(u64)) -> (f64, f64) {
     let divide = std::env::var("BENCH_DIVIDE").map_or(1, |d| d.parse().unwrap_or(1));
     let n = (n / divide).max(1);
-    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    let mut wall = Vec::new();
+    let c = process_cpu_ns();
     for _ in 0..7 {
-        let c = process_cpu_ns();
         let t = Instant::now();
         for i in 0..n {
             f(i);
         }
         wall.push(t.elapsed().as_nanos() as f64 / n as f64);
-        cpu.push(process_cpu_ns().saturating_sub(c) as f64 / n as f64);
     }
+    let cpu = process_cpu_ns().saturating_sub(c) as f64 / (7 * n) as f64;
     wall.sort_by(f64::total_cmp);
-    cpu.sort_by(f64::total_cmp);
-    (wall[3], cpu[3])
+    (wall[3], cpu)
 }
 
 fn empty_span(_: u64) {
@@ -105,7 +107,8 @@ fn main() {
 
     let rec = recorder(&dir.path().join("plain"));
     let plain = measure(N, |_| drop(black_box(rec.start("bench/span"))));
-    rec.flush(Duration::from_secs(30));
+    drop(rec.shutdown());
+    std::fs::remove_dir_all(dir.path().join("plain")).unwrap();
 
     // Warm-up (the first rows of a run came out slower than the same rows later).
     under(tracing_subscriber::registry(), N, empty_span, || {});
@@ -131,6 +134,9 @@ fn main() {
         );
         let stats = rec.shutdown();
         assert_eq!((stats.dropped, stats.dropped_data), (0, 0));
+        // Deleted at once: the kernel then never writes its dirty pages back while a later
+        // row is being measured (on 2 cores that write-back competes with the benchmark).
+        std::fs::remove_dir_all(dir.path().join(format!("layer-{n}"))).unwrap();
 
         rows.push((shape_name, "registry alone (floor)", floor, floor));
         rows.push((shape_name, "**+ `TracingLayer`**", layer, floor));
@@ -159,6 +165,7 @@ fn main() {
             // tracing-chrome writes on its own thread; its backlog is written on drop.
             let c = process_cpu_ns();
             drop(guard);
+            std::fs::remove_file(dir.path().join(format!("chrome-{n}.json"))).unwrap();
             (process_cpu_ns().saturating_sub(c)) as f64 / (7 * n) as f64
         };
 

@@ -158,7 +158,11 @@ impl TracingLayer {
             self.categories
                 .iter()
                 .find(|(p, _)| {
-                    target.starts_with(p.as_str())
+                    // The first byte first: most targets match no prefix.
+                    p.as_bytes()
+                        .first()
+                        .is_none_or(|b| target.as_bytes().first() == Some(b))
+                        && target.starts_with(p.as_str())
                         && target[p.len()..].chars().next().is_none_or(|c| c == ':')
                 })
                 .map(|(_, c)| *c)
