@@ -184,6 +184,7 @@ fn field_types_records_that_replace_and_events_beyond_the_limit() {
             status = tracing::field::Empty,
             events = "a field named like the events array",
             category = 5u64,
+            "cut\0here" = 1i64,
         );
         span.record("int", 8i64);
         span.record("status", 200u64);
@@ -215,6 +216,11 @@ fn field_types_records_that_replace_and_events_beyond_the_limit() {
     assert_eq!(d.get_str("took").unwrap(), "1.5s");
     assert_eq!(d.get_i64("status").unwrap(), 503);
     assert_eq!(d.get_i64("category").unwrap(), 5);
+    assert_eq!(
+        d.get_i64("cut").unwrap(),
+        1,
+        "a name is cut at a NUL (BSON names end there)"
+    );
     let names: Vec<&str> = d.keys().map(String::as_str).collect();
     assert_eq!(
         names
