@@ -453,7 +453,12 @@ fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         let mut s = s.try_borrow_mut().ok()?;
         s.clear();
         let f = f.take()?;
-        Some(f(&mut s))
+        let r = f(&mut s);
+        if s.capacity() > 64 << 10 {
+            // A huge value once: not kept for the thread's life.
+            *s = Vec::new();
+        }
+        Some(r)
     });
     match (reused, f) {
         (Ok(Some(r)), _) => r,
