@@ -195,6 +195,15 @@ impl Detached {
             self.inner.send_frame_data(key, value);
         }
     }
+
+    /// Attaches data already encoded as one BSON document (the caller checked it is one).
+    #[cfg(feature = "tracing")]
+    pub(crate) fn data_document(&self, document: Vec<u8>) {
+        if self.flags & RECORDING != 0 && self.inner.gate.records_data() {
+            let key = FrameKey::new(self.inner.worker, self.id);
+            self.inner.send_data(crate::sink::DataMsg { key, document });
+        }
+    }
 }
 
 impl Drop for Detached {

@@ -37,6 +37,9 @@ pub(crate) struct Inner {
     pub(crate) sink: Arc<dyn Sink>,
     pub(crate) msgs: Sender<Msg>,
     pub(crate) data_tx: Sender<DataMsg>,
+    /// Frame-data buffers the writer is done with, for producers to fill again: a document
+    /// allocated on one thread and freed on the writer's costs both a contended allocator lock.
+    pub(crate) spare_data: (Sender<Vec<u8>>, crossbeam_channel::Receiver<Vec<u8>>),
     pub(crate) slots: Mutex<Vec<Arc<Slot>>>,
     /// Drops of slots the writer has forgotten (their threads exited).
     pub(crate) retired_dropped: AtomicU64,
@@ -162,10 +165,26 @@ impl Inner {
         }
     }
 
+    /// An empty buffer for a frame-data document: one the writer is done with, if any.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn data_buffer(&self) -> Vec<u8> {
+        let mut buf = self.spare_data.1.try_recv().unwrap_or_default();
+        buf.clear();
+        buf
+    }
+
     /// Queues one frame-data update per the buffering mode (counted as dropped if it is not).
     pub(crate) fn send_data(&self, msg: DataMsg) {
         if !self.pool.send_per_mode(&self.data_tx, msg) {
             self.dropped_data.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // The writer takes data at its ticks: a send does not wake it (a wake-up per update
+        // cost more than the update). Each quarter of the queue filled wakes it once.
+        let quarter = self.data_tx.capacity().map_or(1, |c| (c / 4).max(1));
+        let queued = self.data_tx.len();
+        if queued != 0 && queued.is_multiple_of(quarter) {
+            let _ = self.msgs.send(Msg::DataWaiting);
         }
     }
 }

@@ -293,6 +293,7 @@ impl Builder {
             sink,
             msgs,
             data_tx,
+            spare_data: crossbeam_channel::bounded(DATA_QUEUE / 4),
             slots: Mutex::new(Vec::new()),
             retired_dropped: AtomicU64::new(0),
             writer_dropped: AtomicU64::new(0),

@@ -78,6 +78,8 @@ pub(crate) enum Msg {
     /// Whole records made by a thread whose own buffers are gone (it is exiting): written
     /// under thread number 0 (they are FrameEnds, whose thread is their FrameStart's).
     Late(Vec<u8>),
+    /// Frame data is piling up: take it now rather than at the next tick.
+    DataWaiting,
     /// Write everything committed so far; answer when done (if a channel is given).
     Flush(Option<Sender<()>>),
     /// Write everything and exit.

@@ -22,14 +22,21 @@
 //! - Context: the root span's frame. A span's parent is its explicit parent, else the current
 //!   span (what `tracing` says); a span with no parent opens a context of its own.
 //! - Data: the span's fields and later `record`ed values, and the events inside it (the first
-//!   32, with level, target and fields; the rest counted as `events_dropped`), attached when
-//!   the span closes. `follows_from` links are listed as `follows_from`.
+//!   32, with `message`, fields, `level`, `target` and `time_unix_nano`, the event's time in
+//!   ns since the Unix epoch; the rest counted as `events_dropped`), attached when the span
+//!   closes. `follows_from` links are listed as `follows_from`.
+//!
+//! Cost: values are written as BSON elements into a per-span buffer as they arrive (no map,
+//! no JSON or BSON value tree, no `String` per field); the buffer becomes the frame's data
+//! document when the span closes. User code (a field's `Debug`) never runs while the span's
+//! extensions are locked: values are formatted into buffers of our own first.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use formats::Category;
-use serde_json::{Map, Value};
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::{Event, Subscriber};
@@ -42,7 +49,7 @@ use crate::inner::Inner;
 use crate::recorder::{Recorder, with_global};
 
 /// Events kept per span.
-const MAX_EVENTS: usize = 32;
+const MAX_EVENTS: u32 = 32;
 
 enum Target {
     Global,
@@ -56,26 +63,48 @@ pub struct TracingLayer {
     categories: Vec<(String, Category)>,
 }
 
-/// What the layer keeps in the extensions of a span it records.
+/// What the layer keeps in the extensions of a span it records. The buffers stay empty
+/// (unallocated) for a span without fields, events or links.
 struct SpanFrame {
     frame: Detached,
-    /// Fields, events and links, once the span has any (most spans have none: no allocation).
-    data: Option<Box<SpanData>>,
-}
-
-/// A span's frame data, gathered until it closes.
-#[derive(Default)]
-struct SpanData {
-    fields: Map<String, Value>,
-    events: Vec<Value>,
+    /// The data document being built (empty until the span has data): 4 bytes for its
+    /// length, the span's fields as BSON elements (one per name), then, once the span has
+    /// an event, the `events` array, open (its elements run to the end).
+    doc: Vec<u8>,
+    /// Where the `events` array's element starts in `doc` (0: no event yet).
+    events_at: usize,
+    n_events: u32,
     events_dropped: u64,
+    /// The elements of the `follows_from` array (strings).
+    follows: Vec<u8>,
+    n_follows: u32,
+    /// A field is named like a key the layer adds (`events`, `events_dropped`,
+    /// `follows_from`): checked for when the span closes.
+    reserved: bool,
 }
 
 impl SpanFrame {
-    fn data(&mut self) -> &mut SpanData {
-        self.data.get_or_insert_with(Box::default)
+    /// Starts the data document, if not yet started.
+    fn open_doc(&mut self) {
+        if self.doc.is_empty() {
+            self.doc = self.frame.inner.data_buffer();
+            self.doc.reserve(256);
+            open(&mut self.doc);
+        }
+    }
+
+    /// The end of the fields in `doc`.
+    fn fields_end(&self) -> usize {
+        if self.events_at > 0 {
+            self.events_at
+        } else {
+            self.doc.len()
+        }
     }
 }
+
+/// Where the length of an `events` array starting at `at` is (after its type and name).
+const EVENTS_LEN_AT: usize = 1 + "events".len() + 1;
 
 impl TracingLayer {
     /// Records into `recorder`.
@@ -123,24 +152,77 @@ impl TracingLayer {
         self
     }
 
-    fn category(&self, target: &str, fields: Option<&Map<String, Value>>) -> Option<Category> {
-        if let Some(v) = fields.and_then(|f| f.get("category")) {
-            let parsed = match v {
-                Value::String(s) => Category::parse(s),
-                Value::Number(n) => n.as_u64().and_then(|n| u8::try_from(n).ok()).map(Category),
-                _ => None,
-            };
-            if parsed.is_some() {
-                return parsed;
-            }
+    /// The category of a span with `target`, `field` being its `category` field's if any.
+    fn category(&self, target: &str, field: Option<Category>) -> Option<Category> {
+        field.or_else(|| {
+            self.categories
+                .iter()
+                .find(|(p, _)| {
+                    // The first byte first: most targets match no prefix.
+                    p.as_bytes()
+                        .first()
+                        .is_none_or(|b| target.as_bytes().first() == Some(b))
+                        && target.starts_with(p.as_str())
+                        && target[p.len()..].chars().next().is_none_or(|c| c == ':')
+                })
+                .map(|(_, c)| *c)
+        })
+    }
+
+    /// Starts the frame of a new span; `fields` is an empty buffer to format its fields in
+    /// (user `Debug` impls may log: no extensions are locked while they run).
+    fn new_span<S>(
+        &self,
+        attrs: &Attributes<'_>,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+        fields: &mut Vec<u8>,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let (mut category, mut reserved) = (None, false);
+        if !attrs.values().is_empty() {
+            open(fields);
+            let mut enc = Encoder::new(fields);
+            attrs.record(&mut enc);
+            (category, reserved) = (enc.category, enc.reserved);
         }
-        self.categories
-            .iter()
-            .find(|(p, _)| {
-                target.starts_with(p.as_str())
-                    && target[p.len()..].chars().next().is_none_or(|c| c == ':')
-            })
-            .map(|(_, c)| *c)
+        let meta = attrs.metadata();
+        let label: Cow<'static, str> = if self.with_target {
+            Cow::Owned(format!("{}::{}", meta.target(), meta.name()))
+        } else {
+            Cow::Borrowed(meta.name())
+        };
+        let category = self.category(meta.target(), category);
+        // The nearest ancestor that has a frame: `parent()` skips spans this layer's filter
+        // disabled, but a span it saw without recording (none installed, not sampled) has none.
+        let mut ancestor = span.parent();
+        let mut parent = None;
+        while let Some(p) = ancestor {
+            parent = p.extensions().get::<SpanFrame>().map(|f| f.frame.context());
+            if parent.is_some() {
+                break;
+            }
+            ancestor = p.parent();
+        }
+        if let Some(frame) = self.start(label, category, parent) {
+            let mut doc = Vec::new();
+            if !fields.is_empty() {
+                // Room for a few more fields and an event or two.
+                doc = frame.inner.data_buffer();
+                doc.reserve(fields.len() + 192);
+                doc.extend_from_slice(fields);
+            }
+            span.extensions_mut().insert(SpanFrame {
+                frame,
+                doc,
+                events_at: 0,
+                n_events: 0,
+                events_dropped: 0,
+                follows: Vec::new(),
+                n_follows: 0,
+                reserved,
+            });
+        }
     }
 
     fn start(
@@ -164,30 +246,224 @@ impl TracingLayer {
     }
 }
 
-/// Collects fields as JSON values.
-struct Fields<'a>(&'a mut Map<String, Value>);
+/// BSON element types written here.
+mod kind {
+    pub(super) const DOUBLE: u8 = 0x01;
+    pub(super) const STRING: u8 = 0x02;
+    pub(super) const DOCUMENT: u8 = 0x03;
+    pub(super) const ARRAY: u8 = 0x04;
+    pub(super) const BOOL: u8 = 0x08;
+    pub(super) const INT64: u8 = 0x12;
+}
 
-impl Visit for Fields<'_> {
+/// Appends text to a byte buffer (for `write!` without a `String`).
+struct Bytes<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Bytes<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// Starts an element: its type and name (a C string: cut at a NUL, which BSON names cannot
+/// hold).
+fn element(buf: &mut Vec<u8>, kind: u8, name: &str) {
+    buf.push(kind);
+    let name = name.as_bytes();
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    buf.extend_from_slice(&name[..len]);
+    buf.push(0);
+}
+
+/// Starts an array element named by its index.
+fn index_element(buf: &mut Vec<u8>, kind: u8, index: u32) {
+    buf.push(kind);
+    let mut digits = [0u8; 10];
+    let (mut i, mut n) = (digits.len(), index);
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
+    buf.push(0);
+}
+
+/// Reserves a length prefix at the end of `buf`; returns where it is.
+fn open(buf: &mut Vec<u8>) -> usize {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    at
+}
+
+/// Fills in the length prefix at `at` with `len`.
+fn set_len(buf: &mut [u8], at: usize, len: usize) {
+    let len = i32::try_from(len).unwrap_or(i32::MAX);
+    buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Ends the string whose length prefix is at `at` (its length counts the NUL, not itself).
+fn end_string(buf: &mut Vec<u8>, at: usize) {
+    buf.push(0);
+    let len = buf.len() - at - 4;
+    set_len(buf, at, len);
+}
+
+fn put_str(buf: &mut Vec<u8>, name: &str, value: &str) {
+    element(buf, kind::STRING, name);
+    let at = open(buf);
+    buf.extend_from_slice(value.as_bytes());
+    end_string(buf, at);
+}
+
+fn put_i64(buf: &mut Vec<u8>, name: &str, value: i64) {
+    element(buf, kind::INT64, name);
+    buf.extend_from_slice(&value.to_le_bytes());
+}
+
+/// Ends the document or array whose length prefix is at `at` (its length counts itself).
+fn end_document(buf: &mut Vec<u8>, at: usize) {
+    buf.push(0);
+    let len = buf.len() - at;
+    set_len(buf, at, len);
+}
+
+/// The end of the element at `at` of elements this module wrote, and its name's range.
+fn element_at(buf: &[u8], at: usize) -> (std::ops::Range<usize>, usize) {
+    let name = at + 1;
+    let nul = buf[name..]
+        .iter()
+        .position(|&b| b == 0)
+        .map_or(buf.len(), |n| name + n);
+    let value = nul + 1;
+    let i32_at =
+        |i: usize| i32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]).max(0) as usize;
+    let end = match buf[at] {
+        kind::DOUBLE | kind::INT64 => value + 8,
+        kind::BOOL => value + 1,
+        kind::STRING => value + 4 + i32_at(value),
+        // Documents and arrays.
+        _ => value + i32_at(value),
+    };
+    (name..nul, end.min(buf.len()))
+}
+
+/// Removes the element named `name` from the elements in `buf[from..to]`, if there is one;
+/// returns the number of bytes removed.
+fn remove(buf: &mut Vec<u8>, from: usize, to: usize, name: &[u8]) -> usize {
+    let mut at = from;
+    while at < to {
+        let (n, end) = element_at(buf, at);
+        if &buf[n] == name {
+            buf.drain(at..end);
+            return end - at;
+        }
+        at = end;
+    }
+    0
+}
+
+/// Writes field values as BSON elements. Integers are Int64 (a `u64` above `i64::MAX` is
+/// kept as text); `Debug` values are formatted straight into the buffer.
+struct Encoder<'a> {
+    buf: &'a mut Vec<u8>,
+    /// The `category` field's value, if it names one.
+    category: Option<Category>,
+    /// A field is named like a key the layer adds.
+    reserved: bool,
+}
+
+impl<'a> Encoder<'a> {
+    fn new(buf: &'a mut Vec<u8>) -> Self {
+        Self {
+            buf,
+            category: None,
+            reserved: false,
+        }
+    }
+
+    /// Starts the element of `field`.
+    fn element(&mut self, kind: u8, field: &Field) {
+        let name = field.name();
+        self.reserved |= matches!(name, "events" | "events_dropped" | "follows_from");
+        element(self.buf, kind, name);
+    }
+}
+
+impl Visit for Encoder<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .insert(field.name().to_owned(), Value::String(format!("{value:?}")));
+        self.element(kind::STRING, field);
+        let at = open(self.buf);
+        let _ = write!(Bytes(self.buf), "{value:?}");
+        if field.name() == "category" {
+            self.category = std::str::from_utf8(&self.buf[at + 4..])
+                .ok()
+                .and_then(Category::parse);
+        }
+        end_string(self.buf, at);
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        if field.name() == "category" {
+            self.category = Category::parse(value);
+        }
+        self.element(kind::STRING, field);
+        let at = open(self.buf);
+        self.buf.extend_from_slice(value.as_bytes());
+        end_string(self.buf, at);
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        if field.name() == "category" {
+            self.category = u8::try_from(value).ok().map(Category);
+        }
+        self.element(kind::INT64, field);
+        self.buf.extend_from_slice(&value.to_le_bytes());
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        // BSON has no u64: above i64::MAX it is kept as text.
-        let v = i64::try_from(value).map_or_else(|_| Value::from(value.to_string()), Value::from);
-        self.0.insert(field.name().to_owned(), v);
+        match i64::try_from(value) {
+            Ok(v) => self.record_i64(field, v),
+            // BSON has no u64: above i64::MAX it is kept as text.
+            Err(_) => self.record_debug(field, &value),
+        }
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        self.element(kind::DOUBLE, field);
+        self.buf.extend_from_slice(&value.to_le_bytes());
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        self.element(kind::BOOL, field);
+        self.buf.push(u8::from(value));
+    }
+}
+
+thread_local! {
+    /// Where a new span's fields and an event's document are formatted before any
+    /// extensions are locked (reused: no allocation per span or event). Taken by `try_borrow_mut`: an event logged by a
+    /// `Debug` impl while one is being formatted gets a buffer of its own.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with an empty buffer.
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut f = Some(f);
+    let reused = SCRATCH.try_with(|s| {
+        let mut s = s.try_borrow_mut().ok()?;
+        s.clear();
+        let f = f.take()?;
+        let r = f(&mut s);
+        if s.capacity() > 64 << 10 {
+            // A huge value once: not kept for the thread's life.
+            *s = Vec::new();
+        }
+        Some(r)
+    });
+    match (reused, f) {
+        (Ok(Some(r)), _) => r,
+        (_, Some(f)) => f(&mut Vec::new()),
+        (_, None) => unreachable!("`f` ran but returned nothing"),
     }
 }
 
@@ -199,32 +475,7 @@ where
         let Some(span) = ctx.span(id) else {
             return;
         };
-        let data = (!attrs.values().is_empty()).then(|| {
-            let mut data = Box::<SpanData>::default();
-            attrs.record(&mut Fields(&mut data.fields));
-            data
-        });
-        let meta = attrs.metadata();
-        let label: Cow<'static, str> = if self.with_target {
-            Cow::Owned(format!("{}::{}", meta.target(), meta.name()))
-        } else {
-            Cow::Borrowed(meta.name())
-        };
-        let category = self.category(meta.target(), data.as_ref().map(|d| &d.fields));
-        // The nearest ancestor that has a frame: `parent()` skips spans this layer's filter
-        // disabled, but a span it saw without recording (none installed, not sampled) has none.
-        let mut ancestor = span.parent();
-        let mut parent = None;
-        while let Some(p) = ancestor {
-            parent = p.extensions().get::<SpanFrame>().map(|f| f.frame.context());
-            if parent.is_some() {
-                break;
-            }
-            ancestor = p.parent();
-        }
-        if let Some(frame) = self.start(label, category, parent) {
-            span.extensions_mut().insert(SpanFrame { frame, data });
-        }
+        with_scratch(|fields| self.new_span(attrs, &span, fields));
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: LayerContext<'_, S>) {
@@ -237,13 +488,35 @@ where
         // Field values are formatted (user `Debug` impls run, and may log) before the
         // span's extensions are locked: a re-entrant event for this span must not find
         // them locked.
-        let mut fields = Map::new();
-        values.record(&mut Fields(&mut fields));
+        let mut new = Vec::new();
+        let mut enc = Encoder::new(&mut new);
+        values.record(&mut enc);
+        let reserved = enc.reserved;
+        if new.is_empty() {
+            return;
+        }
         if let Some(f) = span.extensions_mut().get_mut::<SpanFrame>() {
-            f.data().fields.extend(fields);
+            f.open_doc();
+            f.reserved |= reserved;
+            // A value recorded again replaces the earlier one.
+            let mut at = 0;
+            while at < new.len() {
+                let (name, end) = element_at(&new, at);
+                let fields_end = f.fields_end();
+                let removed = remove(&mut f.doc, 4, fields_end, &new[name]);
+                if f.events_at > 0 {
+                    f.events_at -= removed;
+                }
+                at = end;
+            }
+            // Fields go before the events array.
+            let end = f.fields_end();
+            f.doc.splice(end..end, new.iter().copied());
+            if f.events_at > 0 {
+                f.events_at += new.len();
+            }
         }
     }
-
     fn on_follows_from(&self, id: &Id, follows: &Id, ctx: LayerContext<'_, S>) {
         let Some(other) = ctx.span(follows) else {
             return;
@@ -251,18 +524,15 @@ where
         let key = other
             .extensions()
             .get::<SpanFrame>()
-            .map(|f| format!("{}:{}", f.frame.inner.worker, f.frame.id));
-        if let (Some(key), Some(span)) = (key, ctx.span(id))
+            .map(|f| (f.frame.inner.worker, f.frame.id));
+        if let (Some((worker, frame)), Some(span)) = (key, ctx.span(id))
             && let Some(f) = span.extensions_mut().get_mut::<SpanFrame>()
         {
-            let list = f
-                .data()
-                .fields
-                .entry("follows_from")
-                .or_insert_with(|| Value::Array(Vec::new()));
-            if let Value::Array(v) = list {
-                v.push(Value::from(key));
-            }
+            index_element(&mut f.follows, kind::STRING, f.n_follows);
+            let at = open(&mut f.follows);
+            let _ = write!(Bytes(&mut f.follows), "{worker}:{frame}");
+            end_string(&mut f.follows, at);
+            f.n_follows += 1;
         }
     }
 
@@ -270,59 +540,103 @@ where
         let Some(span) = ctx.event_span(event) else {
             return;
         };
-        let full = match span.extensions().get::<SpanFrame>() {
+        let time = match span.extensions().get::<SpanFrame>() {
             None => return,
-            Some(f) => f
-                .data
-                .as_ref()
-                .is_some_and(|d| d.events.len() >= MAX_EVENTS),
+            Some(f) if f.n_events >= MAX_EVENTS => None,
+            Some(f) => Some(f.frame.inner.clock.now()),
         };
-        // Formatted with no lock held (see `on_record`); counted once the lock is taken.
-        let fields = (!full).then(|| {
-            let mut fields = Map::new();
-            event.record(&mut Fields(&mut fields));
-            let meta = event.metadata();
-            fields.insert("level".into(), Value::from(meta.level().as_str()));
-            fields.insert("target".into(), Value::from(meta.target()));
-            fields
-        });
-        let mut ext = span.extensions_mut();
-        let Some(f) = ext.get_mut::<SpanFrame>() else {
+        let Some(time) = time else {
+            if let Some(f) = span.extensions_mut().get_mut::<SpanFrame>() {
+                f.events_dropped += 1;
+            }
             return;
         };
-        let data = f.data();
-        match fields {
-            Some(fields) if data.events.len() < MAX_EVENTS => {
-                data.events.push(Value::Object(fields));
+        // Formatted with no lock held (see `on_record`), into the `events` array's next
+        // element once the lock is taken.
+        with_scratch(|doc| {
+            let at = open(doc);
+            event.record(&mut Encoder::new(doc));
+            let meta = event.metadata();
+            put_str(doc, "level", meta.level().as_str());
+            put_str(doc, "target", meta.target());
+            put_i64(
+                doc,
+                "time_unix_nano",
+                i64::try_from(time).unwrap_or(i64::MAX),
+            );
+            end_document(doc, at);
+            let mut ext = span.extensions_mut();
+            let Some(f) = ext.get_mut::<SpanFrame>() else {
+                return;
+            };
+            if f.n_events < MAX_EVENTS {
+                f.open_doc();
+                let d = &mut f.doc;
+                d.reserve(doc.len() + 24);
+                if f.events_at == 0 {
+                    f.events_at = d.len();
+                    element(d, kind::ARRAY, "events");
+                    open(d);
+                }
+                index_element(d, kind::DOCUMENT, f.n_events);
+                d.extend_from_slice(doc);
+                f.n_events += 1;
+            } else {
+                f.events_dropped += 1;
             }
-            _ => data.events_dropped += 1,
-        }
+        });
     }
 
     fn on_close(&self, id: Id, ctx: LayerContext<'_, S>) {
         let Some(span) = ctx.span(&id) else {
             return;
         };
-        let Some(SpanFrame { mut frame, data }) = span.extensions_mut().remove::<SpanFrame>()
-        else {
+        let Some(mut f) = span.extensions_mut().remove::<SpanFrame>() else {
             return;
         };
-        if let Some(data) = data {
-            let SpanData {
-                mut fields,
-                events,
-                events_dropped,
-            } = *data;
-            if !events.is_empty() {
-                fields.insert("events".into(), Value::Array(events));
+        if !f.doc.is_empty() || f.n_follows > 0 || f.events_dropped > 0 {
+            let mut doc = std::mem::take(&mut f.doc);
+            if doc.is_empty() {
+                open(&mut doc);
             }
-            if events_dropped > 0 {
-                fields.insert("events_dropped".into(), Value::from(events_dropped));
+            if f.events_at > 0 {
+                end_document(&mut doc, f.events_at + EVENTS_LEN_AT);
             }
-            if !fields.is_empty() {
-                frame.data(&fields);
+            // The layer's keys win over fields of the same names.
+            if f.reserved {
+                let fields_end = if f.events_at > 0 {
+                    f.events_at
+                } else {
+                    doc.len()
+                };
+                let mut removed = 0;
+                for (name, ours) in [
+                    ("events", f.events_at > 0),
+                    ("events_dropped", f.events_dropped > 0),
+                    ("follows_from", f.n_follows > 0),
+                ] {
+                    if ours {
+                        removed += remove(&mut doc, 4, fields_end - removed, name.as_bytes());
+                    }
+                }
             }
+            if f.n_follows > 0 {
+                element(&mut doc, kind::ARRAY, "follows_from");
+                let at = open(&mut doc);
+                doc.extend_from_slice(&f.follows);
+                end_document(&mut doc, at);
+            }
+            if f.events_dropped > 0 {
+                put_i64(
+                    &mut doc,
+                    "events_dropped",
+                    i64::try_from(f.events_dropped).unwrap_or(i64::MAX),
+                );
+            }
+            end_document(&mut doc, 0);
+            debug_assert_eq!(formats::bson_check::check_document(&doc), Ok(()));
+            f.frame.data_document(doc);
         }
-        frame.end();
+        f.frame.end();
     }
 }

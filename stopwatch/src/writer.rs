@@ -93,13 +93,19 @@ impl Writer {
             self.inner.reporter.deliver();
             let mut shutdown = false;
             let mut steal = false;
-            let wait = next_tick.saturating_duration_since(Instant::now());
+            // Frame data is taken at each round, not waited for: a data send does not wake
+            // the writer (`Inner::send_data` sends `DataWaiting` once the queue fills up).
+            let backlog = self.data_rx.len() >= self.data_rx.capacity().map_or(1, |c| c / 4);
+            let wait = if backlog {
+                std::time::Duration::ZERO
+            } else {
+                next_tick.saturating_duration_since(Instant::now())
+            };
             select! {
                 recv(self.rx) -> m => match m {
                     Ok(m) => { shutdown |= self.handle(m, &mut steal); }
                     Err(_) => shutdown = true,
                 },
-                recv(self.data_rx) -> d => if let Ok(d) = d { self.push_data(d) },
                 default(wait) => {}
             }
             // Take whatever else is queued, up to a bound, before writing.
@@ -190,6 +196,8 @@ impl Writer {
                 self.acks.extend(ack);
                 false
             }
+            // The data is taken after every message.
+            Msg::DataWaiting => false,
             Msg::Shutdown => true,
         }
     }
@@ -326,7 +334,13 @@ impl Writer {
                 .dropped_data
                 .fetch_add(self.data.len() as u64, Ordering::Relaxed);
         }
-        self.data.clear();
+        // Small buffers go back to the producers (`Inner::data_buffer`, used by
+        // `TracingLayer`): at most a quarter of the queue's worth, 1 KiB each, is kept.
+        for (_, doc) in self.data.drain(..) {
+            if cfg!(feature = "tracing") && doc.capacity() <= 1024 {
+                let _ = self.inner.spare_data.0.try_send(doc);
+            }
+        }
     }
 
     /// Applies the log's retention limits; a failure is reported (once) and retried later.

@@ -159,6 +159,92 @@ fn instrumented_async_fns_are_one_frame_per_span_life_nested_in_their_request() 
         assert_eq!(ev.get_str("message").unwrap(), "loaded");
         assert_eq!(ev.get_i64("rows").unwrap(), 3);
         assert_eq!(ev.get_str("level").unwrap(), "INFO");
+        // The event's own time (ns since the Unix epoch, the frames' clock), which the OTLP
+        // export gives its span event: after the query it follows, within the request.
+        let t = ev.get_i64("time_unix_nano").unwrap() as u64;
+        assert!(q.end <= t && t <= h.end, "{} ≤ {t} ≤ {}", q.end, h.end);
+    }
+}
+
+#[test]
+fn field_types_records_that_replace_and_events_beyond_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let subscriber = tracing_subscriber::registry().with(TracingLayer::new(&rec));
+    let before = stopwatch::clock::now_ns();
+    tracing::subscriber::with_default(subscriber, || {
+        let span = info_span!(
+            "typed",
+            int = -7i64,
+            big = u64::MAX,
+            float = 1.5f64,
+            yes = true,
+            text = "a\0b",
+            took = ?Duration::from_millis(1500),
+            status = tracing::field::Empty,
+            events = "a field named like the events array",
+            category = 5u64,
+            "cut\0here" = 1i64,
+        );
+        span.record("int", 8i64);
+        span.record("status", 200u64);
+        span.in_scope(|| {
+            for i in 0..40u64 {
+                info!(i, "event {i}");
+            }
+        });
+        // Recorded after the events: replaces the earlier value all the same.
+        span.record("status", 503u64);
+    });
+    let after = stopwatch::clock::now_ns();
+    let all = frames(&rec, dir.path(), 1);
+    assert_eq!(all[0].category, Category(5), "an integer category field");
+    let d = DataStore::open(dir.path())
+        .unwrap()
+        .get(all[0].key)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        d.get_i64("int").unwrap(),
+        8,
+        "recorded again: the later value"
+    );
+    assert_eq!(d.get_str("big").unwrap(), u64::MAX.to_string());
+    assert_eq!(d.get_f64("float").unwrap(), 1.5);
+    assert!(d.get_bool("yes").unwrap());
+    assert_eq!(d.get_str("text").unwrap(), "a\0b");
+    assert_eq!(d.get_str("took").unwrap(), "1.5s");
+    assert_eq!(d.get_i64("status").unwrap(), 503);
+    assert_eq!(d.get_i64("category").unwrap(), 5);
+    assert_eq!(
+        d.get_i64("cut").unwrap(),
+        1,
+        "a name is cut at a NUL (BSON names end there)"
+    );
+    let names: Vec<&str> = d.keys().map(String::as_str).collect();
+    assert_eq!(
+        names
+            .iter()
+            .filter(|k| **k == "int" || **k == "status")
+            .count(),
+        2,
+        "one entry per name: {names:?}"
+    );
+    let events = d.get_array("events").unwrap();
+    assert_eq!(events.len(), 32);
+    assert_eq!(d.get_i64("events_dropped").unwrap(), 8);
+    let mut last = before;
+    for (i, e) in events.iter().enumerate() {
+        let e = e.as_document().unwrap();
+        assert_eq!(e.get_str("message").unwrap(), format!("event {i}"));
+        assert_eq!(e.get_i64("i").unwrap(), i as i64);
+        assert_eq!(e.get_str("target").unwrap(), module_path!());
+        let t = e.get_i64("time_unix_nano").unwrap() as u64;
+        assert!(
+            last <= t && t <= after,
+            "in order, in the run: {last} ≤ {t} ≤ {after}"
+        );
+        last = t;
     }
 }
 
