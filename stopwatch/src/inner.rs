@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     /// Frame-data buffers the writer is done with, for producers to fill again: a document
     /// allocated on one thread and freed on the writer's costs both a contended allocator lock.
     pub(crate) spare_data: (Sender<Vec<u8>>, crossbeam_channel::Receiver<Vec<u8>>),
+    /// A `DataWaiting` wake-up was sent and the writer has not taken the data since.
+    pub(crate) data_wake_sent: AtomicBool,
     pub(crate) slots: Mutex<Vec<Arc<Slot>>>,
     /// Drops of slots the writer has forgotten (their threads exited).
     pub(crate) retired_dropped: AtomicU64,
@@ -180,10 +182,11 @@ impl Inner {
             return;
         }
         // The writer takes data at its ticks: a send does not wake it (a wake-up per update
-        // cost more than the update). Each quarter of the queue filled wakes it once.
+        // cost more than the update). A quarter of the queue waiting wakes it once, until it
+        // has taken what is queued (a flag, not a count: senders racing past the mark, or
+        // parked on a full queue in Block mode, must not miss the wake-up).
         let quarter = self.data_tx.capacity().map_or(1, |c| (c / 4).max(1));
-        let queued = self.data_tx.len();
-        if queued != 0 && queued.is_multiple_of(quarter) {
+        if self.data_tx.len() >= quarter && !self.data_wake_sent.swap(true, Ordering::AcqRel) {
             let _ = self.msgs.send(Msg::DataWaiting);
         }
     }

@@ -294,6 +294,7 @@ impl Builder {
             msgs,
             data_tx,
             spare_data: crossbeam_channel::bounded(DATA_QUEUE / 4),
+            data_wake_sent: AtomicBool::new(false),
             slots: Mutex::new(Vec::new()),
             retired_dropped: AtomicU64::new(0),
             writer_dropped: AtomicU64::new(0),

@@ -115,6 +115,8 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            // Re-armed before taking: a send after this point may wake the writer again.
+            self.inner.data_wake_sent.store(false, Ordering::Release);
             while let Ok(d) = self.data_rx.try_recv() {
                 self.push_data(d);
                 if self.data.len() >= MAX_MSGS_PER_ROUND {

@@ -40,11 +40,16 @@ fn process(server: &Server) -> Option<ProcessInfo> {
     server.processes().into_iter().next()
 }
 
-/// (label, category, has data) of every frame in the log, in order.
+/// (label, category, key) of every frame in the log, in order (none while the server has
+/// not created the log yet: callers poll).
 fn frames(dir: &std::path::Path) -> Vec<(String, Category, FrameKey)> {
     let mut v = Vec::new();
-    LogReader::open(dir)
-        .unwrap()
+    let mut reader = match LogReader::open(dir) {
+        Ok(r) => r,
+        Err(framelog::Error::NotALog(_)) => return v,
+        Err(e) => panic!("{e}"),
+    };
+    reader
         .read_available(|_, r| {
             if let Record::Start(s) = r {
                 v.push((
