@@ -72,6 +72,9 @@ pub struct LogWriter {
     frames: Mutex<FramesAppender>,
     data: Mutex<DataAppender>,
     retention: Retention,
+    /// This writer's process name and pid, repeated in every frame-log segment it writes to.
+    name: String,
+    pid: u32,
 }
 
 fn default_process_name() -> String {
@@ -113,19 +116,26 @@ impl LogWriter {
             frames: Mutex::new(FramesAppender::new(&dir, config(opts.frames_segment_bytes))),
             data: Mutex::new(DataAppender::new(&dir, config(opts.data_segment_bytes))),
             retention: opts.retention,
+            name: opts.process_name.unwrap_or_else(default_process_name),
+            pid: opts.pid.unwrap_or_else(std::process::id),
             dir,
         };
-        let name = opts.process_name.unwrap_or_else(default_process_name);
+        writer.append_worker_info()?;
+        Ok(writer)
+    }
+
+    /// Appends this writer's worker info record (at open, and in each new segment, so a log
+    /// whose oldest segments retention deleted still names its processes).
+    fn append_worker_info(&self) -> Result<()> {
         let info = WorkerInfo {
-            worker,
+            worker: self.worker,
             timestamp: now_ns(),
-            pid: opts.pid.unwrap_or_else(std::process::id),
-            name: &name,
+            pid: self.pid,
+            name: &self.name,
         };
         let mut buf = [0u8; 300];
         let n = info.encode(&mut buf).expect("worker info fits 300 bytes");
-        writer.append_frames(&buf[..n])?;
-        Ok(writer)
+        self.frames.lock().append(&buf[..n])
     }
 
     /// This writer's worker id.
@@ -160,6 +170,11 @@ impl LogWriter {
             frames.append(records)?;
             before != 0 && frames.segment() != before
         };
+        if sealed {
+            // Right after its first batch in the new segment: readers of that segment alone
+            // learn which process wrote it.
+            self.append_worker_info()?;
+        }
         self.sealed_one(sealed);
         Ok(())
     }

@@ -56,32 +56,42 @@ fn a_writer_keeps_its_log_within_budget_deleting_the_oldest_sealed_segments() {
             max_age: None,
         },
     );
-    let before = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    // Pruned as segments were sealed: far more was written than is left, and what is left
+    // is within the budget: a run of the newest segments, the live one among them.
+    let left = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    let last = *left.last().unwrap();
     assert!(
-        log_bytes(dir.path()) > 4 * budget,
-        "the log outgrew its budget"
+        u64::from(last) * 4096 > 4 * budget,
+        "{last} segments written"
+    );
+    let bytes = log_bytes(dir.path());
+    assert!(bytes <= budget + 8192, "{bytes} bytes");
+    assert_eq!(
+        left,
+        (left[0]..=last).collect::<Vec<_>>(),
+        "a run of the newest"
     );
     let pruned = w.prune().unwrap();
-    let after = segments::list(dir.path(), FileKind::FrameLog).unwrap();
-    assert!(
-        log_bytes(dir.path()) <= budget,
-        "{} bytes",
-        log_bytes(dir.path())
-    );
-    assert_eq!(after.last(), before.last(), "the live segment stays");
-    assert_eq!(pruned.oldest_frames_segment, after.first().copied());
-    // Oldest first and whole: what is left is a run of the newest segments.
-    assert_eq!(after, before[before.len() - after.len()..].to_vec());
+    assert_eq!(pruned.oldest_frames_segment, Some(left[0]));
     // The writer goes on appending.
     let first = w.reserve_ids(100).unwrap();
     w.append_frames(&frames_batch(w.worker(), first, 100, "after"))
         .unwrap();
-    let mut starts = 0;
+    let (mut starts, mut named) = (0, Vec::new());
     LogReader::open(dir.path())
         .unwrap()
-        .read_available(|_, r| starts += matches!(r, Record::Start(_)) as usize)
+        .read_available(|_, r| match r {
+            Record::Start(_) => starts += 1,
+            Record::WorkerInfo(i) => named.push((i.worker, i.pid)),
+            _ => {}
+        })
         .unwrap();
     assert!(starts >= 100);
+    // The segments left still name their writer: it repeats itself in each new segment.
+    assert!(
+        named.contains(&(w.worker(), std::process::id())),
+        "{named:?}"
+    );
 }
 
 #[test]
@@ -162,14 +172,14 @@ fn data_lookups_survive_retention_deleting_data_segments() {
         WriterOptions {
             frames_segment_bytes: 4096,
             data_segment_bytes: 4096,
-            retention: Retention {
-                max_bytes: Some(16 << 10),
-                max_age: None,
-            },
             ..Default::default()
         },
     )
     .unwrap();
+    let retention = Retention {
+        max_bytes: Some(16 << 10),
+        max_age: None,
+    };
     let mut firsts = Vec::new();
     for _ in 0..40 {
         let first = w.reserve_ids(20).unwrap();
@@ -180,7 +190,11 @@ fn data_lookups_survive_retention_deleting_data_segments() {
     let mut early = DataStore::open(dir.path()).unwrap();
     let old_key = formats::FrameKey::new(w.worker(), firsts[0]);
     assert!(early.get(old_key).unwrap().is_some());
-    w.prune().unwrap();
+    framelog::retention::prune(dir.path(), &retention).unwrap();
+    assert!(
+        !segments::exists(dir.path(), FileKind::FrameData, 1),
+        "the first data segment went"
+    );
     assert!(
         segments::list(dir.path(), FileKind::FrameData)
             .unwrap()

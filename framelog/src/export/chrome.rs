@@ -42,6 +42,8 @@ pub struct ChromeTrace<W: Write> {
     out: W,
     first: bool,
     thread_names: HashMap<(u8, u32), String>,
+    /// Each worker's process name as last written (writers repeat it in every segment).
+    process_names: HashMap<u8, String>,
     /// Overlap lanes' tids by (worker, thread, lane), and the next free one per worker.
     lane_tids: HashMap<(u8, u32, u32), u32>,
     next_lane_tid: HashMap<u8, u32>,
@@ -60,6 +62,7 @@ impl<W: Write> ChromeTrace<W> {
             out,
             first: true,
             thread_names: HashMap::new(),
+            process_names: HashMap::new(),
             lane_tids: HashMap::new(),
             next_lane_tid: HashMap::new(),
             open: HashMap::new(),
@@ -197,9 +200,15 @@ impl<W: Write> ChromeTrace<W> {
 
 impl<W: Write> FrameSink for ChromeTrace<W> {
     fn process(&mut self, worker: u8, pid: u32, name: &str) -> std::io::Result<()> {
+        let shown = format!("{name} (pid {pid})");
+        if self.process_names.get(&worker) == Some(&shown) {
+            // The same process again (its writer repeats itself in every segment).
+            return Ok(());
+        }
+        self.process_names.insert(worker, shown.clone());
         self.event(
             &json!({"ph": "M", "name": "process_name", "pid": worker, "tid": 0,
-                           "args": {"name": format!("{name} (pid {pid})")}}),
+                           "args": {"name": shown}}),
         )?;
         self.event(
             &json!({"ph": "M", "name": "process_sort_index", "pid": worker, "tid": 0,
