@@ -80,6 +80,21 @@ impl<S> Proxy<S> {
             calls: self.calls + 1,
         }
     }
+
+    /// Opens a container `levels` deep with `make`, if that is allowed.
+    fn compound<C, E: ser::Error>(
+        self,
+        levels: usize,
+        make: impl FnOnce(S) -> Result<C, E>,
+    ) -> Result<Compound<C>, E> {
+        let nesting = self.open(levels)?;
+        let calls = self.calls + 1;
+        Ok(Compound {
+            inner: make(self.inner)?,
+            nesting,
+            calls,
+        })
+    }
 }
 
 /// A container being serialized: its elements are [`Bounded`] one level further down.
@@ -187,23 +202,11 @@ impl<S: Serializer> Serializer for Proxy<S> {
     }
 
     fn serialize_seq(self, len: Option<usize>) -> Result<Self::SerializeSeq, S::Error> {
-        let nesting = self.open(1)?;
-        let calls = self.calls + 1;
-        Ok(Compound {
-            inner: self.inner.serialize_seq(len)?,
-            nesting,
-            calls,
-        })
+        self.compound(1, |s| s.serialize_seq(len))
     }
 
     fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple, S::Error> {
-        let nesting = self.open(1)?;
-        let calls = self.calls + 1;
-        Ok(Compound {
-            inner: self.inner.serialize_tuple(len)?,
-            nesting,
-            calls,
-        })
+        self.compound(1, |s| s.serialize_tuple(len))
     }
 
     fn serialize_tuple_struct(
@@ -211,13 +214,7 @@ impl<S: Serializer> Serializer for Proxy<S> {
         name: &'static str,
         len: usize,
     ) -> Result<Self::SerializeTupleStruct, S::Error> {
-        let nesting = self.open(1)?;
-        let calls = self.calls + 1;
-        Ok(Compound {
-            inner: self.inner.serialize_tuple_struct(name, len)?,
-            nesting,
-            calls,
-        })
+        self.compound(1, |s| s.serialize_tuple_struct(name, len))
     }
 
     fn serialize_tuple_variant(
@@ -228,25 +225,11 @@ impl<S: Serializer> Serializer for Proxy<S> {
         len: usize,
     ) -> Result<Self::SerializeTupleVariant, S::Error> {
         // Stored as a map holding a list: `{variant: [...]}`.
-        let nesting = self.open(2)?;
-        let calls = self.calls + 1;
-        Ok(Compound {
-            inner: self
-                .inner
-                .serialize_tuple_variant(name, index, variant, len)?,
-            nesting,
-            calls,
-        })
+        self.compound(2, |s| s.serialize_tuple_variant(name, index, variant, len))
     }
 
     fn serialize_map(self, len: Option<usize>) -> Result<Self::SerializeMap, S::Error> {
-        let nesting = self.open(1)?;
-        let calls = self.calls + 1;
-        Ok(Compound {
-            inner: self.inner.serialize_map(len)?,
-            nesting,
-            calls,
-        })
+        self.compound(1, |s| s.serialize_map(len))
     }
 
     fn serialize_struct(
@@ -254,13 +237,7 @@ impl<S: Serializer> Serializer for Proxy<S> {
         name: &'static str,
         len: usize,
     ) -> Result<Self::SerializeStruct, S::Error> {
-        let nesting = self.open(1)?;
-        let calls = self.calls + 1;
-        Ok(Compound {
-            inner: self.inner.serialize_struct(name, len)?,
-            nesting,
-            calls,
-        })
+        self.compound(1, |s| s.serialize_struct(name, len))
     }
 
     fn serialize_struct_variant(
@@ -271,15 +248,7 @@ impl<S: Serializer> Serializer for Proxy<S> {
         len: usize,
     ) -> Result<Self::SerializeStructVariant, S::Error> {
         // Stored as a map holding a map: `{variant: {...}}`.
-        let nesting = self.open(2)?;
-        let calls = self.calls + 1;
-        Ok(Compound {
-            inner: self
-                .inner
-                .serialize_struct_variant(name, index, variant, len)?,
-            nesting,
-            calls,
-        })
+        self.compound(2, |s| s.serialize_struct_variant(name, index, variant, len))
     }
 
     fn is_human_readable(&self) -> bool {
@@ -287,53 +256,29 @@ impl<S: Serializer> Serializer for Proxy<S> {
     }
 }
 
-impl<C: ser::SerializeSeq> ser::SerializeSeq for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        let child = self.child(value);
-        self.inner.serialize_element(&child)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
+/// Implements a compound serializer trait whose elements (or fields) are `$method(value)`.
+macro_rules! compound_of_values {
+    ($($trait:ident: $method:ident),* $(,)?) => {$(
+        impl<C: ser::$trait> ser::$trait for Compound<C> {
+            type Ok = C::Ok;
+            type Error = C::Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
+                let child = self.child(value);
+                self.inner.$method(&child)
+            }
+            fn end(self) -> Result<C::Ok, C::Error> {
+                self.inner.end()
+            }
+        }
+    )*};
 }
 
-impl<C: ser::SerializeTuple> ser::SerializeTuple for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        let child = self.child(value);
-        self.inner.serialize_element(&child)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeTupleStruct> ser::SerializeTupleStruct for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        let child = self.child(value);
-        self.inner.serialize_field(&child)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeTupleVariant> ser::SerializeTupleVariant for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), C::Error> {
-        let child = self.child(value);
-        self.inner.serialize_field(&child)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
+compound_of_values!(
+    SerializeSeq: serialize_element,
+    SerializeTuple: serialize_element,
+    SerializeTupleStruct: serialize_field,
+    SerializeTupleVariant: serialize_field,
+);
 
 impl<C: ser::SerializeMap> ser::SerializeMap for Compound<C> {
     type Ok = C::Ok;
@@ -351,40 +296,28 @@ impl<C: ser::SerializeMap> ser::SerializeMap for Compound<C> {
     }
 }
 
-impl<C: ser::SerializeStruct> ser::SerializeStruct for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), C::Error> {
-        let child = self.child(value);
-        self.inner.serialize_field(key, &child)
-    }
-    fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
-        self.inner.skip_field(key)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
+/// Implements a compound serializer trait of named fields.
+macro_rules! compound_of_fields {
+    ($($trait:ident),* $(,)?) => {$(
+        impl<C: ser::$trait> ser::$trait for Compound<C> {
+            type Ok = C::Ok;
+            type Error = C::Error;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), C::Error> {
+                let child = self.child(value);
+                self.inner.serialize_field(key, &child)
+            }
+            fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
+                self.inner.skip_field(key)
+            }
+            fn end(self) -> Result<C::Ok, C::Error> {
+                self.inner.end()
+            }
+        }
+    )*};
 }
 
-impl<C: ser::SerializeStructVariant> ser::SerializeStructVariant for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), C::Error> {
-        let child = self.child(value);
-        self.inner.serialize_field(key, &child)
-    }
-    fn skip_field(&mut self, key: &'static str) -> Result<(), C::Error> {
-        self.inner.skip_field(key)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
+compound_of_fields!(SerializeStruct, SerializeStructVariant);

@@ -187,6 +187,22 @@ fn accept_advertise(listener: &TcpListener) -> (TcpStream, Advertise) {
     (s, adv)
 }
 
+/// Plays a server that starts a v1 session for the program `rec` and returns its control
+/// connection once the program streams.
+fn stream_started(listener: &TcpListener, rec: &Recorder) -> TcpStream {
+    let (mut c, _) = accept_advertise(listener);
+    let reply = send(
+        &mut c,
+        &Command::StartSession {
+            version: 1,
+            settings: SessionSettings::keep(),
+        },
+    );
+    assert_eq!(reply.status, Status::Ok);
+    wait_until("the stream", || rec.is_streaming());
+    c
+}
+
 fn send(s: &mut TcpStream, cmd: &Command) -> Reply {
     let mut out = Vec::new();
     cmd.encode(&mut out);
@@ -400,16 +416,7 @@ fn a_stalled_server_never_hangs_block_mode_producers() {
             .build()
             .unwrap(),
     );
-    let (mut c, _) = accept_advertise(&listener);
-    let reply = send(
-        &mut c,
-        &Command::StartSession {
-            version: 1,
-            settings: SessionSettings::keep(),
-        },
-    );
-    assert_eq!(reply.status, Status::Ok);
-    wait_until("the stream", || rec.is_streaming());
+    let c = stream_started(&listener, &rec);
     let r = rec.clone();
     let t = Instant::now();
     let worker = std::thread::spawn(move || {
@@ -454,16 +461,7 @@ fn an_error_callback_that_asks_whether_the_stream_is_up_after_the_server_vanishe
             .unwrap(),
     );
     *STREAMING.lock().unwrap() = Some(Arc::downgrade(&rec));
-    let (mut c, _) = accept_advertise(&listener);
-    let reply = send(
-        &mut c,
-        &Command::StartSession {
-            version: 1,
-            settings: SessionSettings::keep(),
-        },
-    );
-    assert_eq!(reply.status, Status::Ok);
-    wait_until("the stream", || rec.is_streaming());
+    let c = stream_started(&listener, &rec);
     // The server vanishes mid-session, without a word, while frames keep coming.
     drop(c);
     drop(listener);
