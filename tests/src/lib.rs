@@ -70,6 +70,20 @@ pub fn framelog_bin() -> std::path::PathBuf {
     bin
 }
 
+/// Asserts that `framelog check DIR` finds nothing wrong (printing what it found if not).
+pub fn assert_check_clean(dir: &std::path::Path) {
+    let check = std::process::Command::new(framelog_bin())
+        .arg("check")
+        .arg(dir)
+        .output()
+        .expect("run framelog check");
+    assert!(
+        check.status.success(),
+        "framelog check: {}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}
+
 /// A running `framelog serve` child process.
 pub struct Serve {
     /// The child.

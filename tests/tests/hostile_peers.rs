@@ -12,7 +12,7 @@ use formats::protocol::{
     SessionSettings, encode_end, encode_frames, encode_header,
 };
 use framelog::remote::wire::read_message;
-use framelog_tests::{Serve, framelog_bin, signal, wait_until};
+use framelog_tests::{Serve, signal, wait_until};
 
 /// An Advertise of a made-up program.
 fn advertise(instance: u64, name: &str) -> Vec<u8> {
@@ -303,16 +303,7 @@ fn malformed_frame_data_closes_the_connection_and_never_reaches_the_log() {
             .any(|l| l.contains("Data message: frame 1"))
     });
     assert!(serve.terminate().success());
-    let check = Command::new(framelog_bin())
-        .arg("check")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "framelog check: {}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    framelog_tests::assert_check_clean(dir.path());
 }
 
 #[test]

@@ -293,16 +293,7 @@ fn a_killed_program_leaves_a_readable_log_and_the_server_keeps_serving_others() 
     assert!(serve.terminate().success());
     let log = read_log(dir.path());
     assert_eq!(log.damage, 0, "whole records only, no damage");
-    let check = Command::new(framelog_tests::framelog_bin())
-        .arg("check")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "framelog check: {}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    framelog_tests::assert_check_clean(dir.path());
 }
 
 #[test]
