@@ -63,6 +63,9 @@ pub struct DebuggerApp {
     log: Option<OpenLog>,
     view: CentralView,
     flame: FlameState,
+    /// Whether the newly opened log was checked for live writers (Follow stays on only while
+    /// the log is still growing).
+    follow_checked: bool,
     aggregated: AggregatedState,
     selected: Option<FrameRef>,
     selected_info: Option<FrameInfo>,
@@ -117,6 +120,7 @@ impl DebuggerApp {
             log: None,
             view: CentralView::Timeline,
             flame: FlameState::default(),
+            follow_checked: false,
             aggregated: AggregatedState::default(),
             selected: None,
             selected_info: None,
@@ -233,6 +237,7 @@ impl DebuggerApp {
         let data = DataLoader::start(&dir);
         self.log = Some(OpenLog { dir, ingest, data });
         self.flame = FlameState::default();
+        self.follow_checked = false;
         self.selected = None;
         self.selected_info = None;
         self.data.clear();
@@ -381,6 +386,20 @@ impl DebuggerApp {
             let guard = log.as_ref().map(|l| l.ingest.model());
             let empty = Model::new();
             let model: &Model = guard.as_deref().unwrap_or(&empty);
+            if !self.follow_checked && status.caught_up && model.frame_count() > 0 {
+                self.follow_checked = true;
+                // A finished log (no process writing it; a listening window's log always
+                // has its server) opens paused: its first zoom stays where the user zooms.
+                if let Some(l) = &log
+                    && self.listener.is_none()
+                    && !(0..=u8::MAX).any(|w| {
+                        !model.worker(w).name.is_empty()
+                            && matches!(framelog::is_writing(&l.dir, w), Ok(true))
+                    })
+                {
+                    self.flame.set_follow(false);
+                }
+            }
             self.search.update(model);
             self.update_selection(model, log.as_ref());
 

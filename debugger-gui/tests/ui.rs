@@ -681,6 +681,26 @@ fn file_open_log_switches_to_the_chosen_log() {
 }
 
 #[test]
+fn a_finished_log_opens_paused_and_a_growing_one_following() {
+    let (done, live) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // The writer of the first has exited; the second's is still open.
+    write_request(&writer(done.path()), 1, T0, "GET /done");
+    let w = writer(live.path());
+    write_request(&w, 1, T0, "GET /live");
+    for (dir, growing) in [(done.path(), false), (live.path(), true)] {
+        let mut h = harness(DebuggerApp::open(dir));
+        step_until(&mut h, "the log loaded", |h| {
+            h.state().model().is_some_and(|m| m.frame_count() == 3)
+                && h.state().ingest_status().caught_up
+        });
+        h.step();
+        assert_eq!(h.state().flame().follow, growing, "{}", dir.display());
+        assert!(h.state().is_following(), "both show the whole log");
+    }
+    drop(w);
+}
+
+#[test]
 fn zooming_with_the_pointer_zooms_there_and_pauses_following() {
     let dir = tempfile::tempdir().unwrap();
     let w = writer(dir.path());
