@@ -328,9 +328,78 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
     ));
 }
 
+/// Loads a log written by the stress example (2 threads, 4 deep, data on every 100th frame)
+/// through the window's ingest (reader + applier threads, no UI), against a floor measured in
+/// the same run: `LogReader` decoding the same log. `STRESS_FRAMES` (default 10,000,000; 0
+/// skips it) sets its size.
+fn bench_stress_load(summary: &mut Vec<String>) {
+    let n: u64 = std::env::var("STRESS_FRAMES")
+        .ok()
+        .and_then(|s| s.replace('_', "").parse().ok())
+        .unwrap_or(10_000_000);
+    if n == 0 {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let t = Instant::now();
+    let report = stopwatch::stress::run(&stopwatch::stress::StressOptions {
+        dir: Some(log.clone()),
+        threads: 2,
+        frames: n / 2,
+        mode: stopwatch::BufferingMode::Block,
+        data_every: 100,
+        depth: 4,
+        ..Default::default()
+    })
+    .unwrap();
+    summary.push(format!(
+        "stress log: {} records written in {:.1} s",
+        report.emitted,
+        t.elapsed().as_secs_f64()
+    ));
+    // The floor: decoding every record (best of three, the file in the page cache).
+    let mut floor = Duration::MAX;
+    let (mut records, mut frames) = (0u64, 0u64);
+    for _ in 0..3 {
+        let t = Instant::now();
+        (records, frames) = (0, 0);
+        framelog::LogReader::open(&log)
+            .unwrap()
+            .read_available(|_, rec| {
+                records += 1;
+                frames += u64::from(matches!(black_box(&rec), formats::Record::Start(_)));
+            })
+            .unwrap();
+        floor = floor.min(t.elapsed());
+    }
+    // The load: open to caught up (everything in the model), best of three.
+    let mut load = Duration::MAX;
+    let mut loaded = 0;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let ing = debugger_gui::ingest::Ingest::start(&log, false);
+        assert!(ing.wait_caught_up(Duration::from_secs(600)));
+        load = load.min(t.elapsed());
+        loaded = ing.model().frame_count();
+    }
+    assert_eq!(loaded, frames, "every frame loaded");
+    let fps = |d: Duration| frames as f64 / d.as_secs_f64() / 1e6;
+    summary.push(format!(
+        "stress log load (ingest threads, no UI): {frames} frames in {:.2} s = {:.2} M frames/s; floor (LogReader decoding it): {:.2} s = {:.2} M frames/s ({:.1} M records/s); load/floor time {:.2}x",
+        load.as_secs_f64(),
+        fps(load),
+        floor.as_secs_f64(),
+        fps(floor),
+        records as f64 / floor.as_secs_f64() / 1e6,
+        load.as_secs_f64() / floor.as_secs_f64(),
+    ));
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let mut summary = Vec::new();
+    bench_stress_load(&mut summary);
     bench_ingest(&mut c);
     bench_big(&mut c, &mut summary);
     c.final_summary();
