@@ -25,6 +25,11 @@ use crate::model::{Model, StartRec};
 const SLICE_BYTES: usize = 4 << 20;
 /// Records applied per model-lock acquisition.
 const RECORDS_PER_LOCK: usize = 65_536;
+/// While a backlog loads, the window is asked to repaint for new frames at most this often:
+/// every paint costs the UI thread (and a software renderer) CPU that the load needs, and a
+/// few paints a second show the progress as well. Input still repaints at once; a live tail
+/// (caught up) asks at once.
+const LOAD_REPAINT_EVERY: Duration = Duration::from_millis(125);
 
 /// How the ingest thread is doing (shown in the status bar).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -73,12 +78,33 @@ pub struct Shared {
     /// Set while the UI thread waits for the model lock: the applier steps aside between
     /// chunks (a plain mutex would let it re-take the lock at once and starve the UI).
     ui_waiting: AtomicBool,
+    /// Set while the reader is behind the log's end (loading a backlog): repaints are spaced.
+    backlog: AtomicBool,
+    /// When a repaint was last asked for at once.
+    last_repaint: Mutex<Option<Instant>>,
 }
 
 impl Shared {
     fn repaint(&self) {
-        if let Some(ctx) = self.repaint.lock().as_ref() {
-            ctx.request_repaint();
+        let Some(ctx) = self.repaint.lock().clone() else {
+            return;
+        };
+        let gap = if self.backlog.load(Ordering::Relaxed) {
+            LOAD_REPAINT_EVERY
+        } else {
+            Duration::ZERO
+        };
+        let now = Instant::now();
+        let mut last = self.last_repaint.lock();
+        match *last {
+            Some(t) if now.duration_since(t) < gap => {
+                // Not lost, only later: the news is painted within `gap`.
+                ctx.request_repaint_after(gap - now.duration_since(t));
+            }
+            _ => {
+                *last = Some(now);
+                ctx.request_repaint();
+            }
         }
     }
 
@@ -432,6 +458,7 @@ fn applier(
     let mut label_ids: Vec<u32> = Vec::new();
     let mut compacted = false;
     for (buf, state) in rx {
+        shared.backlog.store(!state.at_end, Ordering::Relaxed);
         if !buf.is_empty() || !buf.new_labels.is_empty() {
             apply(shared, &buf, &mut label_ids, stopped);
         }
@@ -665,6 +692,8 @@ mod tests {
             repaint: Mutex::new(None),
             stop: AtomicBool::new(false),
             ui_waiting: AtomicBool::new(false),
+            backlog: AtomicBool::new(false),
+            last_repaint: Mutex::new(None),
         };
         // The model already knows a label the reader never saw: their ids are one apart.
         shared.model.lock().intern_label("seen only by the model");
