@@ -22,6 +22,7 @@ pub mod hit;
 pub mod intern;
 mod layout;
 pub mod lod;
+pub mod pair;
 mod row;
 pub mod search;
 pub mod stats;
@@ -32,13 +33,13 @@ pub use layout::StartRec;
 pub use row::{Lane, Row, SUMMARY_LEVELS, SUMMARY_SHIFT};
 
 use formats::{Category, FrameKey};
-use framelog::pairing::Pairing;
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use calltree::CallTree;
 use contexts::Contexts;
 use intern::Interner;
-use layout::OpenFrame;
+use layout::OpenSlot;
+use pair::Pairer;
 use stats::Stats;
 
 /// End time of a frame whose FrameEnd has not been seen yet ("open", drawn to the newest time).
@@ -120,8 +121,11 @@ pub struct Model {
     lanes: Vec<Lane>,
     lane_map: FxHashMap<(u8, u32), u32>,
     workers: Vec<Worker>,
-    /// Start/end pairing (the rule every reader shares); the open frames wait in it.
-    pairing: Pairing<OpenFrame, FxBuildHasher>,
+    /// Start/end pairing (the rule every reader shares) for records applied here; the
+    /// ingest pairs on its reader thread and hands the model slots instead.
+    pairer: Pairer,
+    /// The frames waiting for their ends, by slot (see [`pair`]).
+    open: Vec<OpenSlot>,
     contexts: Contexts,
     calltree: CallTree,
     /// Frames cut when their process stopped writing.
@@ -154,7 +158,8 @@ impl Model {
             lanes: Vec::new(),
             lane_map: FxHashMap::default(),
             workers: vec![Worker::default(); 256],
-            pairing: Pairing::new(),
+            pairer: Pairer::default(),
+            open: Vec::new(),
             contexts: Contexts::default(),
             calltree: CallTree::default(),
             cut: FxHashSet::default(),
@@ -274,18 +279,15 @@ impl Model {
         worker.vanished = seen_writing;
         let t = worker.last_time;
         let mut cut = 0;
-        let keys: Vec<FrameKey> = self
-            .pairing
-            .open()
-            .filter(|(k, ..)| k.worker == w)
-            .map(|(k, ..)| k)
-            .collect();
-        for k in keys {
-            if let Some(f) = self.pairing.end(k, t) {
-                let at = f.start_info.at;
+        self.pairer.stop_worker(w);
+        for slot in 0..self.open.len() {
+            let f = &mut self.open[slot];
+            if f.live && f.key.worker == w {
+                f.live = false;
+                let (at, start_ns) = (f.frame.at, f.start_ns);
                 // Open when damaged bytes were skipped: its end was in them (the process
                 // ended it), so it ends there, not at its process's last time.
-                let damage = self.damage.iter().position(|(dt, _)| *dt >= f.start_ns);
+                let damage = self.damage.iter().position(|(dt, _)| *dt >= start_ns);
                 let end = match damage {
                     Some(i) => {
                         self.lost.insert(at, i as u32);
@@ -297,7 +299,7 @@ impl Model {
                         t
                     }
                 };
-                self.row_mut(at).end[at.index as usize] = end.max(f.start_ns);
+                self.row_mut(at).end[at.index as usize] = end.max(start_ns);
                 self.closed += 1;
             }
         }
@@ -440,7 +442,8 @@ impl Model {
             .flat_map(|l| l.rows.iter())
             .map(Row::heap_bytes)
             .sum();
-        let maps = self.pairing.heap_bytes();
+        let maps =
+            self.pairer.heap_bytes() + self.open.capacity() * std::mem::size_of::<OpenSlot>();
         rows + maps
             + self.labels.heap_bytes()
             + self.stats.heap_bytes()
