@@ -397,6 +397,8 @@ fn bench_stress_load(summary: &mut Vec<String>) {
     let mut labels = debugger_gui::model::intern::Interner::default();
     let mut pairer = Pairer::default();
     let mut model = Model::new();
+    // As the ingest does (it estimates the total from the log's size).
+    model.expect_frames(frames);
     let mut reader = framelog::LogReader::open(&log).unwrap();
     let (mut read_t, mut model_t) = (Duration::ZERO, Duration::ZERO);
     loop {

@@ -466,6 +466,14 @@ fn applier(
     let mut compacted = false;
     for (buf, state) in rx {
         shared.backlog.store(!state.at_end, Ordering::Relaxed);
+        if state.bytes_read > 0 && !buf.is_empty() {
+            // Frames per byte so far, times the log's size: what the model will hold (its
+            // rows then grow by their share of it, not by doubling).
+            let mut model = shared.model.lock();
+            let frames = model.frame_count() + buf.events.len() as u64 / 2;
+            let total = state.total_bytes.max(state.bytes_read);
+            model.expect_frames((frames as u128 * total as u128 / state.bytes_read as u128) as u64);
+        }
         if !buf.is_empty() || !buf.new_labels.is_empty() {
             apply(shared, &buf, &mut label_ids, stopped);
         }

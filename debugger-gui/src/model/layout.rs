@@ -238,6 +238,10 @@ impl Model {
             rows[p.at.row as usize].node[p.at.index as usize]
         });
         let node = self.calltree.child(parent_node, label);
+        if rows[row].is_full() {
+            let add = super::row_growth(self.expected_frames, self.frames, rows[row].len());
+            rows[row].reserve_exact(add);
+        }
         let index = rows[row].push(NewFrame {
             start: t,
             end: end.unwrap_or(OPEN),

@@ -142,6 +142,8 @@ pub struct Model {
     dropped: u64,
     records: u64,
     generation: u64,
+    /// Frames the log is expected to hold in all (0: unknown), to size rows' growth.
+    expected_frames: u64,
 }
 
 impl Default for Model {
@@ -173,6 +175,7 @@ impl Model {
             dropped: 0,
             records: 0,
             generation: 0,
+            expected_frames: 0,
         }
     }
 
@@ -305,6 +308,14 @@ impl Model {
         }
         self.workers[w as usize].cut += cut;
         self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// Tells the model how many frames the log will likely hold in all (e.g. from its size and
+    /// the frames per byte so far): a full row then grows by its share of the frames still to
+    /// come instead of doubling, which saves copies and keeps the load's peak memory near the
+    /// final figure. 0: unknown (rows double).
+    pub fn expect_frames(&mut self, total: u64) {
+        self.expected_frames = total;
     }
 
     /// Records applied so far.
@@ -450,6 +461,18 @@ impl Model {
             + self.contexts.heap_bytes()
             + self.calltree.heap_bytes()
     }
+}
+
+/// Frames to add to a full row of `len` frames when the model holds `frames` and expects
+/// `expected`: the row's share (so far) of the frames still to come, at least a quarter of
+/// what it holds; doubling when nothing more is expected.
+fn row_growth(expected: u64, frames: u64, len: usize) -> usize {
+    if expected <= frames || frames == 0 {
+        return len.max(64);
+    }
+    let to_come = (expected - frames) as f64;
+    let share = len as f64 / frames as f64;
+    ((to_come * share * 1.02) as usize).max((len / 4).max(64))
 }
 
 #[cfg(test)]
@@ -669,6 +692,49 @@ pub(crate) mod tests {
         assert!(
             !m.worker(0).stop_is_news(),
             "the process exited; nothing was cut"
+        );
+    }
+
+    #[test]
+    fn rows_grow_by_their_share_of_the_expected_frames() {
+        // Nothing expected: doubling. 1,000 frames in, 10,000 expected, a row holding a
+        // quarter of them: room for its quarter of the 9,000 to come (and a little more).
+        assert_eq!(row_growth(0, 1_000, 250), 250);
+        assert_eq!(row_growth(1_000, 1_000, 250), 250);
+        assert_eq!(row_growth(10_000, 1_000, 250), 2_295);
+        // A poor estimate still grows by at least a quarter (few copies), never by nothing.
+        assert_eq!(row_growth(1_001, 1_000, 4_000), 1_000);
+        assert_eq!(row_growth(10, 1, 0), 64);
+        // The model with a hint holds the same frames as without.
+        let mut l = Log::default();
+        for i in 0..3_000u32 {
+            let t = u64::from(i) * 10;
+            l.start(0, i * 2 + 1, t, i * 2 + 1, "a")
+                .start(0, i * 2 + 2, t + 1, i * 2 + 1, "b")
+                .end(0, i * 2 + 2, t + 2)
+                .end(0, i * 2 + 1, t + 5);
+        }
+        let plain = l.model();
+        let mut hinted = Model::new();
+        hinted.expect_frames(6_000);
+        hinted.apply_bytes(&l.bytes);
+        assert_eq!(hinted.frame_count(), plain.frame_count());
+        let rows = |m: &Model| -> Vec<(Vec<u64>, Vec<u64>, usize)> {
+            m.lanes()[0]
+                .rows
+                .iter()
+                .map(|r| (r.start.clone(), r.end.clone(), r.start.capacity()))
+                .collect()
+        };
+        let (h, p) = (rows(&hinted), rows(&plain));
+        assert_eq!(
+            h.iter().map(|r| (&r.0, &r.1)).collect::<Vec<_>>(),
+            p.iter().map(|r| (&r.0, &r.1)).collect::<Vec<_>>()
+        );
+        assert!(
+            h.iter().all(|r| r.2 < 3_000 * 5 / 4),
+            "{:?}",
+            h.iter().map(|r| r.2).collect::<Vec<_>>()
         );
     }
 
