@@ -377,14 +377,36 @@ fn bench_stress_load(summary: &mut Vec<String>) {
     // The load: open to caught up (everything in the model), best of three.
     let mut load = Duration::MAX;
     let mut loaded = 0;
+    let mut last = None;
     for _ in 0..3 {
         let t = Instant::now();
         let ing = debugger_gui::ingest::Ingest::start(&log, false);
         assert!(ing.wait_caught_up(Duration::from_secs(600)));
         load = load.min(t.elapsed());
         loaded = ing.model().frame_count();
+        last = Some(ing);
     }
     assert_eq!(loaded, frames, "every frame loaded");
+    // The fast load's statistics are `framelog stats`' own, label by label.
+    let mut cli = framelog::stats::StatsBuilder::new();
+    framelog::LogReader::open(&log)
+        .unwrap()
+        .read_available(|_, rec| cli.add(&rec))
+        .unwrap();
+    let (_, cli) = cli.finish();
+    let ing = last.unwrap();
+    let m = ing.model();
+    for l in &cli {
+        let s = m.stats().get(m.labels().get(&l.label).unwrap());
+        assert_eq!(
+            (s.count, s.total_ns, s.p99_ns(), s.max_ns),
+            (l.count, l.total_ns, l.p99_ns, l.max_ns),
+            "{}",
+            l.label
+        );
+    }
+    drop(m);
+    drop(ing);
     // Where the time goes: the reader's share (decode, intern, pair) and the model's (layout,
     // rows, call tree, statistics, contexts), one after the other on this thread, a slice at
     // a time into a reused buffer as the ingest does.
