@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use debugger_gui::DebuggerApp;
 use debugger_gui::app::CentralView;
-use debugger_gui::model::Model;
 use debugger_gui::model::calltree::{self, Aggregate, Scope};
+use debugger_gui::model::pair::{Pairer, StartPair};
+use debugger_gui::model::{Model, StartRec};
 use debugger_gui::synth::{self, SynthOptions};
 
 fn frames_env() -> u64 {
@@ -328,9 +329,166 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
     ));
 }
 
+/// Loads a log written by the stress example (2 threads, 4 deep, data on every 100th frame)
+/// through the window's ingest (reader + applier threads, no UI), against a floor measured in
+/// the same run: `LogReader` decoding the same log. `STRESS_FRAMES` (default 10,000,000; 0
+/// skips it) sets its size.
+fn bench_stress_load(summary: &mut Vec<String>) {
+    let n: u64 = std::env::var("STRESS_FRAMES")
+        .ok()
+        .and_then(|s| s.replace('_', "").parse().ok())
+        .unwrap_or(10_000_000);
+    if n == 0 {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let t = Instant::now();
+    let report = stopwatch::stress::run(&stopwatch::stress::StressOptions {
+        dir: Some(log.clone()),
+        threads: 2,
+        frames: n / 2,
+        mode: stopwatch::BufferingMode::Block,
+        data_every: 100,
+        depth: 4,
+        ..Default::default()
+    })
+    .unwrap();
+    summary.push(format!(
+        "stress log: {} records written in {:.1} s",
+        report.emitted,
+        t.elapsed().as_secs_f64()
+    ));
+    // The floor: decoding every record (best of three, the file in the page cache).
+    let mut floor = Duration::MAX;
+    let (mut records, mut frames) = (0u64, 0u64);
+    for _ in 0..3 {
+        let t = Instant::now();
+        (records, frames) = (0, 0);
+        framelog::LogReader::open(&log)
+            .unwrap()
+            .read_available(|_, rec| {
+                records += 1;
+                frames += u64::from(matches!(black_box(&rec), formats::Record::Start(_)));
+            })
+            .unwrap();
+        floor = floor.min(t.elapsed());
+    }
+    // The load: open to caught up (everything in the model), best of three.
+    let mut load = Duration::MAX;
+    let mut loaded = 0;
+    let mut last = None;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let ing = debugger_gui::ingest::Ingest::start(&log, false);
+        assert!(ing.wait_caught_up(Duration::from_secs(600)));
+        load = load.min(t.elapsed());
+        loaded = ing.model().frame_count();
+        last = Some(ing);
+    }
+    assert_eq!(loaded, frames, "every frame loaded");
+    // The fast load's statistics are `framelog stats`' own, label by label.
+    let mut cli = framelog::stats::StatsBuilder::new();
+    framelog::LogReader::open(&log)
+        .unwrap()
+        .read_available(|_, rec| cli.add(&rec))
+        .unwrap();
+    let (_, cli) = cli.finish();
+    let ing = last.unwrap();
+    let m = ing.model();
+    for l in &cli {
+        let s = m.stats().get(m.labels().get(&l.label).unwrap());
+        assert_eq!(
+            (s.count, s.total_ns, s.p99_ns(), s.max_ns),
+            (l.count, l.total_ns, l.p99_ns, l.max_ns),
+            "{}",
+            l.label
+        );
+    }
+    drop(m);
+    drop(ing);
+    // Where the time goes: the reader's share (decode, intern, pair) and the model's (layout,
+    // rows, call tree, statistics, contexts), one after the other on this thread, a slice at
+    // a time into a reused buffer as the ingest does.
+    enum Ev {
+        Start(StartRec, StartPair),
+        End(u8, u64, Option<u32>),
+        Other(Vec<u8>),
+    }
+    let mut events = Vec::new();
+    let mut labels = debugger_gui::model::intern::Interner::default();
+    let mut pairer = Pairer::default();
+    let mut model = Model::new();
+    // As the ingest does (it estimates the total from the log's size).
+    model.expect_frames(frames);
+    let mut reader = framelog::LogReader::open(&log).unwrap();
+    let (mut read_t, mut model_t) = (Duration::ZERO, Duration::ZERO);
+    loop {
+        events.clear();
+        let t = Instant::now();
+        let n = reader
+            .read_some(4 << 20, |_, rec| {
+                events.push(match &rec {
+                    formats::Record::Start(s) => Ev::Start(
+                        StartRec::new(s, labels.intern(s.label)),
+                        pairer.start(formats::FrameKey::new(s.worker, s.id)),
+                    ),
+                    formats::Record::End(e) => Ev::End(
+                        e.worker,
+                        e.timestamp,
+                        pairer.end(formats::FrameKey::new(e.worker, e.id), e.timestamp),
+                    ),
+                    other => {
+                        let mut bytes = Vec::new();
+                        other.encode_to_vec(&mut bytes);
+                        Ev::Other(bytes)
+                    }
+                })
+            })
+            .unwrap();
+        read_t += t.elapsed();
+        if n == 0 {
+            break;
+        }
+        let t = Instant::now();
+        while model.labels().len() < labels.len() {
+            model.intern_label(labels.name(model.labels().len() as u32));
+        }
+        for ev in &events {
+            match ev {
+                Ev::Start(s, p) => model.apply_start_paired(s, *p),
+                &Ev::End(w, t, slot) => model.apply_end_paired(w, t, slot),
+                Ev::Other(bytes) => {
+                    model.apply_bytes(bytes);
+                }
+            }
+        }
+        model_t += t.elapsed();
+    }
+    assert_eq!(model.frame_count(), frames);
+    drop(model);
+    let ns = |d: Duration| d.as_nanos() as f64 / frames as f64;
+    let fps = |d: Duration| frames as f64 / d.as_secs_f64() / 1e6;
+    summary.push(format!(
+        "stress log load (ingest threads, no UI): {frames} frames in {:.2} s = {:.2} M frames/s; floor (LogReader decoding it): {:.2} s = {:.2} M frames/s ({:.1} M records/s); load/floor time {:.2}x",
+        load.as_secs_f64(),
+        fps(load),
+        floor.as_secs_f64(),
+        fps(floor),
+        records as f64 / floor.as_secs_f64() / 1e6,
+        load.as_secs_f64() / floor.as_secs_f64(),
+    ));
+    summary.push(format!(
+        "  per frame, one stage after the other on one thread: reader stage (decode + intern + pair) {:.0} ns, model building {:.0} ns; the load runs them on two threads",
+        ns(read_t),
+        ns(model_t),
+    ));
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let mut summary = Vec::new();
+    bench_stress_load(&mut summary);
     bench_ingest(&mut c);
     bench_big(&mut c, &mut summary);
     c.final_summary();

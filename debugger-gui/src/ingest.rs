@@ -15,16 +15,22 @@ use parking_lot::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use formats::{Decoded, FrameEnd, Record, decode_record};
+use formats::{Decoded, FrameKey, Record, decode_record};
 use framelog::{Error, LogReader};
 
 use crate::model::intern::Interner;
+use crate::model::pair::{Pairer, StartPair};
 use crate::model::{Model, StartRec};
 
 /// Bytes the reader delivers per `read_some` call.
 const SLICE_BYTES: usize = 4 << 20;
 /// Records applied per model-lock acquisition.
 const RECORDS_PER_LOCK: usize = 65_536;
+/// While a backlog loads, the window is asked to repaint for new frames at most this often:
+/// every paint costs the UI thread (and a software renderer) CPU that the load needs, and a
+/// few paints a second show the progress as well. Input still repaints at once; a live tail
+/// (caught up) asks at once.
+const LOAD_REPAINT_EVERY: Duration = Duration::from_millis(125);
 
 /// How the ingest thread is doing (shown in the status bar).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -73,12 +79,33 @@ pub struct Shared {
     /// Set while the UI thread waits for the model lock: the applier steps aside between
     /// chunks (a plain mutex would let it re-take the lock at once and starve the UI).
     ui_waiting: AtomicBool,
+    /// Set while the reader is behind the log's end (loading a backlog): repaints are spaced.
+    backlog: AtomicBool,
+    /// When a repaint was last asked for at once.
+    last_repaint: Mutex<Option<Instant>>,
 }
 
 impl Shared {
     fn repaint(&self) {
-        if let Some(ctx) = self.repaint.lock().as_ref() {
-            ctx.request_repaint();
+        let Some(ctx) = self.repaint.lock().clone() else {
+            return;
+        };
+        let gap = if self.backlog.load(Ordering::Relaxed) {
+            LOAD_REPAINT_EVERY
+        } else {
+            Duration::ZERO
+        };
+        let now = Instant::now();
+        let mut last = self.last_repaint.lock();
+        match *last {
+            Some(t) if now.duration_since(t) < gap => {
+                // Not lost, only later: the news is painted within `gap`.
+                ctx.request_repaint_after(gap - now.duration_since(t));
+            }
+            _ => {
+                *last = Some(now);
+                ctx.request_repaint();
+            }
         }
     }
 
@@ -237,6 +264,8 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
     let (tx, rx) = sync_channel::<(Batch, ReadState)>(3);
     let (recycle_tx, recycle_rx) = channel::<Batch>();
     let mut labels = Interner::default();
+    // Starts and ends are paired here, so the applier looks nothing up.
+    let mut pairer = Pairer::default();
     std::thread::scope(|scope| {
         scope.spawn(|| applier(shared, rx, recycle_tx, &stopped));
         let mut last_sent: Option<(ReadState, Instant)> = None;
@@ -270,7 +299,7 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                     Record::End(e) => newest = newest.max(e.timestamp),
                     _ => {}
                 }
-                buf.push(&rec, &mut labels)
+                buf.push(&rec, &mut labels, &mut pairer)
             });
             // Damaged bytes were skipped (reading went on at the next valid batch): say where,
             // and when (the newest time read before them) for the frames whose ends they held.
@@ -313,6 +342,10 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             if caught_up && follow {
                 // Everything the suspects wrote before they stopped has been read now.
                 buf.stopped_workers = std::mem::take(&mut liveness.suspects);
+                // The model ends their open frames after this batch: their keys are free.
+                for &(w, _) in &buf.stopped_workers {
+                    pairer.stop_worker(w);
+                }
             }
             // Send data, state changes, and a heartbeat once a second (for the rate display).
             let due = last_sent.is_none_or(|(st, at)| st != state || at.elapsed().as_secs() >= 1);
@@ -432,6 +465,15 @@ fn applier(
     let mut label_ids: Vec<u32> = Vec::new();
     let mut compacted = false;
     for (buf, state) in rx {
+        shared.backlog.store(!state.at_end, Ordering::Relaxed);
+        if state.bytes_read > 0 && !buf.is_empty() {
+            // Frames per byte so far, times the log's size: what the model will hold (its
+            // rows then grow by their share of it, not by doubling).
+            let mut model = shared.model.lock();
+            let frames = model.frame_count() + buf.events.len() as u64 / 2;
+            let total = state.total_bytes.max(state.bytes_read);
+            model.expect_frames((frames as u128 * total as u128 / state.bytes_read as u128) as u64);
+        }
         if !buf.is_empty() || !buf.new_labels.is_empty() {
             apply(shared, &buf, &mut label_ids, stopped);
         }
@@ -496,12 +538,13 @@ fn compact(shared: &Shared, stopped: &dyn Fn() -> bool) {
     shared.status().compacted = true;
 }
 
-/// One record as the reader stage hands it to the applier: starts and ends decoded with
-/// their labels interned already, anything else kept encoded.
+/// One record as the reader stage hands it to the applier: starts and ends decoded, labels
+/// interned and paired already, anything else kept encoded.
 #[derive(Clone, Copy, Debug)]
 enum Event {
-    Start(StartRec),
-    End(FrameEnd),
+    Start(StartRec, StartPair),
+    /// Worker, time, and the slot of its start (`u32::MAX`: not seen).
+    End(u8, u64, u32),
     /// Byte range of an encoded record in [`Batch::raw`].
     Raw(u32, u32),
 }
@@ -534,7 +577,7 @@ impl Batch {
         self.events.is_empty()
     }
 
-    fn push(&mut self, rec: &Record<'_>, labels: &mut Interner) {
+    fn push(&mut self, rec: &Record<'_>, labels: &mut Interner, pairer: &mut Pairer) {
         match rec {
             Record::Start(s) => {
                 let before = labels.len();
@@ -545,9 +588,15 @@ impl Batch {
                     }
                     self.new_labels.push(s.label.into());
                 }
-                self.events.push(Event::Start(StartRec::new(s, label)));
+                let pair = pairer.start(FrameKey::new(s.worker, s.id));
+                self.events
+                    .push(Event::Start(StartRec::new(s, label), pair));
             }
-            Record::End(e) => self.events.push(Event::End(*e)),
+            Record::End(e) => {
+                let slot = pairer.end(FrameKey::new(e.worker, e.id), e.timestamp);
+                self.events
+                    .push(Event::End(e.worker, e.timestamp, slot.unwrap_or(u32::MAX)));
+            }
             other => {
                 let start = self.raw.len();
                 self.raw.resize(start + other.encoded_len(), 0);
@@ -586,12 +635,14 @@ fn apply(shared: &Shared, buf: &Batch, label_ids: &mut Vec<u32>, stopped: &dyn F
         let mut n = 0;
         for ev in events.by_ref() {
             match ev {
-                Event::Start(s) => {
+                Event::Start(s, pair) => {
                     let mut s = *s;
                     s.label = label_ids.get(s.label as usize).copied().unwrap_or(s.label);
-                    model.apply_start(&s);
+                    model.apply_start_paired(&s, *pair);
                 }
-                Event::End(e) => model.apply_end(e),
+                &Event::End(worker, t, slot) => {
+                    model.apply_end_paired(worker, t, (slot != u32::MAX).then_some(slot));
+                }
                 &Event::Raw(at, len) => {
                     let bytes = &buf.raw[at as usize..(at + len) as usize];
                     if let Ok(Decoded::Record(rec, _)) = decode_record(bytes) {
@@ -640,21 +691,75 @@ mod tests {
         direct.apply_bytes(&bytes);
         let m = ing.model();
         assert_eq!(m.frame_count(), n);
+        assert_same_model(&m, &direct);
+        let s = ing.status();
+        assert!(s.caught_up && s.finished && s.errors.is_empty(), "{s:?}");
+        assert!(s.bytes_read > 0 && s.bytes_read <= s.total_bytes, "{s:?}");
+    }
+
+    /// Everything the views read: frames, statistics (percentiles too), call tree, contexts.
+    fn assert_same_model(m: &Model, direct: &Model) {
         assert_eq!(m.frame_count(), direct.frame_count());
+        assert_eq!(m.closed_count(), direct.closed_count());
         assert_eq!(m.record_count(), direct.record_count());
+        assert_eq!(m.time_range(), direct.time_range());
         assert_eq!(m.labels().len(), direct.labels().len());
         for (id, name) in direct.labels().names() {
             assert_eq!(m.labels().get(name), Some(id));
             let (a, b) = (m.stats().get(id), direct.stats().get(id));
             assert_eq!(
-                (a.count, a.total_ns, a.self_ns),
-                (b.count, b.total_ns, b.self_ns)
+                (a.count, a.total_ns, a.self_ns, a.max_ns, a.p99_ns()),
+                (b.count, b.total_ns, b.self_ns, b.max_ns, b.p99_ns())
             );
         }
-        assert_eq!(m.contexts().len(), direct.contexts().len());
-        let s = ing.status();
-        assert!(s.caught_up && s.finished && s.errors.is_empty(), "{s:?}");
-        assert!(s.bytes_read > 0 && s.bytes_read <= s.total_bytes, "{s:?}");
+        let all = crate::model::calltree::Scope::All;
+        let (a, b) = (
+            crate::model::calltree::Aggregate::build(m, &all),
+            crate::model::calltree::Aggregate::build(direct, &all),
+        );
+        assert_eq!((a.total_ns, a.count), (b.total_ns, b.count));
+        assert_eq!(m.contexts().entries(), direct.contexts().entries());
+        let mut frames = (Vec::new(), Vec::new());
+        m.for_each_frame(|at, row, i| frames.0.push((at, row.start[i], row.end[i], row.node[i])));
+        direct.for_each_frame(|at, row, i| {
+            frames.1.push((at, row.start[i], row.end[i], row.node[i]))
+        });
+        assert!(frames.0 == frames.1, "the same frames in the same places");
+    }
+
+    #[test]
+    fn pairing_on_the_reader_thread_matches_the_model_s_own() {
+        // Ends before starts, a key reused after pairing, a start never ended, interleaved
+        // workers: the ingest (paired by its reader) and the model (paired by itself) agree.
+        let mut log = crate::model::test_log::Log::default();
+        log.start(0, 1, 10, 1, "request")
+            .end(0, 2, 30)
+            .start(0, 2, 12, 1, "db")
+            .start(1, 1, 11, 1, "other")
+            .start(0, 3, 31, 1, "render")
+            .end(1, 1, 40)
+            .end(0, 3, 35)
+            .end(0, 1, 50)
+            .start(0, 1, 60, 1, "request")
+            .end(0, 1, 70)
+            .start(0, 4, 80, 4, "never ends")
+            .end(0, 9, 90);
+        let dir = tempfile::tempdir().unwrap();
+        let w = framelog::LogWriter::open(dir.path()).unwrap();
+        w.append_frames(&log.bytes).unwrap();
+        drop(w);
+        let ing = Ingest::start(dir.path(), false);
+        assert!(ing.wait_caught_up(Duration::from_secs(20)));
+        let mut bytes = Vec::new();
+        framelog::LogReader::open(dir.path())
+            .unwrap()
+            .read_available(|_, rec| rec.encode_to_vec(&mut bytes))
+            .unwrap();
+        let mut direct = Model::new();
+        direct.apply_bytes(&bytes);
+        let m = ing.model();
+        assert_eq!((m.frame_count(), m.open_count()), (6, 1));
+        assert_same_model(&m, &direct);
     }
 
     #[test]
@@ -665,10 +770,13 @@ mod tests {
             repaint: Mutex::new(None),
             stop: AtomicBool::new(false),
             ui_waiting: AtomicBool::new(false),
+            backlog: AtomicBool::new(false),
+            last_repaint: Mutex::new(None),
         };
         // The model already knows a label the reader never saw: their ids are one apart.
         shared.model.lock().intern_label("seen only by the model");
         let mut reader_labels = Interner::default();
+        let mut pairer = Pairer::default();
         let mut batch = Batch::default();
         let mut bytes = Vec::new();
         let mut log = crate::model::test_log::Log::default();
@@ -678,7 +786,7 @@ mod tests {
             .end(0, 1, 20);
         bytes.extend_from_slice(&log.bytes);
         for item in formats::RecordIter::new(&bytes, 0) {
-            batch.push(&item.unwrap().1, &mut reader_labels);
+            batch.push(&item.unwrap().1, &mut reader_labels, &mut pairer);
         }
         let mut label_ids = Vec::new();
         apply(&shared, &batch, &mut label_ids, &|| false);

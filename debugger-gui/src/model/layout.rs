@@ -1,11 +1,12 @@
 //! The flamegraph layout: records applied in file order become frames placed in lanes and
-//! rows. Starts and ends pair through `framelog::pairing` (the rule every reader shares); a
+//! rows. Starts and ends pair by the rule every reader shares ([`pair`](super::pair)); a
 //! start goes to the lane of the thread its worker last announced, on the lowest row above its
 //! parent (the most recently started, still running frame of the same context) that is free
 //! at its start time, so rows never hold overlapping frames.
 
 use formats::{FrameEnd, FrameKey, FrameStart, Record};
 
+use super::pair::StartPair;
 use super::row::{Active, Lane, NewFrame, Row};
 use super::{FrameRef, Model, OPEN, UNKNOWN_THREAD, calltree};
 
@@ -45,6 +46,16 @@ impl StartRec {
 pub(crate) struct OpenFrame {
     pub(crate) at: FrameRef,
     parent: Option<FrameRef>,
+}
+
+/// A frame waiting for its end, in its pairing slot.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpenSlot {
+    pub(crate) key: FrameKey,
+    pub(crate) start_ns: u64,
+    pub(crate) frame: OpenFrame,
+    /// False once ended (the slot is free until a new start takes it).
+    pub(crate) live: bool,
 }
 
 #[inline]
@@ -123,6 +134,24 @@ impl Model {
         self.end(e);
     }
 
+    /// Applies a FrameStart paired already by the caller's [`Pairer`](super::pair::Pairer)
+    /// (whose slots this model's open frames then follow: use one pairer for all records).
+    #[inline]
+    pub fn apply_start_paired(&mut self, s: &StartRec, pair: StartPair) {
+        self.records += 1;
+        self.generation = self.generation.wrapping_add(1);
+        self.place(s, pair);
+    }
+
+    /// Applies a FrameEnd of `worker` at `t`, paired already: `slot` is its start's, or
+    /// `None` when its start has not been seen.
+    #[inline]
+    pub fn apply_end_paired(&mut self, worker: u8, t: u64, slot: Option<u32>) {
+        self.records += 1;
+        self.generation = self.generation.wrapping_add(1);
+        self.end_paired(worker, t, slot);
+    }
+
     fn lane_for(&mut self, worker: u8, thread: u32) -> u32 {
         if let Some(&l) = self.lane_map.get(&(worker, thread)) {
             return l;
@@ -152,7 +181,11 @@ impl Model {
     }
 
     fn start_interned(&mut self, s: &StartRec) {
-        let k = key(s.worker, s.id);
+        let pair = self.pairer.start(key(s.worker, s.id));
+        self.place(s, pair);
+    }
+
+    fn place(&mut self, s: &StartRec, pair: StartPair) {
         self.touch(s.timestamp);
         let wk = &mut self.workers[s.worker as usize];
         wk.last_time = wk.last_time.max(s.timestamp);
@@ -165,7 +198,10 @@ impl Model {
             }
         };
         let label = s.label;
-        let end = self.pairing.take_early_end(k).map(|e| e.max(s.timestamp));
+        let end = match pair {
+            StartPair::Ended(e) => Some(e.max(s.timestamp)),
+            StartPair::Waits(_) => None,
+        };
         let t = s.timestamp;
         let lane = &mut self.lanes[lane_id as usize];
         let Lane { rows, active, .. } = lane;
@@ -202,6 +238,10 @@ impl Model {
             rows[p.at.row as usize].node[p.at.index as usize]
         });
         let node = self.calltree.child(parent_node, label);
+        if rows[row].is_full() {
+            let add = super::row_growth(self.expected_frames, self.frames, rows[row].len());
+            rows[row].reserve_exact(add);
+        }
         let index = rows[row].push(NewFrame {
             start: t,
             end: end.unwrap_or(OPEN),
@@ -226,22 +266,47 @@ impl Model {
         let cache = &mut self.lanes[lane_id as usize].last_context;
         self.contexts
             .on_start(s.worker, s.context, s.id, at, t, cache);
-        match end {
-            Some(e) => self.close(at, parent, e),
-            None => {
-                self.pairing.wait_for_end(k, t, OpenFrame { at, parent });
+        match (end, pair) {
+            (Some(e), _) => self.close(at, parent, e),
+            (None, StartPair::Waits(slot)) => {
+                let slot = slot as usize;
+                if slot >= self.open.len() {
+                    self.open.resize(
+                        slot + 1,
+                        OpenSlot {
+                            key: FrameKey::new(0, 0),
+                            start_ns: 0,
+                            frame: OpenFrame { at, parent: None },
+                            live: false,
+                        },
+                    );
+                }
+                self.open[slot] = OpenSlot {
+                    key: key(s.worker, s.id),
+                    start_ns: t,
+                    frame: OpenFrame { at, parent },
+                    live: true,
+                };
             }
+            (None, StartPair::Ended(_)) => unreachable!("an ended start has its end"),
         }
     }
 
     fn end(&mut self, e: &FrameEnd) {
-        self.touch(e.timestamp);
-        let wk = &mut self.workers[e.worker as usize];
-        wk.last_time = wk.last_time.max(e.timestamp);
-        let k = key(e.worker, e.id);
-        if let Some(f) = self.pairing.end(k, e.timestamp) {
-            let of = f.start_info;
-            self.close(of.at, of.parent, e.timestamp.max(f.start_ns));
+        let slot = self.pairer.end(key(e.worker, e.id), e.timestamp);
+        self.end_paired(e.worker, e.timestamp, slot);
+    }
+
+    fn end_paired(&mut self, worker: u8, t: u64, slot: Option<u32>) {
+        self.touch(t);
+        let wk = &mut self.workers[worker as usize];
+        wk.last_time = wk.last_time.max(t);
+        if let Some(f) = slot.and_then(|s| self.open.get_mut(s as usize))
+            && f.live
+        {
+            f.live = false;
+            let (of, start_ns) = (f.frame, f.start_ns);
+            self.close(of.at, of.parent, t.max(start_ns));
         }
     }
 

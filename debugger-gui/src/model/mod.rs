@@ -22,6 +22,7 @@ pub mod hit;
 pub mod intern;
 mod layout;
 pub mod lod;
+pub mod pair;
 mod row;
 pub mod search;
 pub mod stats;
@@ -32,13 +33,13 @@ pub use layout::StartRec;
 pub use row::{Lane, Row, SUMMARY_LEVELS, SUMMARY_SHIFT};
 
 use formats::{Category, FrameKey};
-use framelog::pairing::Pairing;
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use calltree::CallTree;
 use contexts::Contexts;
 use intern::Interner;
-use layout::OpenFrame;
+use layout::OpenSlot;
+use pair::Pairer;
 use stats::Stats;
 
 /// End time of a frame whose FrameEnd has not been seen yet ("open", drawn to the newest time).
@@ -120,8 +121,11 @@ pub struct Model {
     lanes: Vec<Lane>,
     lane_map: FxHashMap<(u8, u32), u32>,
     workers: Vec<Worker>,
-    /// Start/end pairing (the rule every reader shares); the open frames wait in it.
-    pairing: Pairing<OpenFrame, FxBuildHasher>,
+    /// Start/end pairing (the rule every reader shares) for records applied here; the
+    /// ingest pairs on its reader thread and hands the model slots instead.
+    pairer: Pairer,
+    /// The frames waiting for their ends, by slot (see [`pair`]).
+    open: Vec<OpenSlot>,
     contexts: Contexts,
     calltree: CallTree,
     /// Frames cut when their process stopped writing.
@@ -138,6 +142,8 @@ pub struct Model {
     dropped: u64,
     records: u64,
     generation: u64,
+    /// Frames the log is expected to hold in all (0: unknown), to size rows' growth.
+    expected_frames: u64,
 }
 
 impl Default for Model {
@@ -154,7 +160,8 @@ impl Model {
             lanes: Vec::new(),
             lane_map: FxHashMap::default(),
             workers: vec![Worker::default(); 256],
-            pairing: Pairing::new(),
+            pairer: Pairer::default(),
+            open: Vec::new(),
             contexts: Contexts::default(),
             calltree: CallTree::default(),
             cut: FxHashSet::default(),
@@ -168,6 +175,7 @@ impl Model {
             dropped: 0,
             records: 0,
             generation: 0,
+            expected_frames: 0,
         }
     }
 
@@ -274,18 +282,15 @@ impl Model {
         worker.vanished = seen_writing;
         let t = worker.last_time;
         let mut cut = 0;
-        let keys: Vec<FrameKey> = self
-            .pairing
-            .open()
-            .filter(|(k, ..)| k.worker == w)
-            .map(|(k, ..)| k)
-            .collect();
-        for k in keys {
-            if let Some(f) = self.pairing.end(k, t) {
-                let at = f.start_info.at;
+        self.pairer.stop_worker(w);
+        for slot in 0..self.open.len() {
+            let f = &mut self.open[slot];
+            if f.live && f.key.worker == w {
+                f.live = false;
+                let (at, start_ns) = (f.frame.at, f.start_ns);
                 // Open when damaged bytes were skipped: its end was in them (the process
                 // ended it), so it ends there, not at its process's last time.
-                let damage = self.damage.iter().position(|(dt, _)| *dt >= f.start_ns);
+                let damage = self.damage.iter().position(|(dt, _)| *dt >= start_ns);
                 let end = match damage {
                     Some(i) => {
                         self.lost.insert(at, i as u32);
@@ -297,12 +302,20 @@ impl Model {
                         t
                     }
                 };
-                self.row_mut(at).end[at.index as usize] = end.max(f.start_ns);
+                self.row_mut(at).end[at.index as usize] = end.max(start_ns);
                 self.closed += 1;
             }
         }
         self.workers[w as usize].cut += cut;
         self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// Tells the model how many frames the log will likely hold in all (e.g. from its size and
+    /// the frames per byte so far): a full row then grows by its share of the frames still to
+    /// come instead of doubling, which saves copies and keeps the load's peak memory near the
+    /// final figure. 0: unknown (rows double).
+    pub fn expect_frames(&mut self, total: u64) {
+        self.expected_frames = total;
     }
 
     /// Records applied so far.
@@ -440,13 +453,26 @@ impl Model {
             .flat_map(|l| l.rows.iter())
             .map(Row::heap_bytes)
             .sum();
-        let maps = self.pairing.heap_bytes();
+        let maps =
+            self.pairer.heap_bytes() + self.open.capacity() * std::mem::size_of::<OpenSlot>();
         rows + maps
             + self.labels.heap_bytes()
             + self.stats.heap_bytes()
             + self.contexts.heap_bytes()
             + self.calltree.heap_bytes()
     }
+}
+
+/// Frames to add to a full row of `len` frames when the model holds `frames` and expects
+/// `expected`: the row's share (so far) of the frames still to come, at least a quarter of
+/// what it holds; doubling when nothing more is expected.
+fn row_growth(expected: u64, frames: u64, len: usize) -> usize {
+    if expected <= frames || frames == 0 {
+        return len.max(64);
+    }
+    let to_come = (expected - frames) as f64;
+    let share = len as f64 / frames as f64;
+    ((to_come * share * 1.02) as usize).max((len / 4).max(64))
 }
 
 #[cfg(test)]
@@ -666,6 +692,49 @@ pub(crate) mod tests {
         assert!(
             !m.worker(0).stop_is_news(),
             "the process exited; nothing was cut"
+        );
+    }
+
+    #[test]
+    fn rows_grow_by_their_share_of_the_expected_frames() {
+        // Nothing expected: doubling. 1,000 frames in, 10,000 expected, a row holding a
+        // quarter of them: room for its quarter of the 9,000 to come (and a little more).
+        assert_eq!(row_growth(0, 1_000, 250), 250);
+        assert_eq!(row_growth(1_000, 1_000, 250), 250);
+        assert_eq!(row_growth(10_000, 1_000, 250), 2_295);
+        // A poor estimate still grows by at least a quarter (few copies), never by nothing.
+        assert_eq!(row_growth(1_001, 1_000, 4_000), 1_000);
+        assert_eq!(row_growth(10, 1, 0), 64);
+        // The model with a hint holds the same frames as without.
+        let mut l = Log::default();
+        for i in 0..3_000u32 {
+            let t = u64::from(i) * 10;
+            l.start(0, i * 2 + 1, t, i * 2 + 1, "a")
+                .start(0, i * 2 + 2, t + 1, i * 2 + 1, "b")
+                .end(0, i * 2 + 2, t + 2)
+                .end(0, i * 2 + 1, t + 5);
+        }
+        let plain = l.model();
+        let mut hinted = Model::new();
+        hinted.expect_frames(6_000);
+        hinted.apply_bytes(&l.bytes);
+        assert_eq!(hinted.frame_count(), plain.frame_count());
+        let rows = |m: &Model| -> Vec<(Vec<u64>, Vec<u64>, usize)> {
+            m.lanes()[0]
+                .rows
+                .iter()
+                .map(|r| (r.start.clone(), r.end.clone(), r.start.capacity()))
+                .collect()
+        };
+        let (h, p) = (rows(&hinted), rows(&plain));
+        assert_eq!(
+            h.iter().map(|r| (&r.0, &r.1)).collect::<Vec<_>>(),
+            p.iter().map(|r| (&r.0, &r.1)).collect::<Vec<_>>()
+        );
+        assert!(
+            h.iter().all(|r| r.2 < 3_000 * 5 / 4),
+            "{:?}",
+            h.iter().map(|r| r.2).collect::<Vec<_>>()
         );
     }
 

@@ -110,6 +110,23 @@ impl Row {
         }
     }
 
+    /// Room for `additional` more frames, exactly (no doubling).
+    pub(crate) fn reserve_exact(&mut self, additional: usize) {
+        self.start.reserve_exact(additional);
+        self.end.reserve_exact(additional);
+        self.label.reserve_exact(additional);
+        self.context.reserve_exact(additional);
+        self.id.reserve_exact(additional);
+        self.category.reserve_exact(additional);
+        self.node.reserve_exact(additional);
+    }
+
+    /// True if the next frame needs the arrays to grow.
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.start.len() == self.start.capacity()
+    }
+
     /// Gives back the arrays' spare capacity.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.start.shrink_to_fit();
