@@ -17,16 +17,14 @@
 // which is what the UI's own error / data-loss indicator reads. Prints one line per file:
 // `ok FILE: slices=N threads=T` or `FAIL FILE: ...` with each problem.
 
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
-import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 
-const tools = process.env.FRAMELOG_WEB_TOOLS;
+import { fileUrl, launch, serve, webTools } from './browser.mjs';
+
 const ui = process.env.FRAMELOG_PERFETTO_UI;
-if (!tools || !ui) {
-  console.error('FRAMELOG_WEB_TOOLS and FRAMELOG_PERFETTO_UI must be set');
+if (!ui) {
+  console.error('FRAMELOG_PERFETTO_UI must be set');
   process.exit(2);
 }
 const files = process.argv.slice(2);
@@ -39,53 +37,14 @@ if (!fs.existsSync(path.join(root, 'index.html'))) {
   console.error(`no index.html in FRAMELOG_PERFETTO_UI (${root})`);
   process.exit(2);
 }
-const require = createRequire(path.join(path.resolve(tools), 'package.json'));
-const puppeteer = require('puppeteer-core');
-const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
+const { puppeteer } = webTools();
 const TIMEOUT_MS = 120_000;
 
-const types = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css',
-  '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png',
-  '.woff2': 'font/woff2', '.woff': 'font/woff', '.ttf': 'font/ttf', '.svg': 'image/svg+xml',
-  '.ico': 'image/x-icon', '.txt': 'text/plain' };
-
-// /files/N/NAME serves files[N]; anything else comes from the UI's directory. Every answer
-// allows any origin (the UI fetches the trace with `fetch`).
-const server = http.createServer((req, res) => {
-  const url = new URL(req.url, 'http://127.0.0.1');
-  let p;
-  const m = url.pathname.match(/^\/files\/(\d+)\/[^/]*$/);
-  if (m && files[Number(m[1])]) {
-    p = files[Number(m[1])];
-  } else {
-    const rel = url.pathname === '/' ? 'index.html' : decodeURIComponent(url.pathname.slice(1));
-    p = path.join(root, path.normalize(rel));
-    if (!p.startsWith(root)) p = '';
-  }
-  fs.readFile(p, (err, data) => {
-    const headers = { 'Access-Control-Allow-Origin': '*', 'Cache-Control': 'no-cache' };
-    if (err) {
-      res.writeHead(404, headers);
-      res.end();
-      return;
-    }
-    headers['Content-Type'] = types[path.extname(p)] || 'application/octet-stream';
-    res.writeHead(200, headers);
-    res.end(data);
-  });
-});
-await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
-const base = `http://127.0.0.1:${server.address().port}`;
-
-const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'perfetto-check-'));
-const browser = await puppeteer.launch({
-  executablePath: chromium,
-  headless: true,
-  userDataDir,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--enable-unsafe-swiftshader'],
-});
+// /files/N/NAME serves files[N]; anything else comes from the UI's directory, to any
+// origin (the UI fetches the trace with `fetch`).
+const { server, base } = await serve(root, files);
+const chromium = await launch(puppeteer, 'perfetto-check');
+const browser = chromium.browser;
 
 // In the page: the loaded trace's file name, or null while none is loaded.
 function loadedTrace() {
@@ -158,7 +117,7 @@ try {
       await d.dismiss();
     });
     const name = path.basename(file);
-    const traceUrl = `${base}/files/${i}/${encodeURIComponent(name)}`;
+    const traceUrl = fileUrl(base, i, file);
     await page.goto(`${base}/?testing=1#!/viewer?url=${encodeURIComponent(traceUrl)}`,
       { waitUntil: 'load', timeout: TIMEOUT_MS });
     const deadline = Date.now() + TIMEOUT_MS;
@@ -204,8 +163,7 @@ try {
     }
   }
 } finally {
-  await browser.close();
+  await chromium.close();
   server.close();
-  fs.rmSync(userDataDir, { recursive: true, force: true });
 }
 process.exit(failed ? 1 : 0);

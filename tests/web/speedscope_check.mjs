@@ -10,68 +10,23 @@
 // are served on 127.0.0.1; each file is loaded with `#profileURL=` and must finish loading
 // (the title becomes "NAME - speedscope") with nothing reported. Prints one line per file.
 
-import { createRequire } from 'node:module';
-import fs from 'node:fs';
-import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 
-const tools = process.env.FRAMELOG_WEB_TOOLS;
-if (!tools) {
-  console.error('FRAMELOG_WEB_TOOLS is not set');
-  process.exit(2);
-}
+import { fileUrl, launch, serve, webTools } from './browser.mjs';
+
 const files = process.argv.slice(2);
 if (files.length === 0) {
   console.error('usage: speedscope_check.mjs FILE...');
   process.exit(2);
 }
-const require = createRequire(path.join(path.resolve(tools), 'package.json'));
-const puppeteer = require('puppeteer-core');
+const { require, puppeteer } = webTools();
 const release = path.join(path.dirname(require.resolve('speedscope/package.json')), 'dist', 'release');
-const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
 const TIMEOUT_MS = 60_000;
 
-const types = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css',
-  '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png',
-  '.woff2': 'font/woff2', '.ico': 'image/x-icon', '.txt': 'text/plain' };
-
-// /files/N serves files[N]; anything else comes from speedscope's release directory.
-const server = http.createServer((req, res) => {
-  const url = new URL(req.url, 'http://127.0.0.1');
-  let p;
-  const m = url.pathname.match(/^\/files\/(\d+)\/[^/]*$/);
-  if (m && files[Number(m[1])]) {
-    p = files[Number(m[1])];
-  } else {
-    const rel = url.pathname === '/' ? 'index.html' : decodeURIComponent(url.pathname.slice(1));
-    p = path.join(release, path.normalize(rel));
-    if (!p.startsWith(release)) p = '';
-  }
-  fs.readFile(p, (err, data) => {
-    if (err) {
-      res.writeHead(404);
-      res.end();
-      return;
-    }
-    res.writeHead(200, { 'Content-Type': types[path.extname(p)] || 'application/octet-stream' });
-    res.end(data);
-  });
-});
-await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
-const base = `http://127.0.0.1:${server.address().port}`;
-
-const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'speedscope-check-'));
-const browser = await puppeteer.launch({
-  executablePath: chromium,
-  headless: true,
-  userDataDir,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    // WebGL in software (speedscope draws with WebGL), without the deprecation warning.
-    '--enable-unsafe-swiftshader'],
-});
-
+// /files/N/NAME serves files[N]; anything else comes from speedscope's release directory.
+const { server, base } = await serve(release, files);
+const chromium = await launch(puppeteer, 'speedscope-check');
+const browser = chromium.browser;
 let failed = false;
 try {
   for (const [i, file] of files.entries()) {
@@ -97,8 +52,7 @@ try {
       problems.push(`dialog: ${d.message()}`);
       await d.dismiss();
     });
-    const name = path.basename(file);
-    const url = `${base}/#profileURL=${encodeURIComponent(`${base}/files/${i}/${encodeURIComponent(name)}`)}`;
+    const url = `${base}/#profileURL=${encodeURIComponent(fileUrl(base, i, file))}`;
     await page.goto(url, { waitUntil: 'load', timeout: TIMEOUT_MS });
     const deadline = Date.now() + TIMEOUT_MS;
     let title = '';
@@ -129,8 +83,7 @@ try {
     }
   }
 } finally {
-  await browser.close();
+  await chromium.close();
   server.close();
-  fs.rmSync(userDataDir, { recursive: true, force: true });
 }
 process.exit(failed ? 1 : 0);
