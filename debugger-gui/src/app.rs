@@ -799,6 +799,16 @@ impl DebuggerApp {
                 // Not a problem: said plainly, without the warning colours.
                 ui.label(RichText::new(note).weak());
             }
+            if status.pruned_segments > 0 {
+                ui.label(
+                    RichText::new(format!(
+                        "Retention deleted {} of this log's oldest segments before they were \
+                         read: the log now starts later than it did.",
+                        status.pruned_segments
+                    ))
+                    .weak(),
+                );
+            }
         }
         for p in problems.iter().rev().take(3) {
             egui::Frame::new()

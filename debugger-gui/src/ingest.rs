@@ -48,6 +48,8 @@ pub struct IngestStatus {
     /// What a following window waits for while its directory holds no log yet (a normal
     /// state, e.g. listening before any program connected); `None` once the log is there.
     pub waiting: Option<String>,
+    /// Segments retention deleted before this window read them (the log now starts later).
+    pub pruned_segments: u32,
     /// Frames per second applied over the last second or so.
     pub frames_per_sec: f64,
     /// When the first batch of frames reached the model.
@@ -301,6 +303,12 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                 }
                 buf.push(&rec, &mut labels, &mut pairer)
             });
+            // Segments deleted (retention) before they were read: say the log starts later.
+            let pruned = reader.pruned_segments();
+            if pruned != shared.status().pruned_segments {
+                shared.status().pruned_segments = pruned;
+                shared.repaint();
+            }
             // Damaged bytes were skipped (reading went on at the next valid batch): say where,
             // and when (the newest time read before them) for the frames whose ends they held.
             for d in reader.take_damage() {
@@ -794,6 +802,54 @@ mod tests {
         let info = |row| m.info(crate::model::test_log::at(0, row, 0)).unwrap().label;
         assert_eq!((info(0), info(1)), ("request".to_owned(), "db".to_owned()));
         assert!(shared.status.lock().errors.is_empty());
+    }
+
+    #[test]
+    fn segments_deleted_before_they_were_read_are_counted_and_reading_goes_on() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let write = |dir: &Path, label: &str| {
+            let w = framelog::LogWriter::open(dir).unwrap();
+            let mut rec = [0u8; 64];
+            let mut bytes = Vec::new();
+            for id in 1..=10u32 {
+                let n = formats::FrameStart {
+                    id,
+                    worker: w.worker(),
+                    timestamp: u64::from(id) * 1000,
+                    context: id,
+                    category: formats::Category::HTTP,
+                    label,
+                }
+                .encode(&mut rec)
+                .unwrap();
+                bytes.extend_from_slice(&rec[..n]);
+            }
+            w.append_frames(&bytes).unwrap();
+        };
+        write(a.path(), "first");
+        let ing = Ingest::start(a.path(), true);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while ing.model().frame_count() < 10 {
+            assert!(Instant::now() < deadline, "the first segment read");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Segment 4 appears at once (a whole segment renamed in), as if 2 and 3 had been
+        // written and deleted by retention before this window got to them.
+        write(b.path(), "fourth");
+        std::fs::rename(
+            b.path().join("frames-000001.framelog"),
+            a.path().join("frames-000004.framelog"),
+        )
+        .unwrap();
+        while ing.status().pruned_segments != 2 || ing.model().frame_count() < 20 {
+            assert!(
+                Instant::now() < deadline,
+                "read on past the gap: {:?}",
+                ing.status()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(ing.status().errors.is_empty(), "{:?}", ing.status().errors);
     }
 
     #[test]
