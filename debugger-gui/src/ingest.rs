@@ -680,6 +680,18 @@ fn apply(shared: &Shared, buf: &Batch, label_ids: &mut Vec<u32>, stopped: &dyn F
 mod tests {
     use super::*;
 
+    /// The log's records applied to a model on this thread, without the ingest stages.
+    fn model_read_directly(dir: &Path) -> Model {
+        let mut bytes = Vec::new();
+        framelog::LogReader::open(dir)
+            .unwrap()
+            .read_available(|_, rec| rec.encode_to_vec(&mut bytes))
+            .unwrap();
+        let mut direct = Model::new();
+        direct.apply_bytes(&bytes);
+        direct
+    }
+
     #[test]
     fn the_ingest_thread_builds_the_same_model_as_applying_the_bytes() {
         let dir = tempfile::tempdir().unwrap();
@@ -690,13 +702,7 @@ mod tests {
         let n = crate::synth::write_log(dir.path(), &opts).unwrap();
         let ing = Ingest::start(dir.path(), false);
         assert!(ing.wait_caught_up(Duration::from_secs(20)));
-        let mut bytes = Vec::new();
-        framelog::LogReader::open(dir.path())
-            .unwrap()
-            .read_available(|_, rec| rec.encode_to_vec(&mut bytes))
-            .unwrap();
-        let mut direct = Model::new();
-        direct.apply_bytes(&bytes);
+        let direct = model_read_directly(dir.path());
         let m = ing.model();
         assert_eq!(m.frame_count(), n);
         assert_same_model(&m, &direct);
@@ -758,13 +764,7 @@ mod tests {
         drop(w);
         let ing = Ingest::start(dir.path(), false);
         assert!(ing.wait_caught_up(Duration::from_secs(20)));
-        let mut bytes = Vec::new();
-        framelog::LogReader::open(dir.path())
-            .unwrap()
-            .read_available(|_, rec| rec.encode_to_vec(&mut bytes))
-            .unwrap();
-        let mut direct = Model::new();
-        direct.apply_bytes(&bytes);
+        let direct = model_read_directly(dir.path());
         let m = ing.model();
         assert_eq!((m.frame_count(), m.open_count()), (6, 1));
         assert_same_model(&m, &direct);
