@@ -7,6 +7,9 @@ use crate::error::{DecodeError, ErrorKind};
 
 /// The format version this crate writes and reads.
 pub const FORMAT_VERSION: u16 = 1;
+/// The version of compact sealed segments (`docs/FORMAT.md`, *Compact sealed segments*): only
+/// readers that handle them accept it, through [`FileHeader::decode_any`].
+pub const COMPACT_VERSION: u16 = 2;
 /// Length of the v1 file header in bytes.
 pub const HEADER_LEN: usize = 16;
 
@@ -98,6 +101,21 @@ impl FileHeader {
         }
     }
 
+    /// The header of a compact (version 2) sealed segment of `kind`.
+    pub const fn compact(kind: FileKind) -> Self {
+        Self {
+            kind,
+            version: COMPACT_VERSION,
+            header_len: HEADER_LEN as u16,
+            flags: 0,
+        }
+    }
+
+    /// Whether the file is a compact sealed segment (version 2).
+    pub const fn is_compact(&self) -> bool {
+        self.version == COMPACT_VERSION
+    }
+
     /// The header's 16 bytes.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let raw = RawHeader {
@@ -114,7 +132,23 @@ impl FileHeader {
     /// Decodes the header of a file expected to be of `kind`.
     ///
     /// Returns `Ok(None)` when fewer than 16 bytes are available yet (a file being created).
+    /// Refuses a compact (version 2) file like any newer version: code that reads records
+    /// one by one must never take a compact file for a version 1 one. Readers that handle
+    /// both use [`FileHeader::decode_any`].
     pub fn decode(kind: FileKind, bytes: &[u8]) -> Result<Option<Self>, DecodeError> {
+        Self::decode_up_to(kind, bytes, FORMAT_VERSION)
+    }
+
+    /// Like [`FileHeader::decode`], but also accepts a compact (version 2) file.
+    pub fn decode_any(kind: FileKind, bytes: &[u8]) -> Result<Option<Self>, DecodeError> {
+        Self::decode_up_to(kind, bytes, COMPACT_VERSION)
+    }
+
+    fn decode_up_to(
+        kind: FileKind,
+        bytes: &[u8],
+        newest: u16,
+    ) -> Result<Option<Self>, DecodeError> {
         let Ok((raw, _)) = RawHeader::ref_from_prefix(bytes) else {
             return Ok(None);
         };
@@ -129,7 +163,7 @@ impl FileHeader {
             ));
         }
         let version = raw.version.get();
-        if version > FORMAT_VERSION {
+        if version > newest {
             return Err(DecodeError::new(8, ErrorKind::UnsupportedVersion(version)));
         }
         let header_len = raw.header_len.get();

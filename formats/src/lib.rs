@@ -11,6 +11,8 @@
 mod batch;
 pub mod bson_check;
 mod category;
+#[cfg(feature = "compact")]
+pub mod compact;
 mod data;
 mod error;
 mod header;
@@ -30,7 +32,7 @@ pub use data::{
     decode_index_entry, encode_data_entry, to_document,
 };
 pub use error::{DecodeError, ErrorKind};
-pub use header::{FORMAT_VERSION, FileHeader, FileKind, HEADER_LEN};
+pub use header::{COMPACT_VERSION, FORMAT_VERSION, FileHeader, FileKind, HEADER_LEN};
 pub use label::truncate_label;
 pub use record::{
     Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN, FrameEnd,

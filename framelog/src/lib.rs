@@ -18,6 +18,7 @@
 
 mod append;
 pub mod check;
+pub mod compact;
 mod damage;
 pub mod data_store;
 mod error;

@@ -1,0 +1,118 @@
+//! Compact sealed segments (format version 2, `docs/FORMAT.md`, *Compact sealed segments*):
+//! the shared pieces, varints and zigzag deltas and the Zstandard frames, pure and I/O-free.
+
+use crate::error::{DecodeError, ErrorKind};
+
+/// Largest `raw_len` of a compact block body (16 MiB): a reader refuses more before allocating.
+pub const MAX_RAW_BLOCK_LEN: usize = 16 << 20;
+
+/// Appends `v` as an unsigned LEB128 varint (at most 10 bytes).
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a varint from the front of `buf`, advancing it; `None` if cut short or over 10 bytes.
+#[inline]
+pub fn get_varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for (i, &b) in buf.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            *buf = &buf[i + 1..];
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// Maps a signed difference to an unsigned one, small magnitudes to small numbers.
+#[inline]
+pub const fn zigzag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`].
+#[inline]
+pub const fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Compresses `raw` into one Zstandard frame that states its content size.
+pub fn compress(raw: &[u8], level: i32) -> Vec<u8> {
+    // Compressing from memory into memory cannot fail but for allocation.
+    zstd::bulk::compress(raw, level).expect("zstd compresses in memory")
+}
+
+/// Decompresses one Zstandard frame that must hold exactly `raw_len` bytes.
+pub fn decompress(body: &[u8], raw_len: usize) -> Result<Vec<u8>, DecodeError> {
+    let bad = |why: String| DecodeError::new(0, ErrorKind::BadDocument(why));
+    if raw_len > MAX_RAW_BLOCK_LEN {
+        return Err(bad(format!(
+            "block of {raw_len} bytes is over the 16 MiB limit"
+        )));
+    }
+    let out = zstd::bulk::decompress(body, raw_len)
+        .map_err(|e| bad(format!("compressed body does not decompress: {e}")))?;
+    if out.len() != raw_len {
+        return Err(bad(format!(
+            "compressed body holds {} bytes, its header says {raw_len}",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn varints_round_trip(values in proptest::collection::vec(any::<u64>(), 0..50)) {
+            let mut buf = Vec::new();
+            for &v in &values {
+                put_varint(&mut buf, v);
+            }
+            let mut rest = &buf[..];
+            for &v in &values {
+                prop_assert_eq!(get_varint(&mut rest), Some(v));
+            }
+            prop_assert!(rest.is_empty());
+        }
+
+        #[test]
+        fn zigzag_round_trips(n in any::<i64>()) {
+            prop_assert_eq!(unzigzag(zigzag(n)), n);
+        }
+    }
+
+    #[test]
+    fn small_differences_stay_small_and_cut_varints_are_refused() {
+        assert_eq!([zigzag(0), zigzag(-1), zigzag(1), zigzag(-2)], [0, 1, 2, 3]);
+        let mut buf = Vec::new();
+        put_varint(&mut buf, u64::MAX);
+        assert_eq!(buf.len(), 10);
+        let mut cut = &buf[..9];
+        assert_eq!(get_varint(&mut cut), None);
+        let eleven = [0x80u8; 11];
+        assert_eq!(get_varint(&mut &eleven[..]), None);
+    }
+
+    #[test]
+    fn a_frame_of_the_wrong_size_or_garbage_is_refused() {
+        let raw = b"frame log records frame log records".repeat(100);
+        let z = compress(&raw, 3);
+        assert_eq!(decompress(&z, raw.len()).unwrap(), raw);
+        assert!(decompress(&z, raw.len() + 1).is_err());
+        assert!(decompress(&z, raw.len() - 1).is_err());
+        // A flipped byte may still decompress (to other bytes): the blocks' CRC32C over the
+        // compressed body is what catches damage, not zstd.
+        assert!(decompress(&z, MAX_RAW_BLOCK_LEN + 1).is_err());
+    }
+}
