@@ -9,6 +9,8 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod data;
+
 use crate::error::{Error, IoContext, Result};
 
 /// Suffix of a compaction's temporary file: `<segment file name>.<pid>.tmp`.
