@@ -3,6 +3,8 @@
 
 use crate::error::{DecodeError, ErrorKind};
 
+pub mod frames;
+
 /// Largest `raw_len` of a compact block body (16 MiB): a reader refuses more before allocating.
 pub const MAX_RAW_BLOCK_LEN: usize = 16 << 20;
 

@@ -1,0 +1,1247 @@
+//! Compact frame logs (`docs/FORMAT.md`, *Compact frame log*): a sealed segment's records in
+//! column-wise, zstd-compressed blocks with a block index and a trailer. Pure, no I/O.
+//!
+//! - [`FramesEncoder`] takes the records of one raw segment (with their offsets) and builds the
+//!   whole version 2 file.
+//! - [`Trailer`], [`read_index`] and [`walk_blocks`] find the blocks (by the index, or by their
+//!   headers when the index is damaged).
+//! - [`BlockDecoder`] checks and decodes one block into records that are the version 1 ones
+//!   byte for byte, with their raw-segment offsets. A block that does not check delivers
+//!   nothing.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::{MAX_RAW_BLOCK_LEN, get_varint, put_varint, unzigzag, zigzag};
+use crate::category::Category;
+use crate::header::{FileHeader, FileKind, HEADER_LEN};
+use crate::record::{
+    Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN, FrameEnd,
+    FrameStart, Record, RecordType, ThreadInfo, WorkerInfo,
+};
+
+/// Magic of a block header.
+pub const BLOCK_MAGIC: [u8; 4] = *b"FLBK";
+/// Magic of the block index.
+pub const INDEX_MAGIC: [u8; 4] = *b"FLIX";
+/// Magic of the trailer.
+pub const TRAILER_MAGIC: [u8; 4] = *b"FLTR";
+/// Length of a block header.
+pub const BLOCK_HEADER_LEN: usize = 48;
+/// Length of one block's entry in the block index.
+pub const INDEX_ENTRY_LEN: usize = 36;
+/// Length of the trailer (the last bytes of the file).
+pub const TRAILER_LEN: usize = 32;
+/// Most records in one block.
+pub const MAX_BLOCK_RECORDS: u32 = 65_536;
+/// Number of streams in a block body.
+pub const STREAMS: usize = 10;
+/// Names of the streams, in body order (for size reports).
+pub const STREAM_NAMES: [&str; STREAMS] = [
+    "labels",
+    "types",
+    "workers",
+    "gaps",
+    "times",
+    "ids",
+    "label_ids",
+    "contexts",
+    "categories",
+    "payloads",
+];
+/// Deepest stack of open frames a lane keeps.
+const MAX_STACK: usize = 64;
+/// An encoder closes a block before its raw body could pass the 16 MiB limit: the largest
+/// record adds at most this much to it.
+const MAX_RECORD_RAW: usize = 16 + 1 + 1 + 20 + 10 + 10 + 10 + 65_535;
+
+// Streams the decoder addresses by number (the others are destructured in order).
+const LABELS: usize = 0;
+const TYPES: usize = 1;
+const WORKERS: usize = 2;
+const PAYLOADS: usize = 9;
+
+const START: u8 = RecordType::Start as u8;
+const END: u8 = RecordType::End as u8;
+const DROPPED: u8 = RecordType::Dropped as u8;
+const WORKER_INFO: u8 = RecordType::WorkerInfo as u8;
+const THREAD_INFO: u8 = RecordType::ThreadInfo as u8;
+const BATCH: u8 = RecordType::Batch as u8;
+
+fn crc(bytes: &[u8]) -> u32 {
+    crc32c::crc32c(bytes)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(x)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+/// A block header (48 bytes), see FORMAT.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// Bytes of compressed body after the header.
+    pub len: u32,
+    /// Bytes of the decompressed body.
+    pub raw_len: u32,
+    /// Records in the block.
+    pub count: u32,
+    /// Raw-segment offset of the block's first record.
+    pub first_offset: u64,
+    /// Smallest timestamp in the block.
+    pub min_time: u64,
+    /// Largest timestamp in the block.
+    pub max_time: u64,
+    /// CRC32C of the compressed body.
+    pub crc: u32,
+}
+
+impl BlockHeader {
+    /// The header's 48 bytes.
+    pub fn encode(&self) -> [u8; BLOCK_HEADER_LEN] {
+        let mut b = [0u8; BLOCK_HEADER_LEN];
+        b[0..4].copy_from_slice(&BLOCK_MAGIC);
+        b[4..8].copy_from_slice(&self.len.to_le_bytes());
+        b[8..12].copy_from_slice(&self.raw_len.to_le_bytes());
+        b[12..16].copy_from_slice(&self.count.to_le_bytes());
+        b[16..24].copy_from_slice(&self.first_offset.to_le_bytes());
+        b[24..32].copy_from_slice(&self.min_time.to_le_bytes());
+        b[32..40].copy_from_slice(&self.max_time.to_le_bytes());
+        b[40..44].copy_from_slice(&self.crc.to_le_bytes());
+        let h = crc(&b[..44]);
+        b[44..48].copy_from_slice(&h.to_le_bytes());
+        b
+    }
+
+    /// Decodes a header from the front of `buf`: `None` unless the magic and `header_crc`
+    /// hold and the fields are in range (count 1-65,536, `raw_len` 40 B-16 MiB).
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        let b = buf.get(..BLOCK_HEADER_LEN)?;
+        if b[0..4] != BLOCK_MAGIC || crc(&b[..44]) != u32_at(b, 44) {
+            return None;
+        }
+        let h = Self {
+            len: u32_at(b, 4),
+            raw_len: u32_at(b, 8),
+            count: u32_at(b, 12),
+            first_offset: u64_at(b, 16),
+            min_time: u64_at(b, 24),
+            max_time: u64_at(b, 32),
+            crc: u32_at(b, 40),
+        };
+        let sane = (1..=MAX_BLOCK_RECORDS).contains(&h.count)
+            && (4 * STREAMS..=MAX_RAW_BLOCK_LEN).contains(&(h.raw_len as usize))
+            && h.min_time <= h.max_time;
+        sane.then_some(h)
+    }
+
+    /// Bytes the block takes in the file, header included.
+    pub fn total_len(&self) -> u64 {
+        BLOCK_HEADER_LEN as u64 + u64::from(self.len)
+    }
+}
+
+/// One block's entry in the block index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockEntry {
+    /// Offset of the block's header in the file.
+    pub offset: u64,
+    /// Records in the block.
+    pub count: u32,
+    /// Raw-segment offset of its first record.
+    pub first_offset: u64,
+    /// Smallest timestamp.
+    pub min_time: u64,
+    /// Largest timestamp.
+    pub max_time: u64,
+}
+
+impl BlockEntry {
+    /// Whether `h` is the header this entry describes.
+    pub fn matches(&self, h: &BlockHeader) -> bool {
+        self.count == h.count
+            && self.first_offset == h.first_offset
+            && self.min_time == h.min_time
+            && self.max_time == h.max_time
+    }
+}
+
+/// The trailer (the last 32 bytes of a compact frame log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trailer {
+    /// Offset of the block index.
+    pub index_offset: u64,
+    /// Length of the raw segment the file replaced.
+    pub raw_len: u64,
+    /// Records in all blocks.
+    pub records: u64,
+}
+
+impl Trailer {
+    /// The trailer's 32 bytes.
+    pub fn encode(&self) -> [u8; TRAILER_LEN] {
+        let mut b = [0u8; TRAILER_LEN];
+        b[0..8].copy_from_slice(&self.index_offset.to_le_bytes());
+        b[8..16].copy_from_slice(&self.raw_len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.records.to_le_bytes());
+        b[24..28].copy_from_slice(&TRAILER_MAGIC);
+        let c = crc(&b[..28]);
+        b[28..32].copy_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    /// Decodes the trailer from the last 32 bytes of a file of `file_len` bytes: `None` if
+    /// the magic or crc fail or the index cannot be where it says.
+    pub fn decode(tail: &[u8], file_len: u64) -> Option<Self> {
+        let b = tail.get(tail.len().checked_sub(TRAILER_LEN)?..)?;
+        if b[24..28] != TRAILER_MAGIC || crc(&b[..28]) != u32_at(b, 28) {
+            return None;
+        }
+        let t = Self {
+            index_offset: u64_at(b, 0),
+            raw_len: u64_at(b, 8),
+            records: u64_at(b, 16),
+        };
+        let index_room = file_len.checked_sub(TRAILER_LEN as u64)?;
+        (t.index_offset >= HEADER_LEN as u64
+            && t.index_offset
+                .checked_add(12)
+                .is_some_and(|e| e <= index_room))
+        .then_some(t)
+    }
+}
+
+/// Parses a block index: `bytes` runs from `index_offset` to the trailer. `None` unless the
+/// magic, length and crc hold and the blocks lie in order between the header and the index.
+pub fn read_index(bytes: &[u8], index_offset: u64) -> Option<Vec<BlockEntry>> {
+    if bytes.len() < 12 || bytes[0..4] != INDEX_MAGIC {
+        return None;
+    }
+    let count = u32_at(bytes, 4) as usize;
+    let body = count.checked_mul(INDEX_ENTRY_LEN)?.checked_add(8)?;
+    if bytes.len() != body + 4 || crc(&bytes[..body]) != u32_at(bytes, body) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(count);
+    let mut next_min = HEADER_LEN as u64;
+    for e in bytes[8..body].chunks_exact(INDEX_ENTRY_LEN) {
+        let entry = BlockEntry {
+            offset: u64_at(e, 0),
+            count: u32_at(e, 8),
+            first_offset: u64_at(e, 12),
+            min_time: u64_at(e, 20),
+            max_time: u64_at(e, 28),
+        };
+        if entry.offset < next_min || entry.offset + BLOCK_HEADER_LEN as u64 > index_offset {
+            return None;
+        }
+        next_min = entry.offset + BLOCK_HEADER_LEN as u64;
+        out.push(entry);
+    }
+    Some(out)
+}
+
+/// What walking a compact file by its block headers found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Walk {
+    /// Blocks whose header checks, with the offset of the header (bodies not checked yet).
+    pub blocks: Vec<(u64, BlockHeader)>,
+    /// Runs of bytes that are not blocks: (offset, length).
+    pub damage: Vec<(u64, u64)>,
+    /// The trailer, if it checks.
+    pub trailer: Option<Trailer>,
+}
+
+/// Walks the blocks of a whole compact file (`file` holds all of it) by their headers from
+/// offset 16, for when the trailer or index does not check: a block header that fails is
+/// damage up to the next valid block header, or up to a valid index.
+pub fn walk_blocks(file: &[u8]) -> Walk {
+    let len = file.len() as u64;
+    // Where the blocks end: the index the trailer names, else wherever a valid index starts,
+    // else the trailer's place if its magic is there, else the end of the file.
+    let end = match Trailer::decode(file, len) {
+        Some(t) => t.index_offset as usize,
+        None if file.len() >= HEADER_LEN + TRAILER_LEN
+            && file[file.len() - 8..file.len() - 4] == TRAILER_MAGIC =>
+        {
+            file.len() - TRAILER_LEN
+        }
+        None => file.len(),
+    };
+    let is_index_at = |pos: usize| {
+        file.get(pos..pos + 4) == Some(&INDEX_MAGIC[..])
+            && read_index(&file[pos..end.max(pos)], pos as u64).is_some()
+    };
+    let block_at = |pos: usize| {
+        BlockHeader::decode(&file[pos..end.max(pos)])
+            .filter(|h| (pos as u64 + h.total_len()) <= end as u64)
+    };
+    let mut walk = Walk {
+        trailer: Trailer::decode(file, len),
+        ..Walk::default()
+    };
+    let mut pos = HEADER_LEN.min(end);
+    while pos < end {
+        if let Some(h) = block_at(pos) {
+            walk.blocks.push((pos as u64, h));
+            pos += h.total_len() as usize;
+            continue;
+        }
+        if is_index_at(pos) {
+            break;
+        }
+        let from = pos;
+        pos += 1;
+        while pos < end {
+            if file[pos] == BLOCK_MAGIC[0] && block_at(pos).is_some() {
+                break;
+            }
+            if file[pos] == INDEX_MAGIC[0] && is_index_at(pos) {
+                break;
+            }
+            pos += 1;
+        }
+        walk.damage.push((from as u64, (pos - from) as u64));
+        if pos < end && is_index_at(pos) {
+            break;
+        }
+    }
+    walk
+}
+
+/// Hashes labels fast (FxHash): the keys are a block's own labels, not hostile input that
+/// could make a map slow on purpose in a way that matters here.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.0 = (self.0.rotate_left(5) ^ u64_at(c, 0)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// One lane's state (a worker's current thread), the same in encoder and decoder.
+#[derive(Debug, Clone, Default)]
+struct Lane {
+    last_time: u64,
+    last_start: u32,
+    /// Open frames, innermost last: (id, context).
+    stack: Vec<(u32, u32)>,
+}
+
+impl Lane {
+    fn reset(&mut self, min_time: u64) {
+        self.last_time = min_time;
+        self.last_start = 0;
+        self.stack.clear();
+    }
+
+    fn push(&mut self, id: u32, context: u32) {
+        if self.stack.len() == MAX_STACK {
+            self.stack.remove(0);
+        }
+        self.stack.push((id, context));
+    }
+}
+
+/// The per-block lane bookkeeping: which lane each worker is on, lanes by (worker, thread).
+#[derive(Debug, Default)]
+struct Lanes {
+    lanes: Vec<Lane>,
+    used: usize,
+    /// Lane of each worker now (`u32::MAX`: none yet).
+    current: Vec<u32>,
+    by_thread: FxMap<(u8, u32), u32>,
+    min_time: u64,
+}
+
+impl Lanes {
+    fn reset(&mut self, min_time: u64) {
+        self.used = 0;
+        self.current.clear();
+        self.current.resize(256, u32::MAX);
+        self.by_thread.clear();
+        self.min_time = min_time;
+    }
+
+    fn new_lane(&mut self) -> u32 {
+        if self.used == self.lanes.len() {
+            self.lanes.push(Lane::default());
+        }
+        self.lanes[self.used].reset(self.min_time);
+        self.used += 1;
+        (self.used - 1) as u32
+    }
+
+    /// The lane of `worker`'s next record (its "no thread yet" lane if it has none).
+    #[inline]
+    fn of(&mut self, worker: u8) -> usize {
+        let cur = self.current[worker as usize];
+        if cur != u32::MAX {
+            return cur as usize;
+        }
+        let l = self.new_lane();
+        self.current[worker as usize] = l;
+        l as usize
+    }
+
+    /// A `thread_info` of `worker` for `thread`: the worker's lane becomes that thread's.
+    fn switch(&mut self, worker: u8, thread: u32) -> usize {
+        let l = match self.by_thread.get(&(worker, thread)) {
+            Some(&l) => l,
+            None => {
+                let l = self.new_lane();
+                self.by_thread.insert((worker, thread), l);
+                l
+            }
+        };
+        self.current[worker as usize] = l;
+        l as usize
+    }
+}
+
+/// Why the encoder refused a record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record at offset {offset}: {why}")]
+pub struct EncodeError {
+    /// The record's offset.
+    pub offset: u64,
+    /// What is wrong.
+    pub why: String,
+}
+
+/// Builds a compact (version 2) frame-log file from the records of one raw segment.
+pub struct FramesEncoder {
+    out: Vec<u8>,
+    index: Vec<BlockEntry>,
+    records: u64,
+    streams: [Vec<u8>; STREAMS],
+    label_ids: FxMap<String, u32>,
+    labels: u32,
+    lanes: Lanes,
+    /// The block's records are kept until it closes: lanes start from the block's
+    /// `min_time`, known only then.
+    pending: Vec<Pending>,
+    pending_bytes: Vec<u8>,
+    first_offset: u64,
+    prev_end: u64,
+    compressor: zstd::bulk::Compressor<'static>,
+    body: Vec<u8>,
+    /// Per stream: raw bytes and bytes each compresses to alone (when measuring).
+    measure: Option<[(u64, u64); STREAMS]>,
+    level: i32,
+}
+
+/// A record waiting for its block to close.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    kind: u8,
+    worker: u8,
+    id: u32,
+    timestamp: u64,
+    gap: u64,
+    context: u32,
+    category: u8,
+    /// Start of the label (FrameStart) or payload (extension) in `pending_bytes`.
+    at: u32,
+    len: u32,
+}
+
+impl FramesEncoder {
+    /// A new file, its blocks compressed at zstd `level`.
+    pub fn new(level: i32) -> Self {
+        let mut out = Vec::new();
+        out.extend_from_slice(&FileHeader::compact(FileKind::FrameLog).encode());
+        Self {
+            out,
+            index: Vec::new(),
+            records: 0,
+            streams: Default::default(),
+            label_ids: FxMap::default(),
+            labels: 0,
+            lanes: Lanes::default(),
+            pending: Vec::new(),
+            pending_bytes: Vec::new(),
+            first_offset: 0,
+            prev_end: 0,
+            // Creating a compression context fails only when out of memory.
+            compressor: zstd::bulk::Compressor::new(level).expect("zstd context"),
+            body: Vec::new(),
+            measure: None,
+            level,
+        }
+    }
+
+    /// Also compresses each stream alone to report which dominates ([`FramesEncoder::stream_sizes`]).
+    pub fn measure_streams(&mut self) {
+        self.measure = Some([(0, 0); STREAMS]);
+    }
+
+    /// Per stream (in [`STREAM_NAMES`] order): raw bytes and bytes compressed alone, if
+    /// measured.
+    pub fn stream_sizes(&self) -> Option<[(u64, u64); STREAMS]> {
+        self.measure
+    }
+
+    /// Adds the record found at `offset` of the raw segment (offsets must increase, records
+    /// must not overlap). `batch` records are refused: they are the raw segment's framing.
+    pub fn push(&mut self, offset: u64, rec: &Record<'_>) -> Result<(), EncodeError> {
+        let err = |why: &str| EncodeError {
+            offset,
+            why: why.to_owned(),
+        };
+        let mut p = Pending {
+            kind: rec.type_byte(),
+            worker: rec.worker(),
+            id: rec.id(),
+            timestamp: rec.timestamp(),
+            gap: 0,
+            context: 0,
+            category: 0,
+            at: self.pending_bytes.len() as u32,
+            len: 0,
+        };
+        let raw_len = match rec {
+            Record::Start(s) => {
+                if s.label.len() > 255 {
+                    return Err(err("label longer than 255 bytes"));
+                }
+                p.context = s.context;
+                p.category = s.category.0;
+                self.pending_bytes.extend_from_slice(s.label.as_bytes());
+                FRAME_START_HEADER_LEN + s.label.len()
+            }
+            Record::End(_) => FRAME_END_LEN,
+            Record::Dropped(d) => {
+                self.pending_bytes.extend_from_slice(&d.count.to_le_bytes());
+                EXT_HEADER_LEN + 8
+            }
+            Record::WorkerInfo(w) => {
+                if w.name.len() > u16::MAX as usize - 4 {
+                    return Err(err("worker_info payload longer than 65,535 bytes"));
+                }
+                self.pending_bytes.extend_from_slice(&w.pid.to_le_bytes());
+                self.pending_bytes.extend_from_slice(w.name.as_bytes());
+                EXT_HEADER_LEN + 4 + w.name.len()
+            }
+            Record::ThreadInfo(t) => {
+                if t.name.len() > u16::MAX as usize {
+                    return Err(err("thread_info payload longer than 65,535 bytes"));
+                }
+                self.pending_bytes.extend_from_slice(t.name.as_bytes());
+                EXT_HEADER_LEN + t.name.len()
+            }
+            Record::Unknown(e) => {
+                if e.kind == BATCH {
+                    return Err(err("a batch record inside a batch"));
+                }
+                if e.payload.len() > u16::MAX as usize {
+                    return Err(err("payload longer than 65,535 bytes"));
+                }
+                self.pending_bytes.extend_from_slice(e.payload);
+                EXT_HEADER_LEN + e.payload.len()
+            }
+        };
+        p.len = self.pending_bytes.len() as u32 - p.at;
+        if self.pending.is_empty() {
+            self.first_offset = offset;
+        } else if offset < self.prev_end {
+            return Err(err("overlaps the record before it"));
+        } else {
+            p.gap = offset - self.prev_end;
+        }
+        self.prev_end = offset + raw_len as u64;
+        self.pending.push(p);
+        self.records += 1;
+        // Bound the raw body: every record adds at most MAX_RECORD_RAW to it.
+        let est = self.pending_bytes.len() + self.pending.len() * 48;
+        if self.pending.len() as u32 == MAX_BLOCK_RECORDS
+            || est + MAX_RECORD_RAW + 4096 > MAX_RAW_BLOCK_LEN
+        {
+            self.close_block();
+        }
+        Ok(())
+    }
+
+    fn close_block(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let min_time = self.pending.iter().map(|p| p.timestamp).min().unwrap_or(0);
+        let max_time = self.pending.iter().map(|p| p.timestamp).max().unwrap_or(0);
+        for s in &mut self.streams {
+            s.clear();
+        }
+        self.label_ids.clear();
+        self.labels = 0;
+        self.lanes.reset(min_time);
+        let mut label_table = Vec::new();
+        let pending = std::mem::take(&mut self.pending);
+        for p in &pending {
+            let payload = &self.pending_bytes[p.at as usize..(p.at + p.len) as usize];
+            let [
+                _,
+                types,
+                workers,
+                gaps,
+                times,
+                ids,
+                label_ids,
+                contexts,
+                categories,
+                payloads,
+            ] = &mut self.streams;
+            types.push(p.kind);
+            workers.push(p.worker);
+            put_varint(gaps, p.gap);
+            let lane = if p.kind == THREAD_INFO {
+                self.lanes.switch(p.worker, p.id)
+            } else {
+                self.lanes.of(p.worker)
+            };
+            let lane = &mut self.lanes.lanes[lane];
+            put_varint(
+                times,
+                zigzag(p.timestamp.wrapping_sub(lane.last_time) as i64),
+            );
+            lane.last_time = p.timestamp;
+            match p.kind {
+                START => {
+                    put_varint(
+                        ids,
+                        zigzag(i64::from(p.id) - i64::from(lane.last_start) - 1),
+                    );
+                    lane.last_start = p.id;
+                    let label = std::str::from_utf8(payload).unwrap_or_default();
+                    let id = match self.label_ids.get(label) {
+                        Some(&id) => id,
+                        None => {
+                            let id = self.labels;
+                            self.labels += 1;
+                            self.label_ids.insert(label.to_owned(), id);
+                            label_table.push(p.at as usize..(p.at + p.len) as usize);
+                            id
+                        }
+                    };
+                    put_varint(label_ids, u64::from(id));
+                    let ctx = match lane.stack.last() {
+                        Some(&(_, c)) if c == p.context => 0,
+                        _ if p.context == p.id => 1,
+                        _ => u64::from(p.context) + 2,
+                    };
+                    put_varint(contexts, ctx);
+                    categories.push(p.category);
+                    lane.push(p.id, p.context);
+                }
+                END => match lane.stack.iter().rev().position(|&(id, _)| id == p.id) {
+                    Some(k) => {
+                        put_varint(ids, 2 * k as u64);
+                        let at = lane.stack.len() - 1 - k;
+                        lane.stack.remove(at);
+                    }
+                    None => put_varint(
+                        ids,
+                        2 * zigzag(i64::from(p.id) - i64::from(lane.last_start)) + 1,
+                    ),
+                },
+                _ => {
+                    put_varint(ids, u64::from(p.id));
+                    put_varint(payloads, u64::from(p.len));
+                    payloads.extend_from_slice(payload);
+                }
+            }
+        }
+        let labels = &mut self.streams[LABELS];
+        put_varint(labels, label_table.len() as u64);
+        for r in label_table {
+            labels.push((r.end - r.start) as u8);
+            labels.extend_from_slice(&self.pending_bytes[r]);
+        }
+        self.body.clear();
+        for s in &self.streams {
+            self.body.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        }
+        for s in &self.streams {
+            self.body.extend_from_slice(s);
+        }
+        if let Some(m) = &mut self.measure {
+            for (i, s) in self.streams.iter().enumerate() {
+                m[i].0 += s.len() as u64;
+                m[i].1 += super::compress(s, self.level).len() as u64;
+            }
+        }
+        // Compressing from memory into memory fails only when out of memory.
+        let compressed = self
+            .compressor
+            .compress(&self.body)
+            .expect("zstd compresses");
+        let header = BlockHeader {
+            len: compressed.len() as u32,
+            raw_len: self.body.len() as u32,
+            count: pending.len() as u32,
+            first_offset: self.first_offset,
+            min_time,
+            max_time,
+            crc: crc(&compressed),
+        };
+        self.index.push(BlockEntry {
+            offset: self.out.len() as u64,
+            count: header.count,
+            first_offset: header.first_offset,
+            min_time,
+            max_time,
+        });
+        self.out.extend_from_slice(&header.encode());
+        self.out.extend_from_slice(&compressed);
+        self.pending = pending;
+        self.pending.clear();
+        self.pending_bytes.clear();
+    }
+
+    /// Closes the last block and returns the whole file; `raw_len` is the raw segment's length.
+    pub fn finish(mut self, raw_len: u64) -> Vec<u8> {
+        self.close_block();
+        let index_offset = self.out.len() as u64;
+        let at = self.out.len();
+        self.out.extend_from_slice(&INDEX_MAGIC);
+        self.out
+            .extend_from_slice(&(self.index.len() as u32).to_le_bytes());
+        for e in &self.index {
+            self.out.extend_from_slice(&e.offset.to_le_bytes());
+            self.out.extend_from_slice(&e.count.to_le_bytes());
+            self.out.extend_from_slice(&e.first_offset.to_le_bytes());
+            self.out.extend_from_slice(&e.min_time.to_le_bytes());
+            self.out.extend_from_slice(&e.max_time.to_le_bytes());
+        }
+        let c = crc(&self.out[at..]);
+        self.out.extend_from_slice(&c.to_le_bytes());
+        let trailer = Trailer {
+            index_offset,
+            raw_len,
+            records: self.records,
+        };
+        self.out.extend_from_slice(&trailer.encode());
+        self.out
+    }
+}
+
+/// One decoded record's fields, before it is handed out as a [`Record`].
+#[derive(Debug, Clone, Copy, Default)]
+struct Row {
+    offset: u64,
+    timestamp: u64,
+    id: u32,
+    /// FrameStart: context; extension: payload length.
+    a: u32,
+    /// FrameStart: label index; extension: payload start in the body.
+    b: u32,
+    kind: u8,
+    worker: u8,
+    category: u8,
+}
+
+/// Decodes compact blocks; keeps its buffers between blocks.
+pub struct BlockDecoder {
+    raw: Vec<u8>,
+    rows: Vec<Row>,
+    /// The label table: (start in `raw`, length).
+    labels: Vec<(u32, u8)>,
+    lanes: Lanes,
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+impl Default for BlockDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for BlockDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockDecoder").finish_non_exhaustive()
+    }
+}
+
+/// Reads one varint of a stream, or says which stream ran short.
+#[inline(always)]
+fn varint(s: &mut &[u8], name: &str) -> Result<u64, String> {
+    if let Some(&b) = s.first()
+        && b < 0x80
+    {
+        *s = &s[1..];
+        return Ok(u64::from(b));
+    }
+    get_varint(s).ok_or_else(|| format!("stream {name} ends early or holds a bad varint"))
+}
+
+#[inline(always)]
+fn byte(s: &mut &[u8], name: &str) -> Result<u8, String> {
+    let (&b, rest) = s
+        .split_first()
+        .ok_or_else(|| format!("stream {name} ends early"))?;
+    *s = rest;
+    Ok(b)
+}
+
+impl BlockDecoder {
+    /// A decoder with empty buffers.
+    pub fn new() -> Self {
+        Self {
+            raw: Vec::new(),
+            rows: Vec::new(),
+            labels: Vec::new(),
+            lanes: Lanes::default(),
+            decompressor: zstd::bulk::Decompressor::new().ok(),
+        }
+    }
+
+    /// Checks and decodes the block with header `h` whose compressed body is `body`; on
+    /// success its records are ready for [`BlockDecoder::for_each`]. The error says why the
+    /// block is damaged.
+    pub fn decode(&mut self, h: &BlockHeader, body: &[u8]) -> Result<(), String> {
+        self.rows.clear();
+        self.labels.clear();
+        if body.len() != h.len as usize {
+            return Err(format!(
+                "block body is {} bytes, its header says {}",
+                body.len(),
+                h.len
+            ));
+        }
+        if crc(body) != h.crc {
+            return Err("compact block fails its CRC32C checksum".to_owned());
+        }
+        let raw_len = h.raw_len as usize;
+        if raw_len > MAX_RAW_BLOCK_LEN {
+            return Err(format!("block of {raw_len} bytes is over the 16 MiB limit"));
+        }
+        self.raw.clear();
+        self.raw.reserve(raw_len);
+        let n = match &mut self.decompressor {
+            Some(d) => d.decompress_to_buffer(body, &mut self.raw),
+            None => zstd::bulk::decompress_to_buffer(body, &mut self.raw),
+        }
+        .map_err(|e| format!("compressed body does not decompress: {e}"))?;
+        if n != raw_len || self.raw.len() != raw_len {
+            return Err(format!(
+                "compressed body holds {n} bytes, its header says {raw_len}"
+            ));
+        }
+        let res = self.decode_rows(h);
+        if res.is_err() {
+            self.rows.clear();
+        }
+        res
+    }
+
+    fn decode_rows(&mut self, h: &BlockHeader) -> Result<(), String> {
+        let raw = &self.raw[..];
+        let mut lens = [0usize; STREAMS];
+        let mut total = 4 * STREAMS;
+        for (i, l) in lens.iter_mut().enumerate() {
+            *l = u32_at(raw, 4 * i) as usize;
+            total = total.saturating_add(*l);
+        }
+        if total != raw.len() {
+            return Err(format!(
+                "stream lengths add up to {total} bytes, the body holds {}",
+                raw.len()
+            ));
+        }
+        let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
+        let mut starts = [0usize; STREAMS];
+        let mut at = 4 * STREAMS;
+        for i in 0..STREAMS {
+            starts[i] = at;
+            streams[i] = &raw[at..at + lens[i]];
+            at += lens[i];
+        }
+        let count = h.count as usize;
+        if streams[TYPES].len() != count || streams[WORKERS].len() != count {
+            return Err(format!(
+                "types and workers streams hold {} and {} bytes for {count} records",
+                streams[TYPES].len(),
+                streams[WORKERS].len()
+            ));
+        }
+        // The label table.
+        let mut s = streams[LABELS];
+        let n = varint(&mut s, "labels")?;
+        if n > s.len() as u64 {
+            return Err(format!("label table of {n} labels in {} bytes", s.len()));
+        }
+        for _ in 0..n {
+            let len = byte(&mut s, "labels")? as usize;
+            let Some(label) = s.get(..len) else {
+                return Err("label table ends inside a label".to_owned());
+            };
+            if std::str::from_utf8(label).is_err() {
+                return Err("a label is not valid UTF-8".to_owned());
+            }
+            let start = starts[LABELS] + (lens[LABELS] - s.len());
+            self.labels.push((start as u32, len as u8));
+            s = &s[len..];
+        }
+        if !s.is_empty() {
+            return Err("label table has bytes after its labels".to_owned());
+        }
+        let nlabels = self.labels.len() as u64;
+        self.lanes.reset(h.min_time);
+        self.rows.reserve(count);
+        let types = streams[TYPES];
+        let workers = streams[WORKERS];
+        let [
+            _,
+            _,
+            _,
+            gaps,
+            times,
+            ids,
+            label_ids,
+            contexts,
+            categories,
+            payloads,
+        ] = streams;
+        let (mut gaps, mut times, mut ids, mut label_ids, mut contexts, mut categories) =
+            (gaps, times, ids, label_ids, contexts, categories);
+        let mut payloads = payloads;
+        let mut prev_end = h.first_offset;
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for i in 0..count {
+            let kind = types[i];
+            let worker = workers[i];
+            let gap = varint(&mut gaps, "gaps")?;
+            if i == 0 && gap != 0 {
+                return Err("the first record's gap is not 0".to_owned());
+            }
+            let offset = prev_end.checked_add(gap).ok_or("record offset overflows")?;
+            let id_code = varint(&mut ids, "ids")?;
+            let lane = if kind == THREAD_INFO {
+                let thread = u32::try_from(id_code).map_err(|_| "thread id over u32")?;
+                self.lanes.switch(worker, thread)
+            } else {
+                self.lanes.of(worker)
+            };
+            let lane = &mut self.lanes.lanes[lane];
+            let dt = unzigzag(varint(&mut times, "times")?);
+            let timestamp = lane.last_time.wrapping_add(dt as u64);
+            lane.last_time = timestamp;
+            lo = lo.min(timestamp);
+            hi = hi.max(timestamp);
+            let mut row = Row {
+                offset,
+                timestamp,
+                kind,
+                worker,
+                ..Row::default()
+            };
+            let len = match kind {
+                START => {
+                    let id = i64::from(lane.last_start) + 1 + unzigzag(id_code);
+                    let id = u32::try_from(id).map_err(|_| "frame id out of range")?;
+                    lane.last_start = id;
+                    let label = varint(&mut label_ids, "label_ids")?;
+                    if label >= nlabels {
+                        return Err(format!("label index {label} past the table's {nlabels}"));
+                    }
+                    let context = match varint(&mut contexts, "contexts")? {
+                        0 => match lane.stack.last() {
+                            Some(&(_, c)) => c,
+                            None => return Err("context of an empty stack".to_owned()),
+                        },
+                        1 => id,
+                        c => u32::try_from(c - 2).map_err(|_| "context out of range")?,
+                    };
+                    row.category = byte(&mut categories, "categories")?;
+                    row.id = id;
+                    row.a = context;
+                    row.b = label as u32;
+                    lane.push(id, context);
+                    FRAME_START_HEADER_LEN as u64 + u64::from(self.labels[label as usize].1)
+                }
+                END => {
+                    if id_code & 1 == 0 {
+                        let k = id_code / 2;
+                        let depth = lane.stack.len() as u64;
+                        if k >= depth {
+                            return Err(format!("end of open frame {k} of {depth}"));
+                        }
+                        let at = (depth - 1 - k) as usize;
+                        row.id = lane.stack.remove(at).0;
+                    } else {
+                        let id = i64::from(lane.last_start) + unzigzag(id_code / 2);
+                        row.id = u32::try_from(id).map_err(|_| "frame id out of range")?;
+                    }
+                    FRAME_END_LEN as u64
+                }
+                BATCH => return Err("a batch record in a compact block".to_owned()),
+                _ => {
+                    row.id = u32::try_from(id_code).map_err(|_| "record id over u32")?;
+                    let n = varint(&mut payloads, "payloads")?;
+                    if n > u64::from(u16::MAX) || n > payloads.len() as u64 {
+                        return Err(format!("payload of {n} bytes runs past its stream"));
+                    }
+                    let n = n as usize;
+                    let payload = &payloads[..n];
+                    let ok = match kind {
+                        DROPPED => n == 8,
+                        WORKER_INFO => n >= 4 && std::str::from_utf8(&payload[4..]).is_ok(),
+                        THREAD_INFO => std::str::from_utf8(payload).is_ok(),
+                        _ => true,
+                    };
+                    if !ok {
+                        return Err(format!(
+                            "{} record with a malformed payload of {n} bytes",
+                            RecordType::name_of(kind)
+                        ));
+                    }
+                    row.a = n as u32;
+                    row.b = (starts[PAYLOADS] + (lens[PAYLOADS] - payloads.len())) as u32;
+                    payloads = &payloads[n..];
+                    EXT_HEADER_LEN as u64 + n as u64
+                }
+            };
+            prev_end = offset.checked_add(len).ok_or("record offset overflows")?;
+            self.rows.push(row);
+        }
+        let left: usize = [gaps, times, ids, label_ids, contexts, categories, payloads]
+            .iter()
+            .map(|s| s.len())
+            .sum();
+        if left != 0 {
+            return Err(format!(
+                "{left} bytes of streams left after {count} records"
+            ));
+        }
+        if lo != h.min_time || hi != h.max_time {
+            return Err("records' times do not match the block's time range".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Records of the block decoded last, after the header's checks and `decode` succeeded.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether the last decoded block holds no records (or failed).
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Raw-segment offset of record `i` of the decoded block.
+    pub fn offset(&self, i: usize) -> Option<u64> {
+        self.rows.get(i).map(|r| r.offset)
+    }
+
+    /// Raw-segment offset just past the decoded block's last record.
+    pub fn end_offset(&self) -> Option<u64> {
+        let r = self.rows.last()?;
+        let len = match r.kind {
+            START => FRAME_START_HEADER_LEN as u64 + u64::from(self.labels[r.b as usize].1),
+            END => FRAME_END_LEN as u64,
+            _ => EXT_HEADER_LEN as u64 + u64::from(r.a),
+        };
+        Some(r.offset + len)
+    }
+}
+
+#[inline]
+fn text(b: &[u8]) -> &str {
+    // Checked while decoding the block.
+    std::str::from_utf8(b).unwrap_or_default()
+}
+
+impl BlockDecoder {
+    /// Calls `f` with the raw offset and record of every record of the decoded block from
+    /// record `from` on, in order.
+    #[inline]
+    pub fn for_each_from(&self, from: usize, mut f: impl FnMut(u64, Record<'_>)) {
+        let raw = &self.raw[..];
+        let mut labels: Vec<&str> = Vec::with_capacity(self.labels.len());
+        for &(at, len) in &self.labels {
+            let at = at as usize;
+            labels.push(std::str::from_utf8(&raw[at..at + len as usize]).unwrap_or_default());
+        }
+        for r in self.rows.get(from..).unwrap_or_default() {
+            let rec = match r.kind {
+                START => Record::Start(FrameStart {
+                    id: r.id,
+                    worker: r.worker,
+                    timestamp: r.timestamp,
+                    context: r.a,
+                    category: Category(r.category),
+                    label: labels.get(r.b as usize).copied().unwrap_or_default(),
+                }),
+                END => Record::End(FrameEnd {
+                    id: r.id,
+                    worker: r.worker,
+                    timestamp: r.timestamp,
+                }),
+                kind => {
+                    let at = r.b as usize;
+                    let payload = raw.get(at..at + r.a as usize).unwrap_or_default();
+                    match kind {
+                        DROPPED => {
+                            let mut c = [0u8; 8];
+                            c.copy_from_slice(payload.get(..8).unwrap_or(&[0; 8]));
+                            Record::Dropped(Dropped {
+                                worker: r.worker,
+                                timestamp: r.timestamp,
+                                count: u64::from_le_bytes(c),
+                            })
+                        }
+                        WORKER_INFO => {
+                            let mut pid = [0u8; 4];
+                            pid.copy_from_slice(payload.get(..4).unwrap_or(&[0; 4]));
+                            Record::WorkerInfo(WorkerInfo {
+                                worker: r.worker,
+                                timestamp: r.timestamp,
+                                pid: u32::from_le_bytes(pid),
+                                name: text(payload.get(4..).unwrap_or_default()),
+                            })
+                        }
+                        THREAD_INFO => Record::ThreadInfo(ThreadInfo {
+                            worker: r.worker,
+                            thread: r.id,
+                            timestamp: r.timestamp,
+                            name: text(payload),
+                        }),
+                        _ => Record::Unknown(Extension {
+                            id: r.id,
+                            worker: r.worker,
+                            kind,
+                            timestamp: r.timestamp,
+                            payload,
+                        }),
+                    }
+                }
+            };
+            f(r.offset, rec);
+        }
+    }
+
+    /// Calls `f` with every record of the decoded block.
+    pub fn for_each(&self, f: impl FnMut(u64, Record<'_>)) {
+        self.for_each_from(0, f)
+    }
+}
+
+/// One block's outcome while decoding a whole file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileEvent<'a> {
+    /// A record of a block that checks.
+    Record(u64, Record<'a>),
+    /// Bytes of the file that are damage: (offset in the compact file, length, why).
+    Damaged(u64, u64, String),
+}
+
+/// Where a compact file's blocks are: from its index when the trailer and index check, else
+/// by walking their headers.
+pub fn locate_blocks(file: &[u8]) -> Walk {
+    let len = file.len() as u64;
+    let trailer = Trailer::decode(file, len);
+    if let Some(t) = trailer {
+        let ix = &file[t.index_offset as usize..file.len() - TRAILER_LEN];
+        if let Some(entries) = read_index(ix, t.index_offset) {
+            let mut blocks = Vec::with_capacity(entries.len());
+            let mut damage = Vec::new();
+            for (i, e) in entries.iter().enumerate() {
+                let next = entries.get(i + 1).map_or(t.index_offset, |n| n.offset);
+                let span = &file[e.offset as usize..next as usize];
+                match BlockHeader::decode(span) {
+                    Some(h) if h.total_len() == span.len() as u64 && e.matches(&h) => {
+                        blocks.push((e.offset, h))
+                    }
+                    _ => damage.push((e.offset, next - e.offset)),
+                }
+            }
+            if entries.first().is_none_or(|e| e.offset > HEADER_LEN as u64) {
+                let first = entries.first().map_or(t.index_offset, |e| e.offset);
+                if first > HEADER_LEN as u64 {
+                    damage.insert(0, (HEADER_LEN as u64, first - HEADER_LEN as u64));
+                }
+            }
+            return Walk {
+                blocks,
+                damage,
+                trailer,
+            };
+        }
+    }
+    walk_blocks(file)
+}
+
+/// Decodes a whole compact frame-log file held in memory (after its 16-byte header) into
+/// records and damage, in file order. For checks and tests; readers go block by block.
+pub fn decode_file(file: &[u8], mut f: impl FnMut(FileEvent<'_>)) {
+    if file.len() < HEADER_LEN {
+        f(FileEvent::Damaged(
+            0,
+            file.len() as u64,
+            "file shorter than its header".into(),
+        ));
+        return;
+    }
+    let walk = locate_blocks(file);
+    enum Part {
+        Damage(u64),
+        Block(BlockHeader),
+    }
+    let mut parts: Vec<(u64, Part)> = Vec::new();
+    parts.extend(walk.damage.iter().map(|&(o, l)| (o, Part::Damage(l))));
+    parts.extend(walk.blocks.iter().map(|&(o, h)| (o, Part::Block(h))));
+    parts.sort_by_key(|e| e.0);
+    let mut dec = BlockDecoder::new();
+    for (at, part) in parts {
+        match part {
+            Part::Damage(l) => f(FileEvent::Damaged(
+                at,
+                l,
+                "not a valid compact block header".into(),
+            )),
+            Part::Block(h) => {
+                let body_at = at as usize + BLOCK_HEADER_LEN;
+                let body = &file[body_at..body_at + h.len as usize];
+                match dec.decode(&h, body) {
+                    Ok(()) => dec.for_each(|off, rec| f(FileEvent::Record(off, rec))),
+                    Err(why) => f(FileEvent::Damaged(at, h.total_len(), why)),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

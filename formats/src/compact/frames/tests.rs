@@ -1,0 +1,346 @@
+use super::*;
+use crate::record::RecordIter;
+use proptest::prelude::*;
+
+/// An owned record, for generating logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Own {
+    Start(u32, u8, u64, u32, u8, String),
+    End(u32, u8, u64),
+    Dropped(u8, u64, u64),
+    Worker(u8, u64, u32, String),
+    Thread(u8, u32, u64, String),
+    Unknown(u32, u8, u8, u64, Vec<u8>),
+}
+
+impl Own {
+    fn record(&self) -> Record<'_> {
+        match self {
+            Own::Start(id, w, t, c, cat, l) => Record::Start(FrameStart {
+                id: *id,
+                worker: *w,
+                timestamp: *t,
+                context: *c,
+                category: Category(*cat),
+                label: l,
+            }),
+            Own::End(id, w, t) => Record::End(FrameEnd {
+                id: *id,
+                worker: *w,
+                timestamp: *t,
+            }),
+            Own::Dropped(w, t, c) => Record::Dropped(Dropped {
+                worker: *w,
+                timestamp: *t,
+                count: *c,
+            }),
+            Own::Worker(w, t, pid, name) => Record::WorkerInfo(WorkerInfo {
+                worker: *w,
+                timestamp: *t,
+                pid: *pid,
+                name,
+            }),
+            Own::Thread(w, th, t, name) => Record::ThreadInfo(ThreadInfo {
+                worker: *w,
+                thread: *th,
+                timestamp: *t,
+                name,
+            }),
+            Own::Unknown(id, w, k, t, p) => Record::Unknown(Extension {
+                id: *id,
+                worker: *w,
+                kind: *k,
+                timestamp: *t,
+                payload: p,
+            }),
+        }
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn text(rng: &mut Rng, max: usize) -> String {
+    const CHARS: [&str; 6] = ["a", "/", "é", "数", "🦀", "Z"];
+    let mut s = String::new();
+    let n = rng.below(max as u64 + 1) as usize;
+    while s.len() < n {
+        let c = CHARS[rng.below(6) as usize];
+        if s.len() + c.len() > max {
+            break;
+        }
+        s.push_str(c);
+    }
+    s
+}
+
+/// A random log: several workers and threads, nesting, ends before starts and on other
+/// threads, open frames, dropped markers, infos, unknown extensions, id wrap.
+fn random_log(seed: u64, n: usize) -> Vec<(u64, Own)> {
+    let mut rng = Rng(seed | 1);
+    let workers = 1 + rng.below(4) as u8;
+    let wrap = rng.below(3) == 0;
+    let mut next_id: Vec<u32> = (0..workers)
+        .map(|_| if wrap { u32::MAX - 40 } else { 1 })
+        .collect();
+    let mut open: Vec<Vec<(u32, u32)>> = vec![Vec::new(); workers as usize];
+    let labels: Vec<String> = (0..1 + rng.below(20))
+        .map(|_| text(&mut rng, 255))
+        .collect();
+    let mut time = rng.next() >> 2;
+    let mut out = Vec::new();
+    let mut offset = 16u64;
+    for _ in 0..n {
+        let w = rng.below(u64::from(workers)) as u8;
+        time = match rng.below(20) {
+            0 => time.wrapping_sub(rng.below(1 << 20)),
+            1 => rng.next(),
+            _ => time.wrapping_add(rng.below(5000)),
+        };
+        let rec = match rng.below(16) {
+            0..=5 => {
+                let id = next_id[w as usize];
+                next_id[w as usize] = id.wrapping_add(1 + (rng.below(8) == 0) as u32);
+                let ctx = match (open[w as usize].last(), rng.below(4)) {
+                    (Some(&(_, c)), 0..=1) => c,
+                    (_, 2) => rng.next() as u32,
+                    _ => id,
+                };
+                open[w as usize].push((id, ctx));
+                let label = labels[rng.below(labels.len() as u64) as usize].clone();
+                Own::Start(id, w, time, ctx, rng.below(12) as u8, label)
+            }
+            6..=11 => {
+                let st = &mut open[w as usize];
+                let id = if !st.is_empty() && rng.below(8) != 0 {
+                    let k = st.len() - 1 - (rng.below(st.len() as u64).min(rng.below(3))) as usize;
+                    st.remove(k).0
+                } else {
+                    rng.next() as u32
+                };
+                Own::End(id, w, time)
+            }
+            12 => Own::Dropped(w, time, rng.next() >> rng.below(64)),
+            13 => Own::Worker(w, time, rng.next() as u32, text(&mut rng, 255)),
+            14 => Own::Thread(w, rng.below(6) as u32, time, text(&mut rng, 40)),
+            _ => {
+                let kind = 6 + rng.below(250) as u8;
+                let max = if rng.below(50) == 0 { 3000 } else { 20 };
+                let len = rng.below(max) as usize;
+                let payload = (0..len).map(|_| rng.next() as u8).collect();
+                Own::Unknown(rng.next() as u32, w, kind, time, payload)
+            }
+        };
+        // Batch headers between records now and then.
+        if rng.below(30) == 0 {
+            offset += 32;
+        }
+        let len = rec.record().encode(&mut vec![0u8; 70_000]).unwrap() as u64;
+        out.push((offset, rec));
+        offset += len;
+    }
+    out
+}
+
+fn encode(log: &[(u64, Own)], level: i32) -> Vec<u8> {
+    let mut enc = FramesEncoder::new(level);
+    for (o, r) in log {
+        enc.push(*o, &r.record()).unwrap();
+    }
+    let raw_len = log.last().map_or(16, |(o, r)| {
+        o + r.record().encode(&mut vec![0u8; 70_000]).unwrap() as u64
+    });
+    enc.finish(raw_len)
+}
+
+/// Every record and damage event of a compact file, records rebuilt as v1 bytes.
+type Decoded = (Vec<(u64, Vec<u8>)>, Vec<(u64, u64)>);
+
+fn decode_all(file: &[u8]) -> Decoded {
+    let mut recs = Vec::new();
+    let mut damage = Vec::new();
+    decode_file(file, |e| match e {
+        FileEvent::Record(o, r) => {
+            let mut buf = vec![0u8; 70_000];
+            let n = r.encode(&mut buf).unwrap();
+            buf.truncate(n);
+            recs.push((o, buf));
+        }
+        FileEvent::Damaged(o, l, _) => damage.push((o, l)),
+    });
+    (recs, damage)
+}
+
+fn v1(log: &[(u64, Own)]) -> Vec<(u64, Vec<u8>)> {
+    log.iter()
+        .map(|(o, r)| {
+            let mut buf = vec![0u8; 70_000];
+            let n = r.record().encode(&mut buf).unwrap();
+            buf.truncate(n);
+            // And it decodes back to the same record.
+            let back: Vec<_> = RecordIter::new(&buf[..n], 0).collect();
+            assert_eq!(back.len(), 1);
+            (*o, buf)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn random_logs_round_trip_exactly(seed in any::<u64>(), n in 0usize..3000) {
+        let log = random_log(seed, n);
+        let file = encode(&log, 1);
+        let (recs, damage) = decode_all(&file);
+        prop_assert!(damage.is_empty());
+        prop_assert_eq!(recs, v1(&log));
+        let t = Trailer::decode(&file, file.len() as u64).unwrap();
+        prop_assert_eq!(t.records, n as u64);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4000)) {
+        let _ = decode_all(&bytes);
+        let mut with_header = FileHeader::compact(FileKind::FrameLog).encode().to_vec();
+        with_header.extend_from_slice(&bytes);
+        let _ = decode_all(&with_header);
+        let _ = walk_blocks(&with_header);
+    }
+
+    #[test]
+    fn damaged_files_never_panic_and_never_deliver_a_wrong_record(
+        seed in any::<u64>(),
+        n in 1usize..2000,
+        edits in proptest::collection::vec((0u8..5, any::<u64>(), any::<u8>()), 1..4),
+    ) {
+        let log = random_log(seed, n);
+        let good = v1(&log);
+        let mut file = encode(&log, 1);
+        for (op, at, b) in edits {
+            let at = (at % file.len() as u64) as usize;
+            match op {
+                0 => file[at] ^= b | 1,
+                1 => file[at] = 0,
+                2 => file.insert(at, b),
+                3 => { file.remove(at); }
+                _ => file.truncate(at),
+            }
+        }
+        let (recs, _) = decode_all(&file);
+        for (o, bytes) in recs {
+            let i = good.binary_search_by_key(&o, |g| g.0);
+            prop_assert!(i.is_ok(), "record at {} was never written", o);
+            prop_assert_eq!(&good[i.unwrap()].1, &bytes);
+        }
+    }
+
+    #[test]
+    fn random_streams_in_a_valid_block_never_panic(
+        streams in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..60), STREAMS),
+        count in 1u32..40,
+    ) {
+        let mut body = Vec::new();
+        for s in &streams {
+            body.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        }
+        for s in &streams {
+            body.extend_from_slice(s);
+        }
+        let z = crate::compact::compress(&body, 1);
+        let h = BlockHeader {
+            len: z.len() as u32,
+            raw_len: body.len() as u32,
+            count,
+            first_offset: 16,
+            min_time: 0,
+            max_time: u64::MAX,
+            crc: crc(&z),
+        };
+        let mut dec = BlockDecoder::new();
+        if dec.decode(&h, &z).is_ok() {
+            dec.for_each(|_, _| {});
+        }
+    }
+}
+
+#[test]
+fn big_logs_span_blocks_and_damage_costs_one_block() {
+    let log = random_log(7, 200_000);
+    let mut file = encode(&log, 3);
+    let (recs, damage) = decode_all(&file);
+    assert!(damage.is_empty());
+    assert_eq!(recs, v1(&log));
+    let t = Trailer::decode(&file, file.len() as u64).unwrap();
+    let ix = &file[t.index_offset as usize..file.len() - TRAILER_LEN];
+    let entries = read_index(ix, t.index_offset).unwrap();
+    assert_eq!(entries.len(), 4);
+    assert_eq!(entries.iter().map(|e| e.count as u64).sum::<u64>(), 200_000);
+    // A byte of block 1's body: that block only is lost, and reported at its header.
+    let at = entries[1].offset as usize + BLOCK_HEADER_LEN + 10;
+    file[at] ^= 0x40;
+    let mut reported = Vec::new();
+    let mut n = 0;
+    decode_file(&file, |e| match e {
+        FileEvent::Record(..) => n += 1,
+        FileEvent::Damaged(o, l, why) => reported.push((o, l, why)),
+    });
+    assert_eq!(n, 200_000 - entries[1].count as usize);
+    assert_eq!(reported.len(), 1);
+    assert_eq!(reported[0].0, entries[1].offset);
+    assert_eq!(reported[0].1, entries[2].offset - entries[1].offset);
+    assert!(reported[0].2.contains("CRC32C"), "{}", reported[0].2);
+    // The index gone too: the blocks are found by walking their headers.
+    let ix_at = t.index_offset as usize;
+    file[ix_at + 9] ^= 1;
+    let mut n2 = 0;
+    decode_file(&file, |e| {
+        if let FileEvent::Record(..) = e {
+            n2 += 1
+        }
+    });
+    assert_eq!(n2, n);
+    // A damaged block header: walking resynchronises at the next block.
+    file[entries[2].offset as usize + 5] ^= 1;
+    let w = walk_blocks(&file);
+    assert_eq!(w.blocks.len(), 3);
+    assert_eq!(
+        w.damage,
+        vec![(entries[2].offset, entries[3].offset - entries[2].offset)]
+    );
+}
+
+#[test]
+fn an_empty_segment_and_refused_records() {
+    let file = FramesEncoder::new(3).finish(16);
+    let (recs, damage) = decode_all(&file);
+    assert!(recs.is_empty() && damage.is_empty());
+    let mut enc = FramesEncoder::new(3);
+    let end = Record::End(FrameEnd {
+        id: 1,
+        worker: 0,
+        timestamp: 5,
+    });
+    enc.push(100, &end).unwrap();
+    assert!(enc.push(105, &end).is_err(), "overlapping records");
+    let batch = Record::Unknown(Extension {
+        id: 0,
+        worker: 0,
+        kind: BATCH,
+        timestamp: 0,
+        payload: &[0; 16],
+    });
+    assert!(enc.push(200, &batch).is_err());
+}
