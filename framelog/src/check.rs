@@ -119,6 +119,11 @@ pub fn check_log(dir: &Path) -> Result<Report> {
         let path = segment_path(dir, FileKind::FrameLog, n);
         let bytes = std::fs::read(&path).at(&path)?;
         report.files += 1;
+        if matches!(FileHeader::decode_any(FileKind::FrameLog, &bytes), Ok(Some(h)) if h.is_compact())
+        {
+            check_compact_frames(&mut report, &path, &bytes);
+            continue;
+        }
         check_frames(&mut report, &path, &bytes, Some(n) == last);
     }
     let data = segments::list(dir, FileKind::FrameData)?;
@@ -201,6 +206,61 @@ fn check_frames(report: &mut Report, path: &Path, bytes: &[u8], live: bool) {
             Unit::NeedMore => break,
         }
     }
+}
+
+/// Checks a compact (version 2) frame log: trailer, index, and every block (header, CRC32C,
+/// decompression, decoding).
+fn check_compact_frames(report: &mut Report, path: &Path, bytes: &[u8]) {
+    use formats::compact::frames::{FileEvent, TRAILER_LEN, Trailer, decode_file, read_index};
+    let trailer = Trailer::decode(bytes, bytes.len() as u64);
+    match trailer {
+        None => report.add(
+            Severity::Error,
+            path,
+            bytes.len().saturating_sub(TRAILER_LEN) as u64,
+            "compact file's trailer is damaged: blocks found by walking their headers",
+        ),
+        Some(t) => {
+            let ix = &bytes[t.index_offset as usize..bytes.len() - TRAILER_LEN];
+            if read_index(ix, t.index_offset).is_none() {
+                report.add(
+                    Severity::Error,
+                    path,
+                    t.index_offset,
+                    "compact file's block index is damaged: blocks found by walking their headers",
+                );
+            }
+        }
+    }
+    let mut records = 0u64;
+    let mut damaged = false;
+    decode_file(bytes, |e| match e {
+        FileEvent::Record(..) => records += 1,
+        FileEvent::Damaged(offset, len, why) => {
+            damaged = true;
+            report.add(
+                Severity::Error,
+                path,
+                offset,
+                format!("{len} bytes skipped: compact block: {why}"),
+            );
+        }
+    });
+    if let Some(t) = trailer
+        && !damaged
+        && t.records != records
+    {
+        report.add(
+            Severity::Error,
+            path,
+            bytes.len().saturating_sub(TRAILER_LEN) as u64,
+            format!(
+                "trailer says {} records, the blocks hold {records}",
+                t.records
+            ),
+        );
+    }
+    report.records += records;
 }
 
 fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Result<()> {

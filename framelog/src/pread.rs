@@ -16,6 +16,18 @@ pub(crate) fn read_header(file: &File, path: &Path, kind: FileKind) -> Result<Op
     FileHeader::decode(kind, &buf[..n]).map_err(|e| Error::corrupt(path, 0, e))
 }
 
+/// Like [`read_header`], but also accepts a compact (version 2) file: for readers that
+/// handle both forms.
+pub(crate) fn read_header_any(
+    file: &File,
+    path: &Path,
+    kind: FileKind,
+) -> Result<Option<FileHeader>> {
+    let mut buf = [0u8; HEADER_LEN];
+    let n = read_full_at(file, path, &mut buf, 0)?;
+    FileHeader::decode_any(kind, &buf[..n]).map_err(|e| Error::corrupt(path, 0, e))
+}
+
 /// Reads as many bytes as are there at `offset`, up to `buf.len()`.
 pub(crate) fn read_full_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<usize> {
     let mut done = 0;

@@ -9,10 +9,13 @@ use formats::{
     Record, RecordIter, RecordType, Unit, decode_record,
 };
 
+use formats::compact::frames::BlockDecoder;
+
+use crate::compact::frames::{Item, Plan, raw_len_of, read_block};
 use crate::damage::{Damage, DamageLog};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::follow::DirWatch;
-use crate::pread::{read_full_at, read_header};
+use crate::pread::{read_full_at, read_header_any};
 use crate::segments::{self, segment_path};
 
 /// Where a record starts: segment number and byte offset in that segment.
@@ -47,6 +50,14 @@ pub struct LogReader {
     watch: Option<DirWatch>,
     /// Segments found deleted (by retention) before this reader got to them.
     pruned: u32,
+    /// The current segment is compact (version 2): where its blocks are, and the next one.
+    compact: Option<(Plan, usize)>,
+    /// Decodes compact blocks (keeps its buffers).
+    decoder: BlockDecoder,
+    /// A compact block's bytes as read.
+    block_buf: Vec<u8>,
+    /// Raw lengths of compact segments by (segment, inode, size), for progress.
+    raw_lens: parking_lot::Mutex<std::collections::HashMap<u32, (u64, u64, u64)>>,
 }
 
 impl LogReader {
@@ -72,6 +83,10 @@ impl LogReader {
             bytes_read: 0,
             watch: None,
             pruned: 0,
+            compact: None,
+            decoder: BlockDecoder::new(),
+            block_buf: Vec::new(),
+            raw_lens: Default::default(),
         })
     }
 
@@ -85,17 +100,43 @@ impl LogReader {
         self.pos
     }
 
-    /// Bytes of records delivered so far.
+    /// Bytes of records delivered so far (counted as in the raw segments, also for compact
+    /// ones, so that it compares with [`LogReader::total_bytes`]).
     pub fn bytes_read(&self) -> u64 {
         self.bytes_read
     }
 
-    /// Total bytes of all frame-log segments now (for progress).
+    /// Total bytes of all frame-log segments now (for progress); a compact segment counts
+    /// as the raw segment it replaced.
     pub fn total_bytes(&self) -> Result<u64> {
+        use std::os::unix::fs::MetadataExt;
         let mut total = 0;
+        let mut cache = self.raw_lens.lock();
         for n in segments::list(&self.dir, FileKind::FrameLog)? {
             let p = segment_path(&self.dir, FileKind::FrameLog, n);
-            total += std::fs::metadata(&p).at(&p)?.len();
+            let m = match std::fs::metadata(&p) {
+                Ok(m) => m,
+                // Deleted by retention since it was listed.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io(p, e)),
+            };
+            let key = (m.ino(), m.len());
+            match cache.get(&n) {
+                Some(&(ino, len, raw)) if (ino, len) == key => total += raw,
+                _ => {
+                    // Only sealed segments can be compact; a file that turns compact gets a
+                    // new inode (it is renamed into place), so the cache never goes stale.
+                    let raw = if segments::exists(&self.dir, FileKind::FrameLog, n + 1) {
+                        raw_len_of(&p).ok().flatten()
+                    } else {
+                        None
+                    };
+                    if let Some(raw) = raw {
+                        cache.insert(n, (key.0, key.1, raw));
+                    }
+                    total += raw.unwrap_or(m.len());
+                }
+            }
         }
         Ok(total)
     }
@@ -169,7 +210,17 @@ impl LogReader {
             }
             let (file, path) = self.file.as_ref().expect("opened above");
             if self.pos.offset == 0 || self.seen_len == 0 {
-                match read_header(file, path, FileKind::FrameLog)? {
+                match read_header_any(file, path, FileKind::FrameLog)? {
+                    Some(h) if h.is_compact() => {
+                        if self.compact.is_none() {
+                            self.compact = Some((crate::compact::frames::plan(file, path)?, 0));
+                        }
+                        if self.pos.offset == 0 {
+                            self.pos.offset = u64::from(h.header_len);
+                        }
+                        // Marks the header as read.
+                        self.seen_len = self.pos.offset.max(1);
+                    }
                     Some(h) => {
                         self.framed = h.flags & FLAG_BATCHES != 0;
                         if self.pos.offset == 0 {
@@ -184,6 +235,18 @@ impl LogReader {
                     }
                 }
             }
+            if self.compact.is_some() {
+                let (n, used, done) = self.read_compact(budget, &mut f)?;
+                delivered += n;
+                budget = budget.saturating_sub(used);
+                if done {
+                    // A compact segment is sealed by definition.
+                    self.advance();
+                    continue;
+                }
+                return Ok(delivered);
+            }
+            let (file, path) = self.file.as_ref().expect("opened above");
             // Whether the segment is sealed must be known before reading it, so that no
             // byte written before the seal can be missed.
             let sealed = self.next_exists();
@@ -299,6 +362,70 @@ impl LogReader {
         self.file = None;
         self.framed = false;
         self.seen_len = 0;
+        self.compact = None;
+    }
+
+    /// Delivers records of the current compact segment's blocks until about `budget` raw
+    /// bytes went by; returns (records, raw bytes, whether the segment is done).
+    fn read_compact(
+        &mut self,
+        budget: usize,
+        f: &mut impl FnMut(Position, Record<'_>),
+    ) -> Result<(u64, usize, bool)> {
+        let (file, path) = self.file.as_ref().expect("opened before");
+        let (plan, next) = self.compact.as_mut().expect("compact segment");
+        let mut delivered = 0u64;
+        let mut used = 0usize;
+        while *next < plan.items.len() {
+            if used >= budget {
+                return Ok((delivered, used, false));
+            }
+            let item = plan.items[*next];
+            *next += 1;
+            match item {
+                Item::Damage { at, len } => {
+                    self.damage.add(path, at, len, DamageKind::BadHeader);
+                }
+                Item::Block {
+                    at,
+                    len,
+                    entry,
+                    next_first,
+                } => {
+                    // Wholly before where this reader starts (opened at a position).
+                    if next_first <= self.pos.offset {
+                        continue;
+                    }
+                    let Some(h) = read_block(file, path, at, len, entry, &mut self.block_buf)?
+                    else {
+                        self.damage.add(path, at, len, DamageKind::BadHeader);
+                        continue;
+                    };
+                    let body = &self.block_buf[formats::compact::frames::BLOCK_HEADER_LEN..];
+                    if let Err(why) = self.decoder.decode(&h, body) {
+                        self.damage.add(path, at, len, DamageKind::BadBlock(why));
+                        continue;
+                    }
+                    let from = self.decoder.first_at_or_after(self.pos.offset);
+                    let segment = self.pos.segment;
+                    self.decoder.for_each_from(from, |offset, rec| {
+                        f(Position { segment, offset }, rec);
+                    });
+                    delivered += (self.decoder.len() - from) as u64;
+                    if let Some(end) = self.decoder.end_offset()
+                        && end > self.pos.offset
+                    {
+                        let step = end - self.pos.offset;
+                        self.bytes_read += step;
+                        used = used.saturating_add(step as usize);
+                        self.pos.offset = end;
+                    }
+                }
+            }
+        }
+        // The rest of the raw segment (batch headers after the last record).
+        self.bytes_read += plan.raw_len.saturating_sub(self.pos.offset);
+        Ok((delivered, used, true))
     }
 
     /// Whether a later segment exists (the current one is sealed).

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use formats::{FLAG_BATCHES, FileHeader, FileKind, Framing, Unit, decode_data_entry};
+use formats::compact::frames::FileEvent;
+use formats::{DamageKind, FLAG_BATCHES, FileHeader, FileKind, Framing, Unit, decode_data_entry};
 
 use crate::append::{AppendConfig, DataAppender, DataBatch, FramesAppender, SyncPolicy};
 use crate::damage::{Damage, DamageLog};
@@ -68,6 +69,15 @@ fn valid_units(
     Ok(())
 }
 
+/// The bytes of the frame-log segment at `path` if it is compact (version 2).
+fn compact_file(path: &Path) -> Result<Option<Vec<u8>>> {
+    let bytes = std::fs::read(path).at(path)?;
+    Ok(match FileHeader::decode_any(FileKind::FrameLog, &bytes) {
+        Ok(Some(h)) if h.is_compact() => Some(bytes),
+        _ => None,
+    })
+}
+
 /// Copies the valid contents of the log in `src` into a new log in `dst` (which must not
 /// exist or be empty). Worker id high-water marks are carried over, so programs that later
 /// append to `dst` never repeat a frame key.
@@ -100,6 +110,29 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
     let mut pending = Vec::new();
     for n in segments::list(src, FileKind::FrameLog)? {
         let path = segment_path(src, FileKind::FrameLog, n);
+        if let Some(bytes) = compact_file(&path)? {
+            // A compact segment: its records, rebuilt as version 1 records block by block.
+            let mut failed = None;
+            formats::compact::frames::decode_file(&bytes, |e| match e {
+                FileEvent::Record(_, rec) => {
+                    let at = pending.len();
+                    rec.encode_to_vec(&mut pending);
+                    out.frame_units += 1;
+                    out.frame_bytes += (pending.len() - at) as u64;
+                }
+                FileEvent::Damaged(offset, len, why) => {
+                    damage.add(&path, offset, len, DamageKind::BadBlock(why))
+                }
+            });
+            if pending.len() >= 4 << 20 {
+                failed = frames.append(&pending).err();
+                pending.clear();
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            continue;
+        }
         valid_units(&path, FileKind::FrameLog, &mut damage, |records| {
             pending.extend_from_slice(records);
             out.frame_units += 1;

@@ -32,6 +32,8 @@ pub struct WriterOptions {
     pub on_damage: Option<DamageHook>,
     /// How much of the log [`LogWriter::prune`] keeps.
     pub retention: Retention,
+    /// Compact the segments this writer seals, on a background thread at low priority.
+    pub compact: bool,
 }
 
 impl std::fmt::Debug for WriterOptions {
@@ -45,6 +47,7 @@ impl std::fmt::Debug for WriterOptions {
             .field("sync", &self.sync)
             .field("on_damage", &self.on_damage.is_some())
             .field("retention", &self.retention)
+            .field("compact", &self.compact)
             .finish()
     }
 }
@@ -60,6 +63,7 @@ impl Default for WriterOptions {
             sync: SyncPolicy::Never,
             on_damage: None,
             retention: Retention::default(),
+            compact: true,
         }
     }
 }
@@ -75,6 +79,8 @@ pub struct LogWriter {
     /// This writer's process name and pid, repeated in every frame-log segment it writes to.
     name: String,
     pid: u32,
+    /// Compacts sealed segments in the background (`WriterOptions::compact`).
+    compactor: Option<std::sync::Arc<crate::compact::Background>>,
 }
 
 fn default_process_name() -> String {
@@ -118,6 +124,9 @@ impl LogWriter {
             retention: opts.retention,
             name: opts.process_name.unwrap_or_else(default_process_name),
             pid: opts.pid.unwrap_or_else(std::process::id),
+            compactor: opts
+                .compact
+                .then(|| crate::compact::Background::for_dir(&dir, crate::compact::DEFAULT_LEVEL)),
             dir,
         };
         writer.append_worker_info()?;
@@ -198,6 +207,9 @@ impl LogWriter {
     fn sealed_one(&self, sealed: bool) {
         if sealed && self.retention.is_set() {
             let _ = self.prune();
+        }
+        if sealed && let Some(c) = &self.compactor {
+            c.wake();
         }
     }
 

@@ -729,6 +729,11 @@ impl FramesEncoder {
         self.pending_bytes.clear();
     }
 
+    /// Records pushed so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
     /// Closes the last block and returns the whole file; `raw_len` is the raw segment's length.
     pub fn finish(mut self, raw_len: u64) -> Vec<u8> {
         self.close_block();
@@ -1058,6 +1063,11 @@ impl BlockDecoder {
     /// Whether the last decoded block holds no records (or failed).
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
+    }
+
+    /// The first record of the decoded block at raw offset `offset` or later.
+    pub fn first_at_or_after(&self, offset: u64) -> usize {
+        self.rows.partition_point(|r| r.offset < offset)
     }
 
     /// Raw-segment offset of record `i` of the decoded block.

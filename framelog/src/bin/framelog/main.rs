@@ -1,5 +1,6 @@
 //! `framelog`: inspect a frame log from the command line.
 
+mod compact;
 mod data;
 mod dump;
 mod export;
@@ -53,6 +54,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Delete a log's oldest sealed segments to keep it within a size and an age.
     Prune(prune::PruneArgs),
+    /// Rewrite sealed segments in compact form (a few bytes a frame); --all seals the newest too.
+    Compact(compact::CompactArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Prune(args) => prune::run(&args),
+        Command::Compact(args) => compact::run(&args),
     };
     match result {
         Ok(code) => code,
