@@ -57,6 +57,7 @@ const MAX_RECORD_RAW: usize = 16 + 1 + 1 + 20 + 10 + 10 + 10 + 65_535;
 
 // Streams the decoder addresses by number (the others are destructured in order).
 const LABELS: usize = 0;
+const TIMES: usize = 4;
 const TYPES: usize = 1;
 const WORKERS: usize = 2;
 const PAYLOADS: usize = 9;
@@ -442,20 +443,28 @@ pub struct EncodeError {
 }
 
 /// Builds a compact (version 2) frame-log file from the records of one raw segment.
+///
+/// Every stream but `times` is written as records arrive; timestamps wait for the block to
+/// close, because each lane's first delta is taken from the block's `min_time`.
 pub struct FramesEncoder {
     out: Vec<u8>,
     index: Vec<BlockEntry>,
     records: u64,
     streams: [Vec<u8>; STREAMS],
-    label_ids: FxMap<String, u32>,
+    /// The block's labels: id by label, and the table's bytes in id order.
+    label_ids: FxMap<Box<str>, u32>,
+    label_table: Vec<u8>,
     labels: u32,
+    /// Direct-mapped cache in front of `label_ids`: (label, id) by a cheap hash.
+    label_cache: Vec<Option<(Box<str>, u32)>>,
     lanes: Lanes,
-    /// The block's records are kept until it closes: lanes start from the block's
-    /// `min_time`, known only then.
-    pending: Vec<Pending>,
-    pending_bytes: Vec<u8>,
+    /// The block's timestamps and each one's lane, for the `times` stream at close.
+    times: Vec<(u64, u32)>,
+    count: u32,
     first_offset: u64,
     prev_end: u64,
+    min_time: u64,
+    max_time: u64,
     compressor: zstd::bulk::Compressor<'static>,
     body: Vec<u8>,
     /// Per stream: raw bytes and bytes each compresses to alone (when measuring).
@@ -463,19 +472,21 @@ pub struct FramesEncoder {
     level: i32,
 }
 
-/// A record waiting for its block to close.
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    kind: u8,
-    worker: u8,
-    id: u32,
-    timestamp: u64,
-    gap: u64,
-    context: u32,
-    category: u8,
-    /// Start of the label (FrameStart) or payload (extension) in `pending_bytes`.
-    at: u32,
-    len: u32,
+/// Slots of the label cache.
+const LABEL_CACHE: usize = 256;
+
+#[inline]
+fn label_slot(label: &str) -> usize {
+    let b = label.as_bytes();
+    let mut h = b.len() as u64;
+    if b.len() >= 8 {
+        h ^= u64_at(b, 0) ^ u64_at(b, b.len() - 8).rotate_left(29);
+    } else {
+        for &x in b {
+            h = (h << 8) | u64::from(x);
+        }
+    }
+    (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % LABEL_CACHE
 }
 
 impl FramesEncoder {
@@ -483,24 +494,48 @@ impl FramesEncoder {
     pub fn new(level: i32) -> Self {
         let mut out = Vec::new();
         out.extend_from_slice(&FileHeader::compact(FileKind::FrameLog).encode());
-        Self {
+        let mut enc = Self {
             out,
             index: Vec::new(),
             records: 0,
             streams: Default::default(),
             label_ids: FxMap::default(),
+            label_table: Vec::new(),
             labels: 0,
+            label_cache: vec![None; LABEL_CACHE],
             lanes: Lanes::default(),
-            pending: Vec::new(),
-            pending_bytes: Vec::new(),
+            times: Vec::new(),
+            count: 0,
             first_offset: 0,
             prev_end: 0,
+            min_time: u64::MAX,
+            max_time: 0,
             // Creating a compression context fails only when out of memory.
             compressor: zstd::bulk::Compressor::new(level).expect("zstd context"),
             body: Vec::new(),
             measure: None,
             level,
+        };
+        enc.start_block();
+        enc
+    }
+
+    fn start_block(&mut self) {
+        for s in &mut self.streams {
+            s.clear();
         }
+        self.label_ids.clear();
+        self.label_table.clear();
+        self.labels = 0;
+        for c in &mut self.label_cache {
+            *c = None;
+        }
+        // Lanes' times are set at close; the rest of their state starts fresh now.
+        self.lanes.reset(0);
+        self.times.clear();
+        self.count = 0;
+        self.min_time = u64::MAX;
+        self.max_time = 0;
     }
 
     /// Also compresses each stream alone to report which dominates ([`FramesEncoder::stream_sizes`]).
@@ -514,6 +549,29 @@ impl FramesEncoder {
         self.measure
     }
 
+    #[inline]
+    fn label_id(&mut self, label: &str) -> u32 {
+        let slot = label_slot(label);
+        if let Some((l, id)) = &self.label_cache[slot]
+            && **l == *label
+        {
+            return *id;
+        }
+        let id = match self.label_ids.get(label) {
+            Some(&id) => id,
+            None => {
+                let id = self.labels;
+                self.labels += 1;
+                self.label_ids.insert(label.into(), id);
+                self.label_table.push(label.len() as u8);
+                self.label_table.extend_from_slice(label.as_bytes());
+                id
+            }
+        };
+        self.label_cache[slot] = Some((label.into(), id));
+        id
+    }
+
     /// Adds the record found at `offset` of the raw segment (offsets must increase, records
     /// must not overlap). `batch` records are refused: they are the raw segment's framing.
     pub fn push(&mut self, offset: u64, rec: &Record<'_>) -> Result<(), EncodeError> {
@@ -521,173 +579,138 @@ impl FramesEncoder {
             offset,
             why: why.to_owned(),
         };
-        let mut p = Pending {
-            kind: rec.type_byte(),
-            worker: rec.worker(),
-            id: rec.id(),
-            timestamp: rec.timestamp(),
-            gap: 0,
-            context: 0,
-            category: 0,
-            at: self.pending_bytes.len() as u32,
-            len: 0,
-        };
-        let raw_len = match rec {
+        // Everything that can refuse the record is checked before any stream is written.
+        let (payload_len, raw_len) = match rec {
             Record::Start(s) => {
                 if s.label.len() > 255 {
                     return Err(err("label longer than 255 bytes"));
                 }
-                p.context = s.context;
-                p.category = s.category.0;
-                self.pending_bytes.extend_from_slice(s.label.as_bytes());
-                FRAME_START_HEADER_LEN + s.label.len()
+                (0, FRAME_START_HEADER_LEN + s.label.len())
             }
-            Record::End(_) => FRAME_END_LEN,
-            Record::Dropped(d) => {
-                self.pending_bytes.extend_from_slice(&d.count.to_le_bytes());
-                EXT_HEADER_LEN + 8
-            }
-            Record::WorkerInfo(w) => {
-                if w.name.len() > u16::MAX as usize - 4 {
-                    return Err(err("worker_info payload longer than 65,535 bytes"));
-                }
-                self.pending_bytes.extend_from_slice(&w.pid.to_le_bytes());
-                self.pending_bytes.extend_from_slice(w.name.as_bytes());
-                EXT_HEADER_LEN + 4 + w.name.len()
-            }
-            Record::ThreadInfo(t) => {
-                if t.name.len() > u16::MAX as usize {
-                    return Err(err("thread_info payload longer than 65,535 bytes"));
-                }
-                self.pending_bytes.extend_from_slice(t.name.as_bytes());
-                EXT_HEADER_LEN + t.name.len()
-            }
+            Record::End(_) => (0, FRAME_END_LEN),
+            Record::Dropped(_) => (8, EXT_HEADER_LEN + 8),
+            Record::WorkerInfo(w) => (4 + w.name.len(), EXT_HEADER_LEN + 4 + w.name.len()),
+            Record::ThreadInfo(t) => (t.name.len(), EXT_HEADER_LEN + t.name.len()),
             Record::Unknown(e) => {
                 if e.kind == BATCH {
                     return Err(err("a batch record inside a batch"));
                 }
-                if e.payload.len() > u16::MAX as usize {
-                    return Err(err("payload longer than 65,535 bytes"));
-                }
-                self.pending_bytes.extend_from_slice(e.payload);
-                EXT_HEADER_LEN + e.payload.len()
+                (e.payload.len(), EXT_HEADER_LEN + e.payload.len())
             }
         };
-        p.len = self.pending_bytes.len() as u32 - p.at;
-        if self.pending.is_empty() {
+        if payload_len > u16::MAX as usize {
+            return Err(err("payload longer than 65,535 bytes"));
+        }
+        let gap = if self.count == 0 {
             self.first_offset = offset;
+            0
         } else if offset < self.prev_end {
             return Err(err("overlaps the record before it"));
         } else {
-            p.gap = offset - self.prev_end;
-        }
+            offset - self.prev_end
+        };
         self.prev_end = offset + raw_len as u64;
-        self.pending.push(p);
+        let (kind, worker, id, timestamp, label) = match rec {
+            Record::Start(s) => (START, s.worker, s.id, s.timestamp, self.label_id(s.label)),
+            Record::End(e) => (END, e.worker, e.id, e.timestamp, 0),
+            _ => (rec.type_byte(), rec.worker(), rec.id(), rec.timestamp(), 0),
+        };
+        let lane = if kind == THREAD_INFO {
+            self.lanes.switch(worker, id)
+        } else {
+            self.lanes.of(worker)
+        };
+        self.times.push((timestamp, lane as u32));
+        self.min_time = self.min_time.min(timestamp);
+        self.max_time = self.max_time.max(timestamp);
+        let [
+            _,
+            types,
+            workers,
+            gaps,
+            _,
+            ids,
+            label_ids,
+            contexts,
+            categories,
+            payloads,
+        ] = &mut self.streams;
+        types.push(kind);
+        workers.push(worker);
+        put_varint(gaps, gap);
+        let lane = &mut self.lanes.lanes[lane];
+        match rec {
+            Record::Start(s) => {
+                put_varint(ids, zigzag(i64::from(id) - i64::from(lane.last_start) - 1));
+                lane.last_start = id;
+                put_varint(label_ids, u64::from(label));
+                let ctx = match lane.stack.last() {
+                    Some(&(_, c)) if c == s.context => 0,
+                    _ if s.context == id => 1,
+                    _ => u64::from(s.context) + 2,
+                };
+                put_varint(contexts, ctx);
+                categories.push(s.category.0);
+                lane.push(id, s.context);
+            }
+            Record::End(_) => match lane.stack.iter().rev().position(|&(i, _)| i == id) {
+                Some(k) => {
+                    put_varint(ids, 2 * k as u64);
+                    if k == 0 {
+                        lane.stack.pop();
+                    } else {
+                        let at = lane.stack.len() - 1 - k;
+                        lane.stack.remove(at);
+                    }
+                }
+                None => put_varint(
+                    ids,
+                    2 * zigzag(i64::from(id) - i64::from(lane.last_start)) + 1,
+                ),
+            },
+            _ => {
+                put_varint(ids, u64::from(id));
+                put_varint(payloads, payload_len as u64);
+                match rec {
+                    Record::Dropped(d) => payloads.extend_from_slice(&d.count.to_le_bytes()),
+                    Record::WorkerInfo(w) => {
+                        payloads.extend_from_slice(&w.pid.to_le_bytes());
+                        payloads.extend_from_slice(w.name.as_bytes());
+                    }
+                    Record::ThreadInfo(t) => payloads.extend_from_slice(t.name.as_bytes()),
+                    Record::Unknown(e) => payloads.extend_from_slice(e.payload),
+                    Record::Start(_) | Record::End(_) => {}
+                }
+            }
+        }
+        self.count += 1;
         self.records += 1;
-        // Bound the raw body: every record adds at most MAX_RECORD_RAW to it.
-        let est = self.pending_bytes.len() + self.pending.len() * 48;
-        if self.pending.len() as u32 == MAX_BLOCK_RECORDS
-            || est + MAX_RECORD_RAW + 4096 > MAX_RAW_BLOCK_LEN
-        {
+        // Bound the raw body: every stream but the payloads takes at most 48 bytes a record,
+        // and the next record adds at most MAX_RECORD_RAW.
+        let est = self.streams[PAYLOADS].len() + self.label_table.len() + self.count as usize * 48;
+        if self.count == MAX_BLOCK_RECORDS || est + MAX_RECORD_RAW + 4096 > MAX_RAW_BLOCK_LEN {
             self.close_block();
         }
         Ok(())
     }
 
     fn close_block(&mut self) {
-        if self.pending.is_empty() {
+        if self.count == 0 {
             return;
         }
-        let min_time = self.pending.iter().map(|p| p.timestamp).min().unwrap_or(0);
-        let max_time = self.pending.iter().map(|p| p.timestamp).max().unwrap_or(0);
-        for s in &mut self.streams {
-            s.clear();
+        let (min_time, max_time) = (self.min_time, self.max_time);
+        for lane in &mut self.lanes.lanes[..self.lanes.used] {
+            lane.last_time = min_time;
         }
-        self.label_ids.clear();
-        self.labels = 0;
-        self.lanes.reset(min_time);
-        let mut label_table = Vec::new();
-        let pending = std::mem::take(&mut self.pending);
-        for p in &pending {
-            let payload = &self.pending_bytes[p.at as usize..(p.at + p.len) as usize];
-            let [
-                _,
-                types,
-                workers,
-                gaps,
-                times,
-                ids,
-                label_ids,
-                contexts,
-                categories,
-                payloads,
-            ] = &mut self.streams;
-            types.push(p.kind);
-            workers.push(p.worker);
-            put_varint(gaps, p.gap);
-            let lane = if p.kind == THREAD_INFO {
-                self.lanes.switch(p.worker, p.id)
-            } else {
-                self.lanes.of(p.worker)
-            };
-            let lane = &mut self.lanes.lanes[lane];
-            put_varint(
-                times,
-                zigzag(p.timestamp.wrapping_sub(lane.last_time) as i64),
-            );
-            lane.last_time = p.timestamp;
-            match p.kind {
-                START => {
-                    put_varint(
-                        ids,
-                        zigzag(i64::from(p.id) - i64::from(lane.last_start) - 1),
-                    );
-                    lane.last_start = p.id;
-                    let label = std::str::from_utf8(payload).unwrap_or_default();
-                    let id = match self.label_ids.get(label) {
-                        Some(&id) => id,
-                        None => {
-                            let id = self.labels;
-                            self.labels += 1;
-                            self.label_ids.insert(label.to_owned(), id);
-                            label_table.push(p.at as usize..(p.at + p.len) as usize);
-                            id
-                        }
-                    };
-                    put_varint(label_ids, u64::from(id));
-                    let ctx = match lane.stack.last() {
-                        Some(&(_, c)) if c == p.context => 0,
-                        _ if p.context == p.id => 1,
-                        _ => u64::from(p.context) + 2,
-                    };
-                    put_varint(contexts, ctx);
-                    categories.push(p.category);
-                    lane.push(p.id, p.context);
-                }
-                END => match lane.stack.iter().rev().position(|&(id, _)| id == p.id) {
-                    Some(k) => {
-                        put_varint(ids, 2 * k as u64);
-                        let at = lane.stack.len() - 1 - k;
-                        lane.stack.remove(at);
-                    }
-                    None => put_varint(
-                        ids,
-                        2 * zigzag(i64::from(p.id) - i64::from(lane.last_start)) + 1,
-                    ),
-                },
-                _ => {
-                    put_varint(ids, u64::from(p.id));
-                    put_varint(payloads, u64::from(p.len));
-                    payloads.extend_from_slice(payload);
-                }
-            }
+        let times = &mut self.streams[TIMES];
+        for &(t, lane) in &self.times {
+            let lane = &mut self.lanes.lanes[lane as usize];
+            put_varint(times, zigzag(t.wrapping_sub(lane.last_time) as i64));
+            lane.last_time = t;
         }
         let labels = &mut self.streams[LABELS];
-        put_varint(labels, label_table.len() as u64);
-        for r in label_table {
-            labels.push((r.end - r.start) as u8);
-            labels.extend_from_slice(&self.pending_bytes[r]);
-        }
+        put_varint(labels, u64::from(self.labels));
+        labels.extend_from_slice(&self.label_table);
         self.body.clear();
         for s in &self.streams {
             self.body.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -709,7 +732,7 @@ impl FramesEncoder {
         let header = BlockHeader {
             len: compressed.len() as u32,
             raw_len: self.body.len() as u32,
-            count: pending.len() as u32,
+            count: self.count,
             first_offset: self.first_offset,
             min_time,
             max_time,
@@ -724,14 +747,19 @@ impl FramesEncoder {
         });
         self.out.extend_from_slice(&header.encode());
         self.out.extend_from_slice(&compressed);
-        self.pending = pending;
-        self.pending.clear();
-        self.pending_bytes.clear();
+        self.start_block();
     }
 
     /// Records pushed so far.
     pub fn records(&self) -> u64 {
         self.records
+    }
+
+    /// Like [`FramesEncoder::finish`], also returning the per-stream sizes if measured.
+    pub fn finish_measured(mut self, raw_len: u64) -> (Vec<u8>, Option<[(u64, u64); STREAMS]>) {
+        self.close_block();
+        let sizes = self.measure;
+        (self.finish(raw_len), sizes)
     }
 
     /// Closes the last block and returns the whole file; `raw_len` is the raw segment's length.
@@ -1002,8 +1030,11 @@ impl BlockDecoder {
                         if k >= depth {
                             return Err(format!("end of open frame {k} of {depth}"));
                         }
-                        let at = (depth - 1 - k) as usize;
-                        row.id = lane.stack.remove(at).0;
+                        row.id = if k == 0 {
+                            lane.stack.pop().map_or(0, |e| e.0)
+                        } else {
+                            lane.stack.remove((depth - 1 - k) as usize).0
+                        };
                     } else {
                         let id = i64::from(lane.last_start) + unzigzag(id_code / 2);
                         row.id = u32::try_from(id).map_err(|_| "frame id out of range")?;
