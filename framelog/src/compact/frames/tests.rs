@@ -7,10 +7,14 @@ use crate::{LogReader, LogWriter, Position, WriterOptions};
 
 /// Writes `frames` nested frames on three threads into a log with 64 KiB segments.
 fn write_log(dir: &std::path::Path, frames: u32, compact: bool) -> LogWriter {
+    write_log_in(dir, frames, compact, 64 << 10)
+}
+
+fn write_log_in(dir: &std::path::Path, frames: u32, compact: bool, segment: u64) -> LogWriter {
     let w = LogWriter::open_with(
         dir,
         WriterOptions {
-            frames_segment_bytes: 64 << 10,
+            frames_segment_bytes: segment,
             compact,
             ..WriterOptions::default()
         },
@@ -273,4 +277,33 @@ fn a_writer_compacts_the_segments_it_seals_in_the_background() {
     let (after, damage) = read_all(dir.path());
     assert!(damage.is_empty());
     assert_eq!(after.len(), 20_000 * 3 - 20_000 / 11 - 1 + segments.len());
+}
+
+#[test]
+fn a_reader_that_had_the_raw_segment_open_keeps_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Segments bigger than one read of the reader's.
+    drop(write_log_in(dir.path(), 40_000, false, 1 << 20));
+    let (before, _) = read_all(dir.path());
+    let mut r = LogReader::open(dir.path()).unwrap();
+    let mut got = Vec::new();
+    let mut take = |p: Position, rec: Record<'_>| {
+        let mut b = Vec::new();
+        rec.encode_to_vec(&mut b);
+        got.push((p, b));
+    };
+    // Part of segment 1, read from the raw file.
+    r.read_some(1, &mut take).unwrap();
+    assert_eq!(r.position().segment, 1);
+    compact_log(
+        dir.path(),
+        &CompactOptions {
+            all: true,
+            ..CompactOptions::default()
+        },
+    )
+    .unwrap();
+    while r.read_some(1 << 20, &mut take).unwrap() > 0 {}
+    assert!(r.take_damage().is_empty());
+    assert_eq!(got, before);
 }
