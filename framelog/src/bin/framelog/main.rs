@@ -7,6 +7,7 @@ mod output;
 mod prune;
 mod serve;
 mod stats;
+mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,8 @@ enum Command {
     Export(export::ExportArgs),
     /// Record programs that connect (FRAMELOG_CONNECT=HOST:PORT) into a log directory.
     Serve(serve::ServeArgs),
+    /// Serve a log to viewers over HTTP/WebSocket (a browser, or `debugger-gui ws://HOST:PORT/ws`), following it as it grows.
+    View(view::ViewArgs),
     /// Delete a log's oldest sealed segments to keep it within a size and an age.
     Prune(prune::PruneArgs),
 }
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Prune(args) => prune::run(&args),
+        Command::View(args) => view::run(&args),
     };
     match result {
         Ok(code) => code,
