@@ -5,7 +5,7 @@
 //! buffers for a viewer, so a viewer that stops reading stalls only its own thread and is
 //! disconnected once its socket has taken nothing for [`STALL_LIMIT`].
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,13 +83,18 @@ struct Shared {
 impl ViewerServer {
     /// Binds `addr` (port 0 picks a free one) and starts serving on a thread of its own.
     pub fn bind(addr: &str, opts: ViewerOptions) -> Result<Self> {
-        let listener = TcpListener::bind(addr).map_err(|e| Error::io(addr, e))?;
-        let local = listener.local_addr().map_err(|e| Error::io(addr, e))?;
-        if !local.ip().is_loopback() && opts.token.as_deref().unwrap_or("").is_empty() {
-            return Err(Error::BadAppend(format!(
-                "serving viewers on {local} (not loopback) needs a token: pass --token SECRET or set FRAMELOG_TOKEN"
-            )));
+        // Checked before binding: an address off this machine is never opened without one.
+        let resolved: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|e| Error::io(addr, e))?
+            .collect();
+        if resolved.iter().any(|a| !a.ip().is_loopback())
+            && opts.token.as_deref().unwrap_or("").is_empty()
+        {
+            return Err(Error::TokenRequired(addr.to_owned()));
         }
+        let listener = TcpListener::bind(&resolved[..]).map_err(|e| Error::io(addr, e))?;
+        let local = listener.local_addr().map_err(|e| Error::io(addr, e))?;
         listener
             .set_nonblocking(true)
             .map_err(|e| Error::io(addr, e))?;

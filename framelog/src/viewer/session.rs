@@ -176,18 +176,19 @@ impl ViewerSession {
 
     /// Answers a DataRequest: the frame's merged data, looked up on demand.
     pub fn data(&mut self, request: u32, key: FrameKey) -> Vec<u8> {
-        let answer = self.lookup(key);
-        let mut out = Vec::new();
-        let answer = match &answer {
-            Ok(Some(doc)) => DataAnswer::Found(doc),
+        let mut doc = Vec::new();
+        let answer = match self.lookup(key) {
+            Ok(Some(d)) if d.to_writer(&mut doc).is_ok() => DataAnswer::Found(&doc),
             Ok(None) => DataAnswer::None,
-            Err(_) => DataAnswer::Lost,
+            // Damaged, deleted by retention, or unreadable: the viewer says the data is lost.
+            _ => DataAnswer::Lost,
         };
+        let mut out = Vec::new();
         ToViewer::DataReply { request, answer }.encode(&mut out);
         out
     }
 
-    fn lookup(&mut self, key: FrameKey) -> Result<Option<Vec<u8>>> {
+    fn lookup(&mut self, key: FrameKey) -> Result<Option<bson::Document>> {
         if self.data.is_none() {
             self.data = Some(DataStore::open(&self.dir)?);
         }
@@ -196,15 +197,7 @@ impl ViewerSession {
             // Data written since the last look: read the new index entries.
             store.refresh()?;
         }
-        match store.get(key)? {
-            Some(doc) => {
-                let mut bytes = Vec::new();
-                doc.to_writer(&mut bytes)
-                    .map_err(|e| crate::error::Error::BadAppend(e.to_string()))?;
-                Ok(Some(bytes))
-            }
-            None => Ok(None),
-        }
+        store.get(key)
     }
 
     /// Whether the log may have grown past what this session has read.
