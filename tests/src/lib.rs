@@ -2,6 +2,8 @@
 
 use formats::{Category, FrameEnd, FrameKey, FrameStart};
 
+pub mod viewer_client;
+
 /// The frame data a test child attaches to `key`: derived from the key so a test can
 /// recompute and compare it.
 pub fn expected_data(key: FrameKey) -> serde_json::Value {

@@ -5,125 +5,14 @@
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use formats::FrameKey;
-use formats::protocol::viewer::{
-    DataAnswer, Hello, ReadFrom, StreamStatus, ToServer, ToViewer, ViewerKind,
-};
+use formats::protocol::viewer::{ReadFrom, ToServer, ToViewer};
 use framelog::{DataStore, LogReader};
+use framelog_tests::viewer_client::{Viewer, view};
 use framelog_tests::{Serve, framelog_bin, signal, wait_until};
-use tungstenite::{Message, WebSocket};
-
-/// A viewer speaking the protocol over a real WebSocket.
-struct Viewer {
-    ws: WebSocket<TcpStream>,
-    records: Vec<u8>,
-    status: Option<StreamStatus>,
-    credit_left: i64,
-}
-
-const CREDIT: u32 = 4 << 20;
-
-impl Viewer {
-    /// Connects to `http://HOST:PORT/`'s `/ws` and says Hello with `token`.
-    fn connect(url: &str, token: &str) -> (Viewer, ToViewer<'static>) {
-        let host = url
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-        let stream = TcpStream::connect(&host).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let (ws, _) = tungstenite::client(format!("ws://{host}/ws"), stream).unwrap();
-        let mut v = Viewer {
-            ws,
-            records: Vec::new(),
-            status: None,
-            credit_left: 0,
-        };
-        v.send(ToServer::Hello(Hello {
-            token: token.into(),
-            kinds: ViewerKind::server_kinds(),
-        }));
-        let first = v.recv_raw().expect("an answer to Hello");
-        let owned = match ToViewer::decode(&first).unwrap() {
-            ToViewer::Welcome { recording, name } => ToViewer::Welcome { recording, name },
-            ToViewer::Refused { reason, text } => ToViewer::Refused { reason, text },
-            other => panic!("first message {other:?}"),
-        };
-        (v, owned)
-    }
-
-    fn send(&mut self, m: ToServer) {
-        let mut out = Vec::new();
-        m.encode(&mut out);
-        self.ws.send(Message::Binary(out.into())).unwrap();
-    }
-
-    /// The next binary message; `None` once the server closed the connection.
-    fn recv_raw(&mut self) -> Option<Vec<u8>> {
-        loop {
-            match self.ws.read() {
-                Ok(Message::Binary(b)) => return Some(b.to_vec()),
-                Ok(Message::Close(_)) | Err(_) => return None,
-                Ok(_) => {}
-            }
-        }
-    }
-
-    fn start(&mut self) {
-        self.send(ToServer::Read(ReadFrom::Start));
-        self.send(ToServer::Credit(CREDIT));
-        self.credit_left = i64::from(CREDIT);
-    }
-
-    /// Takes one message in, granting credit as it is used.
-    fn step(&mut self) -> Option<Vec<u8>> {
-        let m = self.recv_raw()?;
-        match ToViewer::decode(&m).expect("server messages decode") {
-            ToViewer::Records { records, .. } => {
-                self.records.extend_from_slice(records);
-                self.credit_left -= records.len() as i64;
-                if self.credit_left < i64::from(CREDIT / 2) {
-                    self.send(ToServer::Credit(CREDIT));
-                    self.credit_left += i64::from(CREDIT);
-                }
-            }
-            ToViewer::Status(s) => self.status = Some(s),
-            _ => {}
-        }
-        Some(m)
-    }
-
-    /// Reads until the stream is caught up with no process writing the log.
-    fn until_finished(&mut self, secs: u64) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while !self
-            .status
-            .as_ref()
-            .is_some_and(|s| s.caught_up && s.writers.is_empty())
-        {
-            assert!(Instant::now() < deadline, "viewer never caught up");
-            self.step().expect("connection open");
-        }
-    }
-
-    fn data(&mut self, request: u32, key: FrameKey) -> Option<bson::Document> {
-        self.send(ToServer::DataRequest { request, key });
-        loop {
-            let m = self.step().expect("connection open");
-            if let ToViewer::DataReply { request: r, answer } = ToViewer::decode(&m).unwrap() {
-                assert_eq!(r, request);
-                return match answer {
-                    DataAnswer::Found(doc) => Some(bson::Document::from_reader(doc).unwrap()),
-                    _ => None,
-                };
-            }
-        }
-    }
-}
+use tungstenite::Message;
 
 /// The log's records, re-encoded in the order a reader delivers them.
 fn log_records(dir: &std::path::Path) -> Vec<u8> {
@@ -133,29 +22,6 @@ fn log_records(dir: &std::path::Path) -> Vec<u8> {
         .read_available(|_, r| r.encode_to_vec(&mut out))
         .unwrap();
     out
-}
-
-/// `framelog view DIR --http 127.0.0.1:0 EXTRA…`, and the URL from its first line.
-fn view(dir: &std::path::Path, extra: &[&str]) -> (Child, String) {
-    let mut child = Command::new(framelog_bin())
-        .arg("view")
-        .arg(dir)
-        .args(["--http", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("serving ")
-        .unwrap_or_else(|| panic!("first line {line:?}"))
-        .to_owned();
-    (child, url)
 }
 
 /// A `session_child` streaming to `addr` (FRAMELOG_CONNECT, as the README runs programs).
