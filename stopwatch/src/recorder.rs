@@ -33,8 +33,10 @@ use crate::writer;
 
 /// Default pool size.
 const DEFAULT_POOL_KIB: usize = 4096;
-/// Largest single buffer.
-const MAX_BUFFER: usize = 64 << 10;
+/// Largest single buffer: a buffer's records, after the ThreadInfo record the writer puts
+/// before them (at most 16 + 255 bytes), are one batch, which `docs/FORMAT.md` closes before
+/// its records pass 64 KiB.
+const MAX_BUFFER: usize = (64 << 10) - 512;
 /// Smallest single buffer (a pool smaller than this still gets two buffers).
 const MIN_BUFFER: usize = 4 << 10;
 /// Frame-data updates that may wait for the writer.
@@ -395,10 +397,14 @@ static GLOBAL: AtomicPtr<Inner> = AtomicPtr::new(std::ptr::null_mut());
 /// Runs `f` with the global recorder, if one is installed.
 #[inline(always)]
 pub(crate) fn with_global<R>(f: impl FnOnce(&Arc<Inner>) -> R) -> Option<R> {
-    let p = GLOBAL.load(Ordering::Acquire);
+    // One relaxed load decides the no-recorder case (a plain load, nothing else).
+    let p = GLOBAL.load(Ordering::Relaxed);
     if p.is_null() {
         return None;
     }
+    // Pairs with `install`'s Release (its compare-exchange): the `Inner` behind `p` is seen
+    // fully initialised. Free on x86 (a compiler barrier).
+    std::sync::atomic::fence(Ordering::Acquire);
     // SAFETY: `p` came from `Arc::into_raw` and its strong count is never released (see
     // `GLOBAL`), so it is alive; `ManuallyDrop` keeps this borrow from releasing it.
     let arc = ManuallyDrop::new(unsafe { Arc::from_raw(p) });
