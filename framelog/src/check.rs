@@ -203,10 +203,26 @@ fn check_frames(report: &mut Report, path: &Path, bytes: &[u8], live: bool) {
     }
 }
 
-fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Result<()> {
+/// Checks data segment `n` (its `.framedata` and `.frameidx`, or its compact file).
+pub(crate) fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Result<()> {
     let data_path = segment_path(dir, FileKind::FrameData, n);
     let bytes = std::fs::read(&data_path).at(&data_path)?;
     report.files += 1;
+    if let Ok(Some(h)) = FileHeader::decode_any(FileKind::FrameData, &bytes)
+        && h.is_compact()
+    {
+        check_compact_data(report, &data_path, &bytes);
+        let idx_path = segment_path(dir, FileKind::FrameIndex, n);
+        if idx_path.exists() {
+            report.add(
+                Severity::Note,
+                &idx_path,
+                0,
+                "index left beside a compact data file by an interrupted compaction: ignored (the next compaction deletes it)",
+            );
+        }
+        return Ok(());
+    }
     // Start offset of every whole, valid data entry, and the markers of valid batches.
     let mut starts: HashMap<u32, FrameKey> = HashMap::new();
     let mut markers: HashMap<u32, DataMarker> = HashMap::new();
@@ -463,5 +479,118 @@ fn check_framed_index(
             u64::from(*seek),
             "data batch has no index entries (the next writer indexes it again)",
         );
+    }
+}
+
+/// Checks a compact (version 2) data file: trailer, dictionary and index, then every data
+/// block (header, checksum, decompression, entries, BSON) and that every index entry points
+/// at the start of an entry with its key.
+fn check_compact_data(report: &mut Report, path: &Path, bytes: &[u8]) {
+    use formats::compact::data::{DataFile, block_entries};
+    let mut file = match DataFile::parse(bytes) {
+        Ok(f) => f,
+        Err(e) => {
+            report.add(
+                Severity::Error,
+                path,
+                e.offset,
+                format!(
+                    "{}: the file's index is unreadable, so its {} bytes of data are lost",
+                    e.kind,
+                    bytes.len()
+                ),
+            );
+            return;
+        }
+    };
+    let index = std::mem::take(&mut file.index.entries);
+    report.index_entries += index.len() as u64;
+    let blocks = file.index.blocks.clone();
+    let end_of_blocks = file.trailer.index_offset;
+    let mut starts: HashMap<(u32, u32), FrameKey> = HashMap::new();
+    let mut lost = std::collections::HashSet::new();
+    for (b, &at) in blocks.iter().enumerate() {
+        let next = blocks.get(b + 1).copied().unwrap_or(end_of_blocks);
+        match file.block(b) {
+            Ok((h, _, raw)) => {
+                report.batches += 1;
+                if at + h.total_len() != next {
+                    report.add(
+                        Severity::Error,
+                        path,
+                        at + h.total_len(),
+                        format!(
+                            "{} bytes after data block {b} belong to no block",
+                            next - (at + h.total_len())
+                        ),
+                    );
+                }
+                match block_entries(&raw, h.count) {
+                    Ok(entries) => {
+                        for (offset, e) in entries {
+                            if let Err(err) = e.parse() {
+                                report.add(
+                                    Severity::Error,
+                                    path,
+                                    at,
+                                    format!(
+                                        "data block {b}, entry of {} at byte {offset} of the block: {}",
+                                        e.key, err.kind
+                                    ),
+                                );
+                            }
+                            starts.insert((b as u32, offset), e.key);
+                            report.data_entries += 1;
+                        }
+                    }
+                    Err(e) => {
+                        lost.insert(b as u32);
+                        report.add(
+                            Severity::Error,
+                            path,
+                            at,
+                            format!("data block {b} (byte {} of its body): {}", e.offset, e.kind),
+                        );
+                    }
+                }
+            }
+            Err(e) => {
+                lost.insert(b as u32);
+                report.add(
+                    Severity::Error,
+                    path,
+                    e.offset,
+                    format!(
+                        "{} bytes skipped: data block {b}: {}",
+                        next.saturating_sub(at),
+                        e.kind
+                    ),
+                );
+            }
+        }
+    }
+    for (i, e) in index.iter().enumerate() {
+        if lost.contains(&e.block) {
+            // Its block is damaged (reported above).
+            continue;
+        }
+        match starts.get(&(e.block, e.offset)) {
+            Some(k) if *k == e.key => {}
+            found => report.add(
+                Severity::Error,
+                path,
+                end_of_blocks,
+                format!(
+                    "index entry {i} for {} points at byte {} of data block {}, which {}",
+                    e.key,
+                    e.offset,
+                    e.block,
+                    match found {
+                        Some(k) => format!("holds data of {k}"),
+                        None => "is not the start of a data entry".to_owned(),
+                    }
+                ),
+            ),
+        }
     }
 }

@@ -34,7 +34,7 @@ const INDEX_BASE_LIMIT: u64 = MAX_RAW_BLOCK_LEN as u64;
 const STREAMS: usize = 5;
 
 fn bad(offset: u64, why: impl Into<String>) -> DecodeError {
-    DecodeError::new(offset, ErrorKind::BadDocument(why.into()))
+    DecodeError::new(offset, ErrorKind::Compact(why.into()))
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
