@@ -21,13 +21,12 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use formats::compact::data::{
-    BLOCK_HEADER_LEN, BlockDecoder, BlockHeader, DATA_MAGIC, DICT_MAGIC, INDEX_MAGIC,
-    TRAILER_LEN, Trailer, decode_index, entry_at,
+    BLOCK_HEADER_LEN, BlockDecoder, BlockHeader, DATA_MAGIC, DICT_MAGIC, INDEX_MAGIC, TRAILER_LEN,
+    Trailer, decode_index, entry_at,
 };
 use formats::{
     DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileHeader, FileKind, FrameKey,
-    HEADER_LEN, INDEX_ENTRY_LEN, Probe, check_index_entries, decode_data_entry,
-    decode_index_entry,
+    HEADER_LEN, INDEX_ENTRY_LEN, Probe, check_index_entries, decode_data_entry, decode_index_entry,
 };
 use memmap2::{Mmap, MmapOptions};
 
@@ -531,7 +530,10 @@ impl DataStore {
             return Err(corrupt(
                 path,
                 at,
-                format!("data block {block} is damaged ({} bytes skipped)", next - at),
+                format!(
+                    "data block {block} is damaged ({} bytes skipped)",
+                    next - at
+                ),
             ));
         }
         let found = (|| -> Result<std::result::Result<Vec<u8>, formats::DecodeError>> {
@@ -546,7 +548,8 @@ impl DataStore {
                 }
                 Err(e) => return Ok(Err(e)),
             };
-            Ok(c.decoder.body(&h, &buf[BLOCK_HEADER_LEN..h.total_len() as usize]))
+            Ok(c.decoder
+                .body(&h, &buf[BLOCK_HEADER_LEN..h.total_len() as usize]))
         })()?;
         let body = match found {
             Ok(body) => body,
@@ -560,7 +563,11 @@ impl DataStore {
                 return Err(corrupt(
                     path,
                     at + e.offset,
-                    format!("data block {block} is damaged ({} bytes skipped): {}", next - at, e.kind),
+                    format!(
+                        "data block {block} is damaged ({} bytes skipped): {}",
+                        next - at,
+                        e.kind
+                    ),
                 ));
             }
         };
@@ -577,7 +584,11 @@ impl DataStore {
         let Some(locs) = self.index.get(&key) else {
             return Ok(Vec::new());
         };
-        let locs = locs.as_slice().to_vec();
+        let mut locs = locs.as_slice().to_vec();
+        // File order across segments: a segment loaded late (its index appeared after a later
+        // segment's, or compaction replaced it mid-refresh) still comes before later ones.
+        // Stable, so entries keep their order within a segment.
+        locs.sort_by_key(|l| self.segments[l.segment as usize].0);
         let mut out = Vec::with_capacity(locs.len());
         for loc in locs {
             let seek = loc.seek as usize;
@@ -587,7 +598,10 @@ impl DataStore {
                 let seg = &self.segments[si].1;
                 let body = &self.cache[c].2;
                 let e = entry_at(body, loc.seek, key).map_err(|e| {
-                    let at = seg.compact.as_ref().map_or(0, |c| c.blocks[loc.batch as usize]);
+                    let at = seg
+                        .compact
+                        .as_ref()
+                        .map_or(0, |c| c.blocks[loc.batch as usize]);
                     corrupt(
                         &seg.data_path,
                         at,
@@ -697,12 +711,14 @@ fn open_data(path: &Path) -> Result<Opened> {
     };
     let mut head = [0u8; HEADER_LEN];
     let n = read_full_at(&file, path, &mut head, 0)?;
-    Ok(match FileHeader::decode_any(FileKind::FrameData, &head[..n]) {
-        Ok(None) => Opened::NotYet,
-        Ok(Some(h)) if h.is_compact() => Opened::Compact(file),
-        // A raw file, or a header too damaged to tell: the index decides, as before.
-        _ => Opened::Raw(file),
-    })
+    Ok(
+        match FileHeader::decode_any(FileKind::FrameData, &head[..n]) {
+            Ok(None) => Opened::NotYet,
+            Ok(Some(h)) if h.is_compact() => Opened::Compact(file),
+            // A raw file, or a header too damaged to tell: the index decides, as before.
+            _ => Opened::Raw(file),
+        },
+    )
 }
 
 /// What a compact file's index gives a store: the index, a decoder (with the dictionary),
@@ -742,9 +758,17 @@ fn read_compact_index(
             Ok(_) => return bad(HEADER_LEN as u64, "dictionary block runs past the data"),
             Err(e) => return Ok(Err(e.shifted(HEADER_LEN as u64))),
         };
-        let body = read_vec_at(file, path, (HEADER_LEN + BLOCK_HEADER_LEN) as u64, h.len as usize)?;
+        let body = read_vec_at(
+            file,
+            path,
+            (HEADER_LEN + BLOCK_HEADER_LEN) as u64,
+            h.len as usize,
+        )?;
         if !h.body_matches(&body) {
-            return bad(HEADER_LEN as u64, "dictionary block fails its CRC32C checksum");
+            return bad(
+                HEADER_LEN as u64,
+                "dictionary block fails its CRC32C checksum",
+            );
         }
         first_block += h.total_len();
         dictionary = Some(body);
@@ -773,7 +797,10 @@ fn read_compact_index(
         Err(e) => return bad(at, &format!("index block: {}", e.kind)),
     };
     if index.blocks.first().is_some_and(|&b| b != first_block) {
-        return bad(first_block, "the first data block is not where the index says");
+        return bad(
+            first_block,
+            "the first data block is not where the index says",
+        );
     }
     Ok(Ok((index, decoder, at)))
 }

@@ -140,7 +140,11 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
 
 /// If the data file at `path` is compact (version 2), pushes the entries of its good blocks
 /// onto `batch`, records the damage, and returns `true`; `false` for a raw file.
-fn compact_data_entries(path: &Path, damage: &mut DamageLog, batch: &mut DataBatch) -> Result<bool> {
+fn compact_data_entries(
+    path: &Path,
+    damage: &mut DamageLog,
+    batch: &mut DataBatch,
+) -> Result<bool> {
     use formats::compact::data::{DataFile, block_entries};
     let bytes = std::fs::read(path).at(path)?;
     match FileHeader::decode_any(FileKind::FrameData, &bytes) {
@@ -154,19 +158,25 @@ fn compact_data_entries(path: &Path, damage: &mut DamageLog, batch: &mut DataBat
         Ok(f) => f,
         Err(e) => {
             // Without its index the file's blocks cannot be trusted to be whole: all lost.
-            damage.add(path, 0, bytes.len() as u64, lost(&e, "compact data file's index unreadable"));
+            damage.add(
+                path,
+                0,
+                bytes.len() as u64,
+                lost(&e, "compact data file's index unreadable"),
+            );
             return Ok(true);
         }
     };
     let blocks = file.index.blocks.clone();
     for (b, &at) in blocks.iter().enumerate() {
-        let next = blocks.get(b + 1).copied().unwrap_or(file.trailer.index_offset);
-        let found = file
-            .block(b)
-            .and_then(|(h, at, raw)| {
-                let checked = block_entries(&raw, h.count).map(|_| ());
-                checked.map_err(|e| e.shifted(at)).map(|()| raw)
-            });
+        let next = blocks
+            .get(b + 1)
+            .copied()
+            .unwrap_or(file.trailer.index_offset);
+        let found = file.block(b).and_then(|(h, at, raw)| {
+            let checked = block_entries(&raw, h.count).map(|_| ());
+            checked.map_err(|e| e.shifted(at)).map(|()| raw)
+        });
         match found {
             Ok(raw) => {
                 let mut pos = 0;

@@ -72,7 +72,11 @@ pub fn compact_data_segment(dir: &Path, n: u32, level: i32) -> Result<SegmentOut
     // The entries a reader delivers: the index's, in its order (file order), markers left out
     // (frame id 0 never names a frame).
     let mut entries = Vec::new();
-    for chunk in idx_bytes.get(HEADER_LEN..).unwrap_or_default().chunks_exact(9) {
+    for chunk in idx_bytes
+        .get(HEADER_LEN..)
+        .unwrap_or_default()
+        .chunks_exact(9)
+    {
         let e = decode_index_entry(chunk).expect("nine bytes");
         if e.key.id == 0 {
             continue;
