@@ -406,7 +406,7 @@ fn damaged_or_unsealed_segments_stay_raw() {
     // A torn tail (a partial batch at the end of a sealed segment) too.
     let path = data_path(dir, 2);
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes.extend_from_slice(&bytes[16..40].to_vec());
+    bytes.extend_from_within(16..40);
     std::fs::write(&path, &bytes).unwrap();
     assert!(matches!(
         compact_data_segment(dir, 2, 3).unwrap(),
