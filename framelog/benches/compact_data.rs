@@ -7,6 +7,11 @@
 //! - lookup: one random frame's data in a compacted ≈1 GiB data segment against the same
 //!   lookup in the raw segment, same run, same keys (p50/p99 printed, then criterion);
 //! - compaction: raw bytes compacted per second (64 MiB segments, zstd level 3).
+//!
+//! `FRAMELOG_BENCH_1GIB=0` skips the 1 GiB part (a minute to build and compact).
+
+// criterion's macros generate undocumented items.
+#![allow(missing_docs)]
 
 use std::hint::black_box;
 use std::path::Path;
@@ -25,7 +30,9 @@ const LEVEL: i32 = 3;
 /// SQL-like documents with some entropy (ids, names, timings), ≈300-900 bytes each.
 fn document(rng: &mut impl Rng, id: u32) -> Vec<u8> {
     const TABLES: [&str; 6] = ["users", "orders", "items", "sessions", "payments", "carts"];
-    const NAMES: [&str; 8] = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"];
+    const NAMES: [&str; 8] = [
+        "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi",
+    ];
     let table = TABLES[rng.gen_range(0..TABLES.len())];
     let rows: Vec<_> = (0..rng.gen_range(1..8))
         .map(|_| {
@@ -89,7 +96,9 @@ fn raw_documents(dir: &Path) -> Vec<(FrameKey, Vec<u8>)> {
         .filter_map(decode_index_entry)
         .filter(|e| e.key.id != 0)
         .map(|e| {
-            let d = decode_data_entry(&data[e.seek as usize..]).unwrap().unwrap();
+            let d = decode_data_entry(&data[e.seek as usize..])
+                .unwrap()
+                .unwrap();
             (e.key, d.document.to_vec())
         })
         .collect()
@@ -171,7 +180,10 @@ fn report_log(name: &str, dir: &Path) {
 
 fn size(_: &mut Criterion) {
     let mut any = false;
-    for (name, var) in [("demo", "FRAMELOG_BENCH_DEMO"), ("stress", "FRAMELOG_BENCH_STRESS")] {
+    for (name, var) in [
+        ("demo", "FRAMELOG_BENCH_DEMO"),
+        ("stress", "FRAMELOG_BENCH_STRESS"),
+    ] {
         if let Some(dir) = std::env::var_os(var) {
             report_log(name, Path::new(&dir));
             any = true;
@@ -190,13 +202,21 @@ fn pct(v: &[u64], p: f64) -> u64 {
 }
 
 fn lookup(c: &mut Criterion) {
+    if std::env::var_os("FRAMELOG_BENCH_1GIB").is_some_and(|v| v == "0") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
     let keys = raw_segment(dir.path(), 1 << 30);
-    eprintln!("built a raw 1 GiB data segment ({} entries) in {:.1?}", keys.len(), t.elapsed());
+    eprintln!(
+        "built a raw 1 GiB data segment ({} entries) in {:.1?}",
+        keys.len(),
+        t.elapsed()
+    );
     // The raw store indexes (and maps) the raw pair before compaction and keeps reading it.
     let mut raw = DataStore::open(dir.path()).unwrap();
-    let sample: Vec<(FrameKey, Vec<u8>)> = raw_documents(dir.path()).into_iter().step_by(64).collect();
+    let sample: Vec<(FrameKey, Vec<u8>)> =
+        raw_documents(dir.path()).into_iter().step_by(64).collect();
     eprintln!(
         "size 1 GiB synthetic (one segment's docs, every 64th): no dictionary {} B, 16 KiB dictionary {} B",
         encoded_len(&sample, 0),

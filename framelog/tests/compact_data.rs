@@ -123,6 +123,9 @@ fn every_key_reads_the_same_before_and_after_compaction() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let keys = write_log(dir);
+    // The debugger moves a store to its loader thread.
+    fn send<T: Send>() {}
+    send::<DataStore>();
     let mut before = DataStore::open(dir).unwrap();
     let expected = snapshot(&mut before, &keys);
     assert!(expected.iter().all(|(_, e)| !e.is_empty()));

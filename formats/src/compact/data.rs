@@ -947,6 +947,39 @@ mod tests {
     }
 
     #[test]
+    fn the_index_limit_grows_with_its_entries_and_wrapping_ids_stay_small() {
+        let index = |raw_len: u32, count: u32| BlockHeader {
+            magic: INDEX_MAGIC,
+            len: 100,
+            raw_len,
+            count,
+            crc: 0,
+        };
+        // A full 1 GiB segment: millions of entries, an index over 16 MiB.
+        let big = index(40 << 20, 2_000_000).encode();
+        assert!(BlockHeader::decode(&big).is_ok());
+        let lying = index(40 << 20, 1000).encode();
+        assert!(BlockHeader::decode(&lying).is_err());
+        let mut data = index(MAX_RAW_BLOCK_LEN as u32 + 1, 2_000_000);
+        data.magic = DATA_MAGIC;
+        assert!(BlockHeader::decode(&data.encode()).is_err());
+
+        // Ids across u32::MAX: one byte each in the ids stream.
+        let keys = [u32::MAX - 1, u32::MAX, 0, 1, 2].map(|id| FrameKey::new(9, id));
+        let entries: Vec<_> = keys.iter().map(|&k| (k, doc(k.id, "wrap"))).collect();
+        let bytes = encode(&entries, None, DATA_BLOCK_TARGET);
+        assert_eq!(decode_data_file(&bytes).unwrap(), entries);
+        let mut f = DataFile::parse(&bytes).unwrap();
+        let at = f.trailer.index_offset as usize;
+        let h = BlockHeader::decode(&bytes[at..]).unwrap();
+        let body = &bytes[at + BLOCK_HEADER_LEN..at + h.total_len() as usize];
+        let raw = f.decoder.body(&h, body).unwrap();
+        let ids_len = u32_at(&raw, 8) as usize;
+        // u32::MAX - 1 is -2 from 0 modulo 2^32, and every later id 1 more: a byte each.
+        assert_eq!(ids_len, 5);
+    }
+
+    #[test]
     fn an_empty_file_and_oversized_entries() {
         let bytes = encode(&[], None, DATA_BLOCK_TARGET);
         assert_eq!(decode_data_file(&bytes).unwrap(), vec![]);
