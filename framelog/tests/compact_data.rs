@@ -416,4 +416,44 @@ fn damaged_or_unsealed_segments_stay_raw() {
         SegmentOutcome::Damaged { .. }
     ));
     assert!(!is_compact(&path));
+    // No temporary file is left behind by the attempts.
+    let tmp_files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(tmp_files.is_empty(), "{tmp_files:?}");
+}
+
+#[test]
+fn an_older_unframed_pair_is_compacted_too() {
+    // Written by hand as writers before batch framing did: no FLAG_BATCHES, no markers.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut data = FileHeader::new(FileKind::FrameData).encode().to_vec();
+    let mut idx = FileHeader::new(FileKind::FrameIndex).encode().to_vec();
+    let mut keys = Vec::new();
+    for id in 1..=300u32 {
+        let key = FrameKey::new((id % 2) as u8, id / 2 + 1);
+        let doc =
+            formats::to_document(&serde_json::json!({"sql": format!("SELECT {id}")})).unwrap();
+        let seek = data.len() as u32;
+        formats::encode_data_entry(&mut data, key, &doc);
+        idx.extend_from_slice(&formats::IndexEntry { key, seek }.encode());
+        keys.push(key);
+    }
+    keys.sort();
+    keys.dedup();
+    std::fs::write(data_path(dir, 1), &data).unwrap();
+    std::fs::write(segments::segment_path(dir, FileKind::FrameIndex, 1), &idx).unwrap();
+    std::fs::File::create(data_path(dir, 2)).unwrap();
+    let expected = snapshot(&mut DataStore::open(dir).unwrap(), &keys);
+    assert!(matches!(
+        compact_data_segment(dir, 1, 3).unwrap(),
+        SegmentOutcome::Compacted { items: 300, .. }
+    ));
+    same(
+        &snapshot(&mut DataStore::open(dir).unwrap(), &keys),
+        &expected,
+    );
 }

@@ -2,18 +2,20 @@
 //! (`docs/FORMAT.md`, *Compact frame data*).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use formats::compact::data::DataFileEncoder;
 use formats::{
-    DamageKind, FileHeader, FileKind, Framing, HEADER_LEN, Unit, decode_data_entry,
-    decode_index_entry,
+    DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileHeader, FileKind, FrameKey, Framing,
+    HEADER_LEN, INDEX_ENTRY_LEN, Probe, Unit, check_index_entries, data_batch_entries,
+    decode_data_entry, decode_index_entry,
 };
 
 use super::{SegmentOutcome, replace_atomically, sync_dir};
 use crate::check::{Report, check_data_framing};
 use crate::error::{Error, IoContext, Result};
+use crate::pread::{read_full_at, read_vec_at};
 use crate::segments::{exists, segment_path};
 
 /// Data blocks are closed before 64 KiB of entries. Measured on the demo workload (zstd -3):
@@ -41,7 +43,7 @@ pub fn compact_data_segment(dir: &Path, n: u32, level: i32) -> Result<SegmentOut
     let sealed = exists(dir, FileKind::FrameData, n + 1);
     let _ = data.unlock();
     let mut head = [0u8; HEADER_LEN];
-    let got = crate::pread::read_full_at(&data, &data_path, &mut head, 0)?;
+    let got = read_full_at(&data, &data_path, &mut head, 0)?;
     if let Ok(Some(h)) = FileHeader::decode_any(FileKind::FrameData, &head[..got])
         && h.is_compact()
     {
@@ -51,25 +53,212 @@ pub fn compact_data_segment(dir: &Path, n: u32, level: i32) -> Result<SegmentOut
     if !sealed {
         return Ok(SegmentOutcome::NotSealed);
     }
-    // Clean means what `framelog check` means for a sealed pair, no finding at all, but for
-    // parsing the documents: they are copied as bytes, as readers deliver them.
+    let idx = match std::fs::read(&idx_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Compacted by another process since the header was read; else never indexed
+            // (the check says so).
+            if is_compact(&data_path)? {
+                return Ok(SegmentOutcome::AlreadyCompact);
+            }
+            return damaged(dir, n, &data_path);
+        }
+        Err(e) => return Err(Error::io(&idx_path, e)),
+    };
+    let framed = |kind, bytes: &[u8]| {
+        FileHeader::decode(kind, bytes)
+            .ok()
+            .flatten()
+            .is_some_and(|h| h.flags & FLAG_BATCHES != 0 && usize::from(h.header_len) == HEADER_LEN)
+    };
+    if !(framed(FileKind::FrameIndex, &idx) && framed(FileKind::FrameData, &head[..got])) {
+        return compact_whole(dir, n, level, &data_path, &idx);
+    }
+    // Framed (every pair written since batch framing): one streaming pass, a batch at a
+    // time, so a 1 GiB segment never sits in memory; anything not clean stops it.
+    let data_len = data.metadata().at(&data_path)?.len();
+    let raw_len = data_len + idx.len() as u64;
+    let mut walked = None;
+    let written = replace_atomically(&data_path, |file| {
+        // No dictionary: measured on the demo workload, a trained one (4-64 KiB) saves at
+        // most 1 % with 64 KiB blocks (2 % on the synthetic 1 GiB log of the benchmark) and
+        // costs more than it saves in small segments (its own bytes): blocks this size
+        // already hold the repetition a dictionary would capture.
+        let mut enc = DataFileEncoder::new(level, None, BLOCK_TARGET);
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut write_err = None;
+        let walk = walk_framed(&data, &data_path, data_len, &idx, |key, doc| {
+            enc.push(key, doc);
+            match out.write_all(&enc.take_output()) {
+                Ok(()) => true,
+                Err(e) => {
+                    write_err = Some(e);
+                    false
+                }
+            }
+        })?;
+        if let Some(e) = write_err {
+            return Err(Error::io(&data_path, e));
+        }
+        let stop = !matches!(walk, Walk::Clean(_));
+        walked = Some(walk);
+        if stop {
+            // Not an error: the outcome says why below (the temporary file is removed).
+            return Err(Error::BadAppend("not compacted".into()));
+        }
+        out.write_all(&enc.finish(raw_len)).at(&data_path)?;
+        out.flush().at(&data_path)?;
+        Ok(())
+    });
+    let compact_bytes = match (written, walked) {
+        (Ok(len), _) => len,
+        (Err(_), Some(Walk::Damaged)) => return damaged(dir, n, &data_path),
+        (Err(_), Some(Walk::TooLarge(key, len))) => return Err(too_large(&data_path, key, len)),
+        (Err(e), _) => return Err(e),
+    };
+    let Some(Walk::Clean(items)) = walked else {
+        unreachable!("written only when clean")
+    };
+    remove_leftover_index(&idx_path)?;
+    Ok(SegmentOutcome::Compacted {
+        raw_bytes: raw_len,
+        compact_bytes,
+        items,
+    })
+}
+
+/// What walking a framed pair found.
+#[derive(Debug, Clone, Copy)]
+enum Walk {
+    /// Every batch whole, indexed and valid: this many entries.
+    Clean(u64),
+    /// Something is not (the check says what).
+    Damaged,
+    /// An entry too large for a compact block: its key and document length.
+    TooLarge(FrameKey, usize),
+}
+
+/// Walks a framed pair batch by batch in index order, checking what `framelog check` checks
+/// but the documents' BSON (markers, checksums, index entries against their batch, batches
+/// back to back from the header to the end of the data file, no partial index batch), and
+/// calls `f` with every entry; `f` returns `false` to stop (it could not write).
+fn walk_framed(
+    data: &File,
+    path: &Path,
+    data_len: u64,
+    idx: &[u8],
+    mut f: impl FnMut(FrameKey, &[u8]) -> bool,
+) -> Result<Walk> {
+    let mut pos = HEADER_LEN;
+    let mut seek = HEADER_LEN as u64;
+    let mut items = 0u64;
+    while pos < idx.len() {
+        let Some(own) = decode_index_entry(&idx[pos..]) else {
+            return Ok(Walk::Damaged);
+        };
+        if own.key.id != 0 || u64::from(own.seek) != seek {
+            return Ok(Walk::Damaged);
+        }
+        let mut head = [0u8; DATA_MARKER_LEN];
+        let got = read_full_at(data, path, &mut head, seek)?;
+        let Probe::Valid(m) = DataMarker::probe(&head[..got]) else {
+            return Ok(Walk::Damaged);
+        };
+        let need = (1 + m.count as usize) * INDEX_ENTRY_LEN;
+        let body_at = seek + DATA_MARKER_LEN as u64;
+        let Some(entries) = idx
+            .get(pos + INDEX_ENTRY_LEN..pos + need)
+            .and_then(|e| check_index_entries(&m, e, body_at))
+        else {
+            return Ok(Walk::Damaged);
+        };
+        let body = read_vec_at(data, path, body_at, m.len as usize)?;
+        if !m.body_matches(&body) {
+            return Ok(Walk::Damaged);
+        }
+        let Some(walked) = data_batch_entries(&body) else {
+            return Ok(Walk::Damaged);
+        };
+        if walked.len() != entries.len() {
+            return Ok(Walk::Damaged);
+        }
+        for (&(key, off), e) in walked.iter().zip(&entries) {
+            if e.key != key || u64::from(e.seek) != body_at + u64::from(off) {
+                return Ok(Walk::Damaged);
+            }
+            let Ok(Some(entry)) = decode_data_entry(&body[off as usize..]) else {
+                return Ok(Walk::Damaged);
+            };
+            if !DataFileEncoder::fits(entry.document.len()) {
+                return Ok(Walk::TooLarge(key, entry.document.len()));
+            }
+            if !f(key, entry.document) {
+                return Ok(Walk::Damaged);
+            }
+            items += 1;
+        }
+        seek = body_at + u64::from(m.len);
+        pos += need;
+    }
+    // Anything after the last indexed batch is unindexed batches or a torn tail.
+    Ok(if seek == data_len {
+        Walk::Clean(items)
+    } else {
+        Walk::Damaged
+    })
+}
+
+/// Whether the data file at `path` is compact now.
+fn is_compact(path: &Path) -> Result<bool> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let mut head = [0u8; HEADER_LEN];
+    let got = read_full_at(&file, path, &mut head, 0)?;
+    Ok(FileHeader::decode_any(FileKind::FrameData, &head[..got])
+        .is_ok_and(|h| h.is_some_and(|h| h.is_compact())))
+}
+
+/// The outcome for a pair that is not clean, counting what `framelog check` finds in it.
+fn damaged(dir: &Path, n: u32, data_path: &Path) -> Result<SegmentOutcome> {
     let mut report = Report::default();
     check_data_framing(dir, n, &mut report)?;
-    let data_bytes = std::fs::read(&data_path).at(&data_path)?;
+    let bytes = std::fs::read(data_path).at(data_path)?;
+    Ok(SegmentOutcome::Damaged {
+        bytes: damaged_bytes(&bytes),
+        places: report.problems.len().max(1) as u64,
+    })
+}
+
+/// The error for an entry a compact block cannot hold (over 16 MiB): the segment stays raw,
+/// and readable.
+fn too_large(path: &Path, key: FrameKey, len: usize) -> Error {
+    Error::BadAppend(format!(
+        "{}: frame {key} has {len} bytes of data, over the 16 MiB a compact block holds; the segment stays raw",
+        path.display()
+    ))
+}
+
+/// Compacts an older pair (written before batch framing) from both files in memory, after
+/// the check `framelog check` makes (but for the documents' BSON).
+fn compact_whole(
+    dir: &Path,
+    n: u32,
+    level: i32,
+    data_path: &Path,
+    idx_bytes: &[u8],
+) -> Result<SegmentOutcome> {
+    let mut report = Report::default();
+    check_data_framing(dir, n, &mut report)?;
+    let data_bytes = std::fs::read(data_path).at(data_path)?;
     if !report.problems.is_empty() {
         return Ok(SegmentOutcome::Damaged {
             bytes: damaged_bytes(&data_bytes),
             places: report.problems.len() as u64,
         });
     }
-    let idx_bytes = match std::fs::read(&idx_path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // Compacted by another process since the header was read.
-            return Ok(SegmentOutcome::AlreadyCompact);
-        }
-        Err(e) => return Err(Error::io(&idx_path, e)),
-    };
     // The entries a reader delivers: the index's, in its order (file order), markers left out
     // (frame id 0 never names a frame).
     let mut entries = Vec::new();
@@ -88,7 +277,7 @@ pub fn compact_data_segment(dir: &Path, n: u32, level: i32) -> Result<SegmentOut
             // `check` found every seek valid; the files changed under us.
             _ => {
                 return Err(Error::corrupt(
-                    &data_path,
+                    data_path,
                     at as u64,
                     formats::DecodeError::new(
                         0,
@@ -105,29 +294,21 @@ pub fn compact_data_segment(dir: &Path, n: u32, level: i32) -> Result<SegmentOut
         .iter()
         .find(|(_, d)| !DataFileEncoder::fits(d.len()))
     {
-        // A compact block holds at most 16 MiB: such a segment stays raw (still readable).
-        return Err(Error::BadAppend(format!(
-            "{}: frame {key} has {} bytes of data, over the 16 MiB a compact block holds; the segment stays raw",
-            data_path.display(),
-            doc.len()
-        )));
+        return Err(too_large(data_path, *key, doc.len()));
     }
-    // No dictionary: measured on the demo workload, a trained one (4-64 KiB) saves at most
-    // 1 % with 64 KiB blocks and costs more than it saves in small segments (its own bytes);
-    // blocks this size already hold the repetition a dictionary would capture.
     let raw_len = (data_bytes.len() + idx_bytes.len()) as u64;
-    let compact_bytes = replace_atomically(&data_path, |file| {
+    let compact_bytes = replace_atomically(data_path, |file| {
         let mut enc = DataFileEncoder::new(level, None, BLOCK_TARGET);
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        let mut out = BufWriter::with_capacity(1 << 20, file);
         for (key, doc) in &entries {
             enc.push(*key, doc);
-            out.write_all(&enc.take_output()).at(&data_path)?;
+            out.write_all(&enc.take_output()).at(data_path)?;
         }
-        out.write_all(&enc.finish(raw_len)).at(&data_path)?;
-        out.flush().at(&data_path)?;
+        out.write_all(&enc.finish(raw_len)).at(data_path)?;
+        out.flush().at(data_path)?;
         Ok(())
     })?;
-    remove_leftover_index(&idx_path)?;
+    remove_leftover_index(&segment_path(dir, FileKind::FrameIndex, n))?;
     Ok(SegmentOutcome::Compacted {
         raw_bytes: raw_len,
         compact_bytes,
