@@ -833,8 +833,10 @@ fn map_covered(seg: &mut Segment) -> Result<&Mmap> {
         }
         // SAFETY: only bytes of whole, indexed batches are mapped. Writers never change or
         // cut those (they append, and cut only an unfinished batch after the last whole one:
-        // docs/FORMAT.md, "Torn tails"), so the mapped pages stay backed by the file. A
-        // program outside this protocol that truncates the file can break this (SIGBUS).
+        // docs/FORMAT.md, "Torn tails"), so the mapped pages stay backed by the file.
+        // Compaction and retention never write it either: they rename a new file over its
+        // name or unlink it, and the mapped file lives on. A program outside this protocol
+        // that truncates the file can break this (SIGBUS).
         let map =
             unsafe { MmapOptions::new().len(seg.covered as usize).map(&file) }.at(&seg.data_path)?;
         seg.map = Some(map);
@@ -886,7 +888,8 @@ fn remap_whole(seg: &mut Segment) -> Result<()> {
     let file = data_file(seg)?;
     // SAFETY: unframed data files were written by writers that predate batch framing; they
     // only append. Writers of this version never cut or write them (they start a new segment
-    // instead), and every slice is bounds-checked against the mapping's length.
+    // instead), compaction renames a new file over the name instead of writing this one, and
+    // every slice is bounds-checked against the mapping's length.
     let map = unsafe { Mmap::map(&file) }.at(&seg.data_path)?;
     seg.map = Some(map);
     Ok(())
