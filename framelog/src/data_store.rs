@@ -481,10 +481,10 @@ impl DataStore {
         let loaded = match read_compact_index(&file, &path, len)? {
             Ok(l) => l,
             Err(e) => {
-                let why = DamageKind::BadRecord(formats::ErrorKind::Compact(format!(
-                    "compact data file unreadable at byte {}: {}; its data is lost",
+                let why = DamageKind::BadBlock(format!(
+                    "the data file's index or trailer is damaged at byte {}: {}; its data is lost",
                     e.offset, e.kind
-                )));
+                ));
                 self.damage.add(&path, 0, len, why);
                 self.segments[i].1.form = Form::Dead;
                 return Ok(0);
@@ -555,10 +555,7 @@ impl DataStore {
             Ok(body) => body,
             Err(e) => {
                 c.bad[b] = true;
-                let why = DamageKind::BadRecord(formats::ErrorKind::Compact(format!(
-                    "data block {block}: {}",
-                    e.kind
-                )));
+                let why = DamageKind::BadBlock(format!("data block {block}: {}", e.kind));
                 self.damage.add(path, at, next - at, why);
                 return Err(corrupt(
                     path,

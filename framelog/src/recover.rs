@@ -152,7 +152,7 @@ fn compact_data_entries(
         _ => return Ok(false),
     }
     let lost = |e: &formats::DecodeError, what: &str| {
-        formats::DamageKind::BadRecord(formats::ErrorKind::Compact(format!("{what}: {}", e.kind)))
+        formats::DamageKind::BadBlock(format!("{what}: {}", e.kind))
     };
     let mut file = match DataFile::parse(&bytes) {
         Ok(f) => f,

@@ -364,9 +364,12 @@ pub fn decode_index(raw: &[u8], count: u32, index_offset: u64) -> Result<DataInd
     let mut block = 0u64;
     let mut entries = Vec::with_capacity(count as usize);
     for &worker in workers {
+        // Exact differences (FORMAT.md, *Integers and varints*): a result outside u32 is bad.
         let diff = unzigzag(get_varint(&mut ids).ok_or_else(|| cut("ids"))?);
-        let diff = i32::try_from(diff).map_err(|_| cut("ids"))?;
-        let id = last_id[worker as usize].wrapping_add(diff as u32);
+        let id = i64::from(last_id[worker as usize])
+            .checked_add(diff)
+            .and_then(|id| u32::try_from(id).ok())
+            .ok_or_else(|| cut("ids"))?;
         last_id[worker as usize] = id;
         block += get_varint(&mut eblocks).ok_or_else(|| cut("entry_blocks"))?;
         if block >= d {
@@ -523,10 +526,7 @@ impl DataFileEncoder {
         put_varint(&mut self.entry_offsets, self.block.len() as u64);
         self.workers.push(key.worker);
         let prev = &mut self.last_id[key.worker as usize];
-        put_varint(
-            &mut self.ids,
-            zigzag(i64::from(key.id.wrapping_sub(*prev) as i32)),
-        );
+        put_varint(&mut self.ids, zigzag(i64::from(key.id) - i64::from(*prev)));
         *prev = key.id;
         crate::encode_data_entry(&mut self.block, key, document);
         self.block_count += 1;
@@ -964,7 +964,7 @@ mod tests {
         data.magic = DATA_MAGIC;
         assert!(BlockHeader::decode(&data.encode()).is_err());
 
-        // Ids across u32::MAX: one byte each in the ids stream.
+        // Ids across u32::MAX: exact differences, 5 bytes for the first and for the wrap.
         let keys = [u32::MAX - 1, u32::MAX, 0, 1, 2].map(|id| FrameKey::new(9, id));
         let entries: Vec<_> = keys.iter().map(|&k| (k, doc(k.id, "wrap"))).collect();
         let bytes = encode(&entries, None, DATA_BLOCK_TARGET);
@@ -975,8 +975,7 @@ mod tests {
         let body = &bytes[at + BLOCK_HEADER_LEN..at + h.total_len() as usize];
         let raw = f.decoder.body(&h, body).unwrap();
         let ids_len = u32_at(&raw, 8) as usize;
-        // u32::MAX - 1 is -2 from 0 modulo 2^32, and every later id 1 more: a byte each.
-        assert_eq!(ids_len, 5);
+        assert_eq!(ids_len, 5 + 1 + 5 + 1 + 1);
     }
 
     #[test]
