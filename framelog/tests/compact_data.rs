@@ -426,6 +426,33 @@ fn damaged_or_unsealed_segments_stay_raw() {
 }
 
 #[test]
+fn two_compactions_of_one_segment_at_once_take_turns() {
+    // Two threads of one process share the temporary file's name: the data file's lock
+    // must keep them apart (a writer's background compactor and `framelog compact`).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let keys = write_log(dir);
+    let expected = snapshot(&mut DataStore::open(dir).unwrap(), &keys);
+    let segs = data_segments(dir);
+    for &n in &segs[..segs.len() - 1] {
+        let outcomes: Vec<SegmentOutcome> = std::thread::scope(|s| {
+            let a = s.spawn(|| compact_data_segment(dir, n, 3).unwrap());
+            let b = s.spawn(|| compact_data_segment(dir, n, 3).unwrap());
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        let done = outcomes
+            .iter()
+            .filter(|o| matches!(o, SegmentOutcome::Compacted { .. }))
+            .count();
+        assert_eq!(done, 1, "{outcomes:?}");
+        assert!(outcomes.contains(&SegmentOutcome::AlreadyCompact));
+    }
+    same(&snapshot(&mut DataStore::open(dir).unwrap(), &keys), &expected);
+    let report = check_log(dir).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+#[test]
 fn an_older_unframed_pair_is_compacted_too() {
     // Written by hand as writers before batch framing did: no FLAG_BATCHES, no markers.
     let tmp = tempfile::tempdir().unwrap();

@@ -37,16 +37,20 @@ pub fn compact_data_segment(dir: &Path, n: u32, level: i32) -> Result<SegmentOut
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SegmentOutcome::Gone),
         Err(e) => return Err(Error::io(&data_path, e)),
     };
-    // Sealed is decided under the data file's lock, as appenders do (FORMAT.md, *Appending*):
-    // once the next segment exists no appender writes here again, so the lock can go.
-    data.lock().at(&data_path)?;
+    // Sealed is decided under the data file's lock, as appenders do (FORMAT.md, *Appending*).
+    // The lock is held to the end: once sealed no appender waits for it, and two compactions
+    // of this segment (two processes, or two threads of one, which would share the temporary
+    // file's name) take turns; the second finds the first's work done.
+    let _locked = Locked::new(&data, &data_path)?;
     let sealed = exists(dir, FileKind::FrameData, n + 1);
-    let _ = data.unlock();
     let mut head = [0u8; HEADER_LEN];
     let got = read_full_at(&data, &data_path, &mut head, 0)?;
-    if let Ok(Some(h)) = FileHeader::decode_any(FileKind::FrameData, &head[..got])
-        && h.is_compact()
-    {
+    let compact = |head: &[u8]| {
+        FileHeader::decode_any(FileKind::FrameData, head)
+            .is_ok_and(|h| h.is_some_and(|h| h.is_compact()))
+    };
+    // The file this handle holds, or the one now under its name (replaced while we waited).
+    if compact(&head[..got]) || is_compact(&data_path)? {
         remove_leftover_index(&idx_path)?;
         return Ok(SegmentOutcome::AlreadyCompact);
     }
@@ -125,6 +129,23 @@ pub fn compact_data_segment(dir: &Path, n: u32, level: i32) -> Result<SegmentOut
         compact_bytes,
         items,
     })
+}
+
+/// Releases a file's advisory lock when dropped.
+struct Locked<'a>(&'a File);
+
+impl<'a> Locked<'a> {
+    fn new(file: &'a File, path: &Path) -> Result<Self> {
+        file.lock().at(path)?;
+        Ok(Self(file))
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Closing the file releases the lock anyway.
+        let _ = self.0.unlock();
+    }
 }
 
 /// What walking a framed pair found.
