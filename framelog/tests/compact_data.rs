@@ -13,7 +13,7 @@ use framelog::compact::SegmentOutcome;
 use framelog::compact::data::compact_data_segment;
 use framelog::{DataBatch, DataStore, LogWriter, WriterOptions, segments};
 
-/// Writes a log with two workers whose data spans several 64 KiB data segments: SQL-like
+/// Writes a log with two workers whose data spans several 160 KiB data segments: SQL-like
 /// documents, some keys updated two or three times (later, in other appends), ids across
 /// the u32 wrap. Returns every key with data.
 fn write_log(dir: &Path) -> Vec<FrameKey> {
@@ -447,7 +447,10 @@ fn two_compactions_of_one_segment_at_once_take_turns() {
         assert_eq!(done, 1, "{outcomes:?}");
         assert!(outcomes.contains(&SegmentOutcome::AlreadyCompact));
     }
-    same(&snapshot(&mut DataStore::open(dir).unwrap(), &keys), &expected);
+    same(
+        &snapshot(&mut DataStore::open(dir).unwrap(), &keys),
+        &expected,
+    );
     let report = check_log(dir).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }

@@ -18,10 +18,11 @@ use crate::error::{Error, IoContext, Result};
 use crate::pread::{read_full_at, read_vec_at};
 use crate::segments::{exists, segment_path};
 
-/// Data blocks are closed before 64 KiB of entries. Measured on the demo workload (zstd -3):
-/// 9.0 B/frame against 8.7 with 256 KiB blocks and 10.7 with 16 KiB, while a lookup
-/// decompresses a quarter of what a 256 KiB block costs.
-pub const BLOCK_TARGET: usize = 64 << 10;
+/// Data blocks are closed before 32 KiB of entries. Measured (zstd -3, `compact_data`
+/// bench): the demo workload takes 9.6 B/frame against 9.0 with 64 KiB blocks, 8.7 with
+/// 256 KiB and 10.7 with 16 KiB, and a random lookup in a 1 GiB segment p50 33 µs against
+/// 49 µs with 64 KiB blocks: a lookup decompresses one block, so its size is the latency.
+pub const BLOCK_TARGET: usize = 32 << 10;
 
 /// Rewrites sealed data segment `n` of the log in `dir` in compact form (zstd `level`).
 ///
@@ -85,7 +86,7 @@ pub fn compact_data_segment(dir: &Path, n: u32, level: i32) -> Result<SegmentOut
     let mut walked = None;
     let written = replace_atomically(&data_path, |file| {
         // No dictionary: measured on the demo workload, a trained one (4-64 KiB) saves at
-        // most 1 % with 64 KiB blocks (2 % on the synthetic 1 GiB log of the benchmark) and
+        // most 1 % with these blocks (5 % on a sample of the benchmark's synthetic 1 GiB log) and
         // costs more than it saves in small segments (its own bytes): blocks this size
         // already hold the repetition a dictionary would capture.
         let mut enc = DataFileEncoder::new(level, None, BLOCK_TARGET);
