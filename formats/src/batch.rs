@@ -286,6 +286,8 @@ pub enum DamageKind {
     BadRecord(ErrorKind),
     /// Index entries do not match their batch (checksum, count or seeks).
     BadIndex,
+    /// A compact (version 2) block that fails its checks: checksum, decompression, decoding.
+    BadBlock(String),
 }
 
 impl std::fmt::Display for DamageKind {
@@ -298,6 +300,7 @@ impl std::fmt::Display for DamageKind {
             }
             DamageKind::BadRecord(k) => write!(f, "{k}"),
             DamageKind::BadIndex => f.write_str("index entries do not match their batch"),
+            DamageKind::BadBlock(why) => write!(f, "compact block: {why}"),
         }
     }
 }
