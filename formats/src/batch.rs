@@ -496,6 +496,33 @@ pub fn data_batch_entries(body: &[u8]) -> Option<Vec<(FrameKey, u32)>> {
     Some(out)
 }
 
+/// Walks `buf` as a run of whole frame-log batches, as built by a writer that framed its own
+/// records: every batch header must hold (its own checksum, a `len` within bounds) and every
+/// body must be entirely present, ending exactly at the end of `buf`. Calls `each` with every
+/// header and the byte range of its body. Bodies are **not** checksummed again: that is
+/// what lets a writer hand over batches it framed without a second pass over the records
+/// (a body that does not match its `crc` is read back as damage, costing that batch only).
+///
+/// Errors with the offset of the first batch that does not hold or is cut.
+pub fn check_batches(
+    buf: &[u8],
+    mut each: impl FnMut(&BatchHeader, Range<usize>),
+) -> Result<(), u64> {
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let Probe::Valid(h) = BatchHeader::probe(&buf[pos..]) else {
+            return Err(pos as u64);
+        };
+        let body = pos + BATCH_RECORD_LEN..pos + BATCH_RECORD_LEN + h.len as usize;
+        if body.end > buf.len() {
+            return Err(pos as u64);
+        }
+        pos = body.end;
+        each(&h, body);
+    }
+    Ok(())
+}
+
 /// Index bytes of a data batch: its `entries` (keys and offsets relative to the batch body)
 /// with seeks for a marker at `marker_seek`; returns the marker for them.
 pub fn frame_data_batch(

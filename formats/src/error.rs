@@ -37,6 +37,9 @@ pub enum ErrorKind {
     /// A BSON document does not parse.
     #[error("BSON document is malformed: {0}")]
     BadDocument(String),
+    /// A compact (version 2) file's block, index or trailer does not follow the format.
+    #[error("{0}")]
+    Compact(String),
 }
 
 /// An error decoding bytes, with the offset (relative to the slice decoded) where it was found.

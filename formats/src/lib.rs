@@ -23,7 +23,7 @@ mod record;
 
 pub use batch::{
     BATCH_RECORD_LEN, BatchHeader, DATA_BATCH_TARGET, DATA_MARKER_LEN, DamageKind, DataMarker,
-    FLAG_BATCHES, FRAMES_BATCH_TARGET, Framing, MAX_FRAMES_BATCH_LEN, Probe, Unit,
+    FLAG_BATCHES, FRAMES_BATCH_TARGET, Framing, MAX_FRAMES_BATCH_LEN, Probe, Unit, check_batches,
     check_index_entries, data_batch_entries, frame_data_batch, record_len, split_records,
 };
 pub use category::Category;

@@ -4,6 +4,8 @@
 
 use crate::category::Category;
 
+pub mod viewer;
+
 /// Opens every Advertise.
 pub const MAGIC: [u8; 8] = *b"FLREMOTE";
 /// The protocol version this crate speaks.

@@ -1,8 +1,10 @@
 //! Storage-engine benchmarks, each read as a ratio to a floor measured in the same run:
 //! - read: records decoded per second by `LogReader` vs. reading the same bytes, and vs. the
 //!   same records in an unframed (pre-checksum) segment: the cost of verifying batches;
-//! - write: `LogWriter` batch appends vs. plain 1 MiB `write`s to the same disk (what `dd` does),
-//!   and CRC32C alone over the same bytes;
+//! - write: `LogWriter` appends vs. plain 1 MiB `write`s to the same disk (what `dd` does):
+//!   `append_batches` of bytes already framed into checksummed batches (the recorder's path:
+//!   its threads count and checksum their own records), and `append_frames` of plain records
+//!   (framed and checksummed by the writer); CRC32C alone over the same bytes;
 //! - sync: appends under each `SyncPolicy` (never, every 100 ms, every batch);
 //! - lookup: one random frame's data from a 1 GiB data file vs. parsing the same BSON in memory.
 
@@ -14,7 +16,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use formats::{Category, FrameEnd, FrameKey, FrameStart, Record};
+use formats::{BatchHeader, Category, FrameEnd, FrameKey, FrameStart, Record};
 use framelog::{DataBatch, DataStore, LogReader, LogWriter, SyncPolicy, WriterOptions};
 use rand::{Rng, SeedableRng};
 
@@ -171,6 +173,28 @@ fn write(c: &mut Criterion) {
             black_box(acc)
         })
     });
+    // The recorder's path: the same records already framed as its threads frame them (one
+    // checksummed batch per buffer of under 64 KiB), appended as they are.
+    let mut framed = Vec::with_capacity(batch.len() + 1024);
+    formats::split_records(&batch, (64 << 10) - 512, |r, count| {
+        framed
+            .extend_from_slice(&BatchHeader::for_records(0, 1, &batch[r.clone()], count).encode());
+        framed.extend_from_slice(&batch[r]);
+    })
+    .unwrap();
+    g.bench_function("log_writer_append_batches", |b| {
+        b.iter_custom(|iters| {
+            append_in_fresh_logs(
+                root.path(),
+                &mut round,
+                iters,
+                WriterOptions::default(),
+                &framed,
+                batches,
+                LogWriter::append_batches,
+            )
+        })
+    });
     g.bench_function("log_writer_append_frames", |b| {
         b.iter_custom(|iters| {
             append_in_fresh_logs(
@@ -180,6 +204,7 @@ fn write(c: &mut Criterion) {
                 WriterOptions::default(),
                 &batch,
                 batches,
+                LogWriter::append_frames,
             )
         })
     });
@@ -195,6 +220,7 @@ fn append_in_fresh_logs(
     opts: WriterOptions,
     batch: &[u8],
     times: usize,
+    append: fn(&LogWriter, &[u8]) -> framelog::Result<()>,
 ) -> Duration {
     let mut total = Duration::ZERO;
     for _ in 0..iters {
@@ -203,7 +229,7 @@ fn append_in_fresh_logs(
         let t = Instant::now();
         let w = LogWriter::open_with(&dir, opts.clone()).unwrap();
         for _ in 0..times {
-            w.append_frames(batch).unwrap();
+            append(&w, batch).unwrap();
         }
         drop(w);
         total += t.elapsed();
@@ -235,7 +261,15 @@ fn sync(c: &mut Criterion) {
                     sync: policy,
                     ..Default::default()
                 };
-                append_in_fresh_logs(root.path(), &mut round, iters, opts, &batch, appends)
+                append_in_fresh_logs(
+                    root.path(),
+                    &mut round,
+                    iters,
+                    opts,
+                    &batch,
+                    appends,
+                    LogWriter::append_frames,
+                )
             })
         });
     }

@@ -324,6 +324,31 @@ impl FramesAppender {
             heads.push((head, r));
         })
         .map_err(|e| Error::BadAppend(e.to_string()))?;
+        let heads = std::mem::take(&mut self.heads);
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(heads.len() * 2);
+        for (head, r) in &heads {
+            slices.push(IoSlice::new(head));
+            slices.push(IoSlice::new(&bytes[r.clone()]));
+        }
+        let total = (bytes.len() + heads.len() * formats::BATCH_RECORD_LEN) as u64;
+        let done = self.write_batches(&mut slices, total);
+        drop(slices);
+        self.heads = heads;
+        done
+    }
+
+    /// Appends `batches`, a run of whole batches framed by the caller (checked by
+    /// [`LogWriter::append_batches`](crate::LogWriter::append_batches)), with one write.
+    pub(crate) fn append_framed(&mut self, batches: &[u8]) -> Result<()> {
+        if batches.is_empty() {
+            return Ok(());
+        }
+        self.write_batches(&mut [IoSlice::new(batches)], batches.len() as u64)
+    }
+
+    /// Writes `slices` (whole batches, `total` bytes) under the segment's lock, following the
+    /// append protocol (sealed segments, header, torn tail, rotation).
+    fn write_batches(&mut self, slices: &mut [IoSlice<'_>], total: u64) -> Result<()> {
         let kind = FileKind::FrameLog;
         loop {
             let cur = match &mut self.current {
@@ -357,19 +382,13 @@ impl FramesAppender {
                 cur.checked = true;
             }
             let len = cur.file.metadata().at(&cur.path)?.len();
-            let total = (bytes.len() + self.heads.len() * formats::BATCH_RECORD_LEN) as u64;
             if start_next || (len > header_len && len + total > self.config.limit) {
                 open_append(&segment_path(&self.dir, kind, next))?;
                 drop(lock);
                 self.current = Some(Current::open(&self.dir, kind, next)?);
                 continue;
             }
-            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(self.heads.len() * 2);
-            for (head, r) in &self.heads {
-                slices.push(IoSlice::new(head));
-                slices.push(IoSlice::new(&bytes[r.clone()]));
-            }
-            if let Err(e) = write_all_vectored(&cur.file, &cur.path, &mut slices) {
+            if let Err(e) = write_all_vectored(&cur.file, &cur.path, slices) {
                 // A failed append (a full disk) leaves nothing behind: what was written of it
                 // is cut while the lock is still held, so readers never see part of a batch
                 // the caller was told failed.

@@ -5,6 +5,12 @@
 //! are accepted a whole batch at a time (checked against the batch's marker), a frame's data is
 //! used only after its batch's CRC32C held, and only the bytes of whole indexed batches are
 //! mapped: the only bytes a writer ever cuts lie after them, so a mapping never loses a page.
+//!
+//! A compact (version 2) data segment holds its own index: it is loaded from the trailer once,
+//! and a lookup reads and decompresses the one block holding each entry (the last few blocks
+//! are kept decompressed). Compaction may replace a raw segment while this store reads it: a
+//! store that opened the raw pair keeps reading it (the open files outlive their names), and
+//! one that finds the index gone after opening the raw data file opens the compact file.
 
 // Memory-mapping a file is `unsafe` (the mapping must stay backed): the two maps below say
 // why they are.
@@ -14,9 +20,13 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use formats::compact::data::{
+    BLOCK_HEADER_LEN, BlockDecoder, BlockHeader, DATA_MAGIC, DICT_MAGIC, INDEX_MAGIC, TRAILER_LEN,
+    Trailer, decode_index, entry_at,
+};
 use formats::{
-    DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileKind, FrameKey, HEADER_LEN,
-    INDEX_ENTRY_LEN, Probe, check_index_entries, decode_data_entry, decode_index_entry,
+    DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileHeader, FileKind, FrameKey,
+    HEADER_LEN, INDEX_ENTRY_LEN, Probe, check_index_entries, decode_data_entry, decode_index_entry,
 };
 use memmap2::{Mmap, MmapOptions};
 
@@ -82,8 +92,39 @@ impl Batch {
     }
 }
 
+/// What a segment's data file turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// Not looked at yet (or too short to tell).
+    Unknown,
+    /// A raw `.framedata` + `.frameidx` pair (version 1).
+    Raw,
+    /// A compact file (version 2), index loaded.
+    Compact,
+    /// A compact file whose trailer, dictionary or index is damaged (reported): no data.
+    Dead,
+}
+
+/// A compact (version 2) data segment: the file, its blocks, a decoder.
+struct CompactSeg {
+    file: File,
+    /// File offset of each data block's header.
+    blocks: Vec<u64>,
+    /// Where the data blocks end (the index block's offset).
+    end: u64,
+    /// Blocks found damaged (reported once, then refused without reading).
+    bad: Vec<bool>,
+    decoder: BlockDecoder,
+}
+
+/// Decompressed data blocks kept for the next lookups: a lookup in a neighbouring frame
+/// (same request, same time) usually hits the same block.
+const BLOCK_CACHE: usize = 8;
+
 /// One data/index segment pair.
 struct Segment {
+    form: Form,
+    compact: Option<CompactSeg>,
     data_path: PathBuf,
     idx_path: PathBuf,
     idx: Option<File>,
@@ -110,6 +151,8 @@ pub struct DataStore {
     batches: Vec<Batch>,
     entries: usize,
     damage: DamageLog,
+    /// Recently decompressed blocks, (segment, block, body), most recent last.
+    cache: Vec<(u32, u32, Vec<u8>)>,
 }
 
 fn corrupt(path: &Path, offset: u64, why: impl Into<String>) -> Error {
@@ -134,6 +177,7 @@ impl DataStore {
             batches: Vec::new(),
             entries: 0,
             damage: DamageLog::default(),
+            cache: Vec::new(),
         };
         store.refresh()?;
         Ok(store)
@@ -154,7 +198,9 @@ impl DataStore {
         self.index.contains_key(&key)
     }
 
-    /// Damage found in index files since the last call (the entries there were skipped).
+    /// Damage found since the last call: in index files (the entries there were skipped) and
+    /// in compact data files (a damaged index or trailer costs the file, a damaged block the
+    /// entries in it).
     pub fn take_damage(&mut self) -> Vec<Damage> {
         self.damage.take()
     }
@@ -166,12 +212,18 @@ impl DataStore {
 
     /// Loads index entries appended since the last call (and new segments); returns how many.
     pub fn refresh(&mut self) -> Result<usize> {
-        let listed = segments::list(&self.dir, FileKind::FrameIndex)?;
+        // Data files too: a compact segment has no index file.
+        let mut listed = segments::list(&self.dir, FileKind::FrameIndex)?;
+        listed.extend(segments::list(&self.dir, FileKind::FrameData)?);
+        listed.sort_unstable();
+        listed.dedup();
         for &n in &listed {
             if !self.segments.iter().any(|(m, _)| *m == n) {
                 self.segments.push((
                     n,
                     Segment {
+                        form: Form::Unknown,
+                        compact: None,
                         data_path: segment_path(&self.dir, FileKind::FrameData, n),
                         idx_path: segment_path(&self.dir, FileKind::FrameIndex, n),
                         idx: None,
@@ -198,11 +250,34 @@ impl DataStore {
 
     fn refresh_segment(&mut self, i: usize, sealed: bool) -> Result<usize> {
         let seg = &mut self.segments[i].1;
+        match seg.form {
+            // Compact files never change; a dead one stays reported.
+            Form::Compact | Form::Dead => return Ok(0),
+            Form::Raw => {}
+            Form::Unknown => match open_data(&seg.data_path)? {
+                Opened::Compact(file) => return self.load_compact(i, file),
+                Opened::Raw(file) => {
+                    // Held from now on: if compaction replaces the file, this store keeps
+                    // reading the raw one it indexed.
+                    seg.data = Some(file);
+                    seg.form = Form::Raw;
+                }
+                Opened::NotYet => return Ok(0),
+            },
+        }
         if seg.idx.is_none() {
             match File::open(&seg.idx_path) {
                 Ok(f) => seg.idx = Some(f),
-                // Deleted by retention since it was listed: no entries from it.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    // Compaction may have replaced the data file and deleted its index since
+                    // the raw data file was opened: the compact file has everything.
+                    if let Opened::Compact(file) = open_data(&seg.data_path)? {
+                        seg.data = None;
+                        return self.load_compact(i, file);
+                    }
+                    // Not created yet, or deleted by retention: no entries from it (yet).
+                    return Ok(0);
+                }
                 Err(e) => return Err(Error::io(&seg.idx_path, e)),
             }
         }
@@ -223,9 +298,8 @@ impl DataStore {
             let n = read_full_at(file, &seg.idx_path, &mut first, seg.idx_read)?;
             if n == INDEX_ENTRY_LEN
                 && decode_index_entry(&first).is_some_and(|e| e.key.id == 0)
-                && let Ok(data) = File::open(&seg.data_path)
+                && seg.data.is_some()
             {
-                seg.data = Some(data);
                 let found = self.index_batch(i, &first)?;
                 self.segments[i].1.framed =
                     matches!(found, IndexBatch::Whole(..) | IndexBatch::Partial);
@@ -399,17 +473,141 @@ impl DataStore {
         }
     }
 
+    /// Loads compact segment `i` (its data file already open): trailer, dictionary and index.
+    /// Damage there costs the whole file's data: reported, and the segment holds nothing.
+    fn load_compact(&mut self, i: usize, file: File) -> Result<usize> {
+        let path = self.segments[i].1.data_path.clone();
+        let len = file.metadata().at(&path)?.len();
+        let loaded = match read_compact_index(&file, &path, len)? {
+            Ok(l) => l,
+            Err(e) => {
+                let why = DamageKind::BadBlock(format!(
+                    "the data file's index or trailer is damaged at byte {}: {}; its data is lost",
+                    e.offset, e.kind
+                ));
+                self.damage.add(&path, 0, len, why);
+                self.segments[i].1.form = Form::Dead;
+                return Ok(0);
+            }
+        };
+        let (index, decoder, end) = loaded;
+        let added = index.entries.len();
+        for e in &index.entries {
+            self.insert(e.key, i, e.offset, e.block);
+        }
+        let seg = &mut self.segments[i].1;
+        seg.form = Form::Compact;
+        seg.compact = Some(CompactSeg {
+            file,
+            bad: vec![false; index.blocks.len()],
+            blocks: index.blocks,
+            end,
+            decoder,
+        });
+        Ok(added)
+    }
+
+    /// The cache slot holding data block `block` of compact segment `si`, decompressed
+    /// (read, checked and decompressed now if it is not cached). A damaged block is reported
+    /// once (through [`DataStore::take_damage`]) and refused with an error naming it.
+    fn compact_block(&mut self, si: usize, block: u32) -> Result<usize> {
+        if let Some(pos) = self
+            .cache
+            .iter()
+            .position(|(s, b, _)| *s == si as u32 && *b == block)
+        {
+            let hit = self.cache.remove(pos);
+            self.cache.push(hit);
+            return Ok(self.cache.len() - 1);
+        }
+        let seg = &mut self.segments[si].1;
+        let path = &seg.data_path;
+        let c = seg.compact.as_mut().expect("a compact segment");
+        let b = block as usize;
+        let at = c.blocks[b];
+        let next = c.blocks.get(b + 1).copied().unwrap_or(c.end);
+        if c.bad[b] {
+            return Err(corrupt(
+                path,
+                at,
+                format!(
+                    "data block {block} is damaged ({} bytes skipped)",
+                    next - at
+                ),
+            ));
+        }
+        let found = (|| -> Result<std::result::Result<Vec<u8>, formats::DecodeError>> {
+            let buf = read_vec_at(&c.file, path, at, (next - at) as usize)?;
+            let h = match BlockHeader::decode(&buf) {
+                Ok(h) if h.magic == DATA_MAGIC && h.total_len() <= next - at => h,
+                Ok(_) => {
+                    return Ok(Err(formats::DecodeError::new(
+                        0,
+                        formats::ErrorKind::Compact("not a data block that fits its place".into()),
+                    )));
+                }
+                Err(e) => return Ok(Err(e)),
+            };
+            Ok(c.decoder
+                .body(&h, &buf[BLOCK_HEADER_LEN..h.total_len() as usize]))
+        })()?;
+        let body = match found {
+            Ok(body) => body,
+            Err(e) => {
+                c.bad[b] = true;
+                let why = DamageKind::BadBlock(format!("data block {block}: {}", e.kind));
+                self.damage.add(path, at, next - at, why);
+                return Err(corrupt(
+                    path,
+                    at + e.offset,
+                    format!(
+                        "data block {block} is damaged ({} bytes skipped): {}",
+                        next - at,
+                        e.kind
+                    ),
+                ));
+            }
+        };
+        if self.cache.len() >= BLOCK_CACHE {
+            self.cache.remove(0);
+        }
+        self.cache.push((si as u32, block, body));
+        Ok(self.cache.len() - 1)
+    }
+
     /// The raw BSON documents of `key`, in file order (each checked against the index, and
     /// in framed files against its batch's checksum).
     pub fn raw_entries(&mut self, key: FrameKey) -> Result<Vec<Vec<u8>>> {
         let Some(locs) = self.index.get(&key) else {
             return Ok(Vec::new());
         };
-        let locs = locs.as_slice().to_vec();
+        let mut locs = locs.as_slice().to_vec();
+        // File order across segments: a segment loaded late (its index appeared after a later
+        // segment's, or compaction replaced it mid-refresh) still comes before later ones.
+        // Stable, so entries keep their order within a segment.
+        locs.sort_by_key(|l| self.segments[l.segment as usize].0);
         let mut out = Vec::with_capacity(locs.len());
         for loc in locs {
             let seek = loc.seek as usize;
             let si = loc.segment as usize;
+            if self.segments[si].1.form == Form::Compact {
+                let c = self.compact_block(si, loc.batch)?;
+                let seg = &self.segments[si].1;
+                let body = &self.cache[c].2;
+                let e = entry_at(body, loc.seek, key).map_err(|e| {
+                    let at = seg
+                        .compact
+                        .as_ref()
+                        .map_or(0, |c| c.blocks[loc.batch as usize]);
+                    corrupt(
+                        &seg.data_path,
+                        at,
+                        format!("in data block {} (decompressed): {e}", loc.batch),
+                    )
+                })?;
+                out.push(e.document.to_vec());
+                continue;
+            }
             // The end of the bytes the entry may use: its batch's end in framed files.
             let end = if loc.batch == UNFRAMED {
                 mapped_from(&mut self.segments[si].1, seek)?;
@@ -491,6 +689,119 @@ impl DataStore {
     }
 }
 
+/// What a data file turned out to be when opened.
+enum Opened {
+    /// A compact (version 2) file.
+    Compact(File),
+    /// Anything else: read as the raw data file of a pair, as before compaction existed.
+    Raw(File),
+    /// Not there, or shorter than its header (being created): look again later.
+    NotYet,
+}
+
+/// Opens the data file at `path` and tells by its header which form it is.
+fn open_data(path: &Path) -> Result<Opened> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Opened::NotYet),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let mut head = [0u8; HEADER_LEN];
+    let n = read_full_at(&file, path, &mut head, 0)?;
+    Ok(
+        match FileHeader::decode_any(FileKind::FrameData, &head[..n]) {
+            Ok(None) => Opened::NotYet,
+            Ok(Some(h)) if h.is_compact() => Opened::Compact(file),
+            // A raw file, or a header too damaged to tell: the index decides, as before.
+            _ => Opened::Raw(file),
+        },
+    )
+}
+
+/// What a compact file's index gives a store: the index, a decoder (with the dictionary),
+/// and where the data blocks end.
+type CompactIndex = (formats::compact::data::DataIndex, BlockDecoder, u64);
+
+/// Reads a compact data file's trailer, dictionary and index block (`Ok(Err(..))`: they are
+/// damaged, at the error's file offset).
+fn read_compact_index(
+    file: &File,
+    path: &Path,
+    len: u64,
+) -> Result<std::result::Result<CompactIndex, formats::DecodeError>> {
+    let bad = |at: u64, why: &str| {
+        Ok(Err(formats::DecodeError::new(
+            at,
+            formats::ErrorKind::Compact(why.into()),
+        )))
+    };
+    let min = (HEADER_LEN + BLOCK_HEADER_LEN + TRAILER_LEN) as u64;
+    if len < min {
+        return bad(0, "file too short for a compact data file");
+    }
+    let tail_at = len - TRAILER_LEN as u64;
+    let tail = read_vec_at(file, path, tail_at, TRAILER_LEN)?;
+    let trailer = match Trailer::decode(&tail, len) {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e.shifted(tail_at))),
+    };
+    // The dictionary block, if the file has one, right after the header.
+    let head = read_vec_at(file, path, HEADER_LEN as u64, BLOCK_HEADER_LEN)?;
+    let mut dictionary = None;
+    let mut first_block = HEADER_LEN as u64;
+    if head.get(..4) == Some(&DICT_MAGIC[..]) {
+        let h = match BlockHeader::decode(&head) {
+            Ok(h) if HEADER_LEN as u64 + h.total_len() <= trailer.index_offset => h,
+            Ok(_) => return bad(HEADER_LEN as u64, "dictionary block runs past the data"),
+            Err(e) => return Ok(Err(e.shifted(HEADER_LEN as u64))),
+        };
+        let body = read_vec_at(
+            file,
+            path,
+            (HEADER_LEN + BLOCK_HEADER_LEN) as u64,
+            h.len as usize,
+        )?;
+        if !h.body_matches(&body) {
+            return bad(
+                HEADER_LEN as u64,
+                "dictionary block fails its CRC32C checksum",
+            );
+        }
+        first_block += h.total_len();
+        dictionary = Some(body);
+    }
+    let mut decoder = match BlockDecoder::new(dictionary.as_deref()) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(e.shifted(HEADER_LEN as u64))),
+    };
+    let at = trailer.index_offset;
+    let ih = read_vec_at(file, path, at, BLOCK_HEADER_LEN)?;
+    let h = match BlockHeader::decode(&ih) {
+        Ok(h) if h.magic == INDEX_MAGIC && at + h.total_len() == tail_at => h,
+        Ok(_) => return bad(at, "no index block right before the trailer"),
+        Err(e) => return Ok(Err(e.shifted(at))),
+    };
+    if u64::from(h.count) != trailer.entries {
+        return bad(at + 12, "index block's count differs from the trailer's");
+    }
+    let body = read_vec_at(file, path, at + BLOCK_HEADER_LEN as u64, h.len as usize)?;
+    let raw = match decoder.body(&h, &body) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(e.shifted(at))),
+    };
+    let index = match decode_index(&raw, h.count, at) {
+        Ok(i) => i,
+        Err(e) => return bad(at, &format!("index block: {}", e.kind)),
+    };
+    if index.blocks.first().is_some_and(|&b| b != first_block) {
+        return bad(
+            first_block,
+            "the first data block is not where the index says",
+        );
+    }
+    Ok(Ok((index, decoder, at)))
+}
+
 /// What the index bytes at a position are.
 enum IndexBatch {
     /// A whole batch: its index bytes (marker entry included), marker seek and marker.
@@ -519,8 +830,10 @@ fn map_covered(seg: &mut Segment) -> Result<&Mmap> {
         }
         // SAFETY: only bytes of whole, indexed batches are mapped. Writers never change or
         // cut those (they append, and cut only an unfinished batch after the last whole one:
-        // docs/FORMAT.md, "Torn tails"), so the mapped pages stay backed by the file. A
-        // program outside this protocol that truncates the file can break this (SIGBUS).
+        // docs/FORMAT.md, "Torn tails"), so the mapped pages stay backed by the file.
+        // Compaction and retention never write it either: they rename a new file over its
+        // name or unlink it, and the mapped file lives on. A program outside this protocol
+        // that truncates the file can break this (SIGBUS).
         let map =
             unsafe { MmapOptions::new().len(seg.covered as usize).map(&file) }.at(&seg.data_path)?;
         seg.map = Some(map);
@@ -572,7 +885,8 @@ fn remap_whole(seg: &mut Segment) -> Result<()> {
     let file = data_file(seg)?;
     // SAFETY: unframed data files were written by writers that predate batch framing; they
     // only append. Writers of this version never cut or write them (they start a new segment
-    // instead), and every slice is bounds-checked against the mapping's length.
+    // instead), compaction renames a new file over the name instead of writing this one, and
+    // every slice is bounds-checked against the mapping's length.
     let map = unsafe { Mmap::map(&file) }.at(&seg.data_path)?;
     seg.map = Some(map);
     Ok(())

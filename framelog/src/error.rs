@@ -47,6 +47,11 @@ pub enum Error {
         /// Where the damage starts.
         offset: u64,
     },
+    /// Serving on an address other than loopback without a token.
+    #[error(
+        "serving viewers on {0} (not loopback) needs a token: pass --token SECRET or set FRAMELOG_TOKEN"
+    )]
+    TokenRequired(String),
     /// A data batch cannot fit a data segment (seek offsets are u32).
     #[error("{}: a data batch of {len} bytes does not fit in a 4 GiB data segment", path.display())]
     BatchTooLarge {

@@ -34,9 +34,11 @@ pub mod recover;
 pub mod remote;
 mod repair;
 pub mod retention;
+mod secret;
 pub mod segments;
 #[cfg(feature = "analysis")]
 pub mod stats;
+pub mod viewer;
 mod worker;
 pub mod writer;
 

@@ -339,6 +339,9 @@ impl LogReader {
                 // At the end of what this segment holds now.
                 if sealed {
                     self.advance();
+                    if budget == 0 {
+                        return Ok(delivered);
+                    }
                     continue;
                 }
                 return Ok(delivered);

@@ -148,6 +148,11 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
     for n in segments::list(src, FileKind::FrameData)? {
         let path = segment_path(src, FileKind::FrameData, n);
         let mut batch = DataBatch::new();
+        if compact_data_entries(&path, &mut damage, &mut batch)? {
+            out.data_entries += batch.len() as u64;
+            data.append(&batch)?;
+            continue;
+        }
         valid_units(&path, FileKind::FrameData, &mut damage, |entries| {
             let mut at = 0;
             while let Ok(Some(e)) = decode_data_entry(&entries[at..]) {
@@ -164,4 +169,57 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
     worker::copy_high_water_marks(src, dst)?;
     out.skipped = damage.take();
     Ok(out)
+}
+
+/// If the data file at `path` is compact (version 2), pushes the entries of its good blocks
+/// onto `batch`, records the damage, and returns `true`; `false` for a raw file.
+fn compact_data_entries(
+    path: &Path,
+    damage: &mut DamageLog,
+    batch: &mut DataBatch,
+) -> Result<bool> {
+    use formats::compact::data::{DataFile, block_entries};
+    let bytes = std::fs::read(path).at(path)?;
+    match FileHeader::decode_any(FileKind::FrameData, &bytes) {
+        Ok(Some(h)) if h.is_compact() => {}
+        _ => return Ok(false),
+    }
+    let lost = |e: &formats::DecodeError, what: &str| {
+        formats::DamageKind::BadBlock(format!("{what}: {}", e.kind))
+    };
+    let mut file = match DataFile::parse(&bytes) {
+        Ok(f) => f,
+        Err(e) => {
+            // Without its index the file's blocks cannot be trusted to be whole: all lost.
+            damage.add(
+                path,
+                0,
+                bytes.len() as u64,
+                lost(&e, "compact data file's index unreadable"),
+            );
+            return Ok(true);
+        }
+    };
+    let blocks = file.index.blocks.clone();
+    for (b, &at) in blocks.iter().enumerate() {
+        let next = blocks
+            .get(b + 1)
+            .copied()
+            .unwrap_or(file.trailer.index_offset);
+        let found = file.block(b).and_then(|(h, at, raw)| {
+            let checked = block_entries(&raw, h.count).map(|_| ());
+            checked.map_err(|e| e.shifted(at)).map(|()| raw)
+        });
+        match found {
+            Ok(raw) => {
+                let mut pos = 0;
+                while let Ok(Some(e)) = decode_data_entry(&raw[pos..]) {
+                    batch.push(e.key, e.document);
+                    pos += e.encoded_len();
+                }
+            }
+            Err(e) => damage.add(path, at, next - at, lost(&e, &format!("data block {b}"))),
+        }
+    }
+    Ok(true)
 }

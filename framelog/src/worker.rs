@@ -119,6 +119,29 @@ pub fn is_writing(dir: &Path, w: u8) -> Result<bool> {
     }
 }
 
+/// Worker numbers of the processes writing the log in `dir` now, ascending.
+pub fn writing_workers(dir: &Path) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).at(dir)? {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name();
+        let Some(w) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("worker-"))
+            .and_then(|n| n.strip_suffix(".lock"))
+            .filter(|n| n.len() == 3)
+            .and_then(|n| n.parse::<u8>().ok())
+        else {
+            continue;
+        };
+        if is_writing(dir, w)? {
+            out.push(w);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
 /// Writes into `dst` the id high-water mark of every worker slot of `src`, so that writers of
 /// `dst` (a copy of `src`) continue past every id `src` used.
 pub(crate) fn copy_high_water_marks(src: &Path, dst: &Path) -> Result<()> {
@@ -152,6 +175,7 @@ mod tests {
         let slot = WorkerSlot::claim(dir.path(), Some(3)).unwrap();
         assert!(is_writing(dir.path(), 3).unwrap());
         assert!(!is_writing(dir.path(), 4).unwrap());
+        assert_eq!(writing_workers(dir.path()).unwrap(), vec![3]);
         // The probe does not keep the slot from its owner's next claim.
         drop(slot);
         assert!(!is_writing(dir.path(), 3).unwrap());

@@ -188,6 +188,40 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Appends `batches`, whole frame-log batches the caller framed itself (batch records
+    /// with their bodies, as in `docs/FORMAT.md`, "Frame-log batches"), with one write under
+    /// the segment's lock: the path of a recorder whose threads checksum their own records.
+    ///
+    /// What it checks, without walking the records: that `batches` is a run of whole batches
+    /// whose headers hold (each header's own CRC32C, a `len` within the format's bound, every
+    /// body entirely present, nothing after the last one); anything else is refused with
+    /// [`Error::BadAppend`](crate::Error::BadAppend) and nothing is written. It does not
+    /// recompute the bodies' CRC32C: a body that does not match its header's `crc` is written
+    /// as given, and readers skip that batch as damage (it costs that batch only). Callers
+    /// with plain records use [`LogWriter::append_frames`], which frames and checksums them.
+    pub fn append_batches(&self, batches: &[u8]) -> Result<()> {
+        if batches.is_empty() {
+            return Ok(());
+        }
+        formats::check_batches(batches, |_, _| {}).map_err(|at| {
+            crate::Error::BadAppend(format!(
+                "the bytes at offset {at} of {} are not a whole batch whose header holds",
+                batches.len()
+            ))
+        })?;
+        let sealed = {
+            let mut frames = self.frames.lock();
+            let before = frames.segment();
+            frames.append_framed(batches)?;
+            before != 0 && frames.segment() != before
+        };
+        if sealed {
+            self.append_worker_info()?;
+        }
+        self.sealed_one(sealed);
+        Ok(())
+    }
+
     /// Appends a batch of data entries and their index entries.
     pub fn append_data(&self, batch: &DataBatch) -> Result<()> {
         let sealed = {

@@ -388,3 +388,70 @@ fn a_full_disk_is_an_error_naming_the_file_and_keeps_what_was_written() {
     let mut r = LogReader::open(&dir).unwrap();
     r.read_available(|_, _| {}).unwrap();
 }
+
+/// `append_batches` takes batches framed by the caller: whole batches whose headers hold are
+/// written as given; a header with a wrong checksum, a cut batch or bytes after the last
+/// batch are refused and nothing is written; a body whose `crc` does not match is written and
+/// read back as damage costing that batch only.
+#[test]
+fn pre_framed_appends_are_checked_by_their_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let path = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
+    let good = framed(w.worker(), &frames_batch(w.worker(), 1, 3000, "pre-framed"));
+    assert!(
+        good.len() > 2 * formats::FRAMES_BATCH_TARGET,
+        "several batches"
+    );
+    w.append_batches(&good).unwrap();
+    assert_eq!(read_frames(dir.path()).len(), 6000);
+    let len = std::fs::metadata(&path).unwrap().len();
+
+    let one = framed(w.worker(), &frames_batch(w.worker(), 5000, 2, "one"));
+    let mut wrong_header_crc = one.clone();
+    wrong_header_crc[29] ^= 1;
+    let mut wrong_len = one.clone();
+    wrong_len[16] ^= 1; // `len` no longer matches the header's own checksum
+    let mut trailing = one.clone();
+    trailing.extend_from_slice(&[0u8; 5]);
+    let two = [one.clone(), one.clone()].concat();
+    for (what, bytes) in [
+        ("a header whose checksum fails", wrong_header_crc),
+        ("a header whose len was changed", wrong_len),
+        ("a cut batch", one[..one.len() - 1].to_vec()),
+        ("a cut header", one[..20].to_vec()),
+        ("a cut second batch", two[..two.len() - 3].to_vec()),
+        ("bytes after the last batch", trailing),
+        ("plain records", frames_batch(w.worker(), 6000, 2, "plain")),
+    ] {
+        let err = w.append_batches(&bytes).expect_err(what);
+        assert!(matches!(err, Error::BadAppend(_)), "{what}: {err}");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            len,
+            "{what}: nothing written"
+        );
+    }
+
+    // A body that does not match its crc: written, then skipped by readers as that batch's
+    // damage, and the batches around it read.
+    let mut wrong_body = one.clone();
+    *wrong_body.last_mut().unwrap() ^= 0x40;
+    let batches = [one.clone(), wrong_body, one.clone()].concat();
+    w.append_batches(&batches).unwrap();
+    let mut r = LogReader::open(dir.path()).unwrap();
+    let mut frames = 0;
+    r.read_available(|_, rec| {
+        if matches!(rec, Record::Start(_) | Record::End(_)) {
+            frames += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(frames, 6000 + 2 * 4, "every batch but the damaged one");
+    let damage = r.take_damage();
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert_eq!(
+        (damage[0].offset, damage[0].len),
+        (len + one.len() as u64, one.len() as u64)
+    );
+}

@@ -9,6 +9,12 @@
 //! - `sustained`: two threads recording flat out in Block mode into a real log; the
 //!   throughput printed is frames per second written to disk.
 //!
+//! - Tracy (`tracy-client`, a zone with a static span location per frame) at one and two
+//!   threads. No viewer is connected (none is installed here) and the client is not built
+//!   on-demand, so it queues every event in memory as it would for a connected viewer; that
+//!   is why its samples are a fixed count of frames (memory stays bounded) instead of
+//!   criterion's adaptive count.
+//!
 //! At the end a summary table (ns/frame and ratio to the two-timestamp floor) and the
 //! recorder's drop counters are printed.
 
@@ -117,6 +123,39 @@ fn timed(body: impl FnOnce()) -> Duration {
     t.elapsed()
 }
 
+/// Frames per Tracy sample, and samples (after one warm-up): with no viewer connected Tracy
+/// keeps every event (about 64 bytes a zone), so 30 M zones in all, ~2 GB.
+const TRACY_FRAMES: u64 = 1_000_000;
+const TRACY_SAMPLES: usize = 9;
+
+/// Tracy's zones: `threads` threads each start and end `TRACY_FRAMES` nested zones per
+/// sample; the median and minimum per-thread ns/zone are recorded like criterion's.
+fn bench_tracy(group: &str, threads: usize) {
+    // Starts Tracy's client once (later calls are no-ops); it runs until the process exits.
+    tracy_client::Client::start();
+    let run = |n: u64| {
+        timed(|| {
+            let _root = tracy_client::span!("bench/root");
+            for _ in 0..n {
+                drop(black_box(tracy_client::span!("bench/empty")));
+            }
+        })
+    };
+    let mut samples = Vec::new();
+    for i in 0..=TRACY_SAMPLES {
+        let d = if threads == 1 {
+            run(TRACY_FRAMES)
+        } else {
+            per_thread(threads, TRACY_FRAMES, run)
+        };
+        if i > 0 {
+            samples.push(d.as_nanos() as f64 / TRACY_FRAMES as f64);
+        }
+    }
+    eprintln!("{group}/tracy-client 0.19 zone (nested): {samples:.1?} ns");
+    record(&format!("{group}/tracy-client 0.19 zone (nested)"), samples);
+}
+
 fn flush() {
     Stopwatch::flush(Duration::from_secs(10));
 }
@@ -157,6 +196,19 @@ fn frames(c: &mut Criterion) {
                 }
             })
         });
+        bench_case(
+            c,
+            group,
+            "tracing span, no subscriber (reference)",
+            threads,
+            |n| {
+                timed(|| {
+                    for _ in 0..n {
+                        drop(black_box(tracing::info_span!("bench/empty").entered()));
+                    }
+                })
+            },
+        );
     }
     // Compare the two clock sources on their own (same formula as the hot path).
     bench_case(c, "one_thread", "clock: two quanta reads", 1, move |n| {
@@ -254,6 +306,8 @@ fn frames(c: &mut Criterion) {
             )
         });
     }
+    bench_tracy("one_thread", 1);
+    bench_tracy("two_threads", 2);
     bench_case(
         c,
         "one_thread",

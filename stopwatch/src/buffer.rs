@@ -12,7 +12,7 @@
 #![allow(unsafe_code)]
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use formats::{FrameEnd, FrameStart};
 
@@ -36,6 +36,26 @@ impl Encode for FrameEnd {
     }
 }
 
+/// A position in a buffer, packed into one word so that one store publishes both: the bytes
+/// of whole records (low 32 bits) and how many records they are (high 32 bits). The writer
+/// frames what it takes into checksummed batches from these alone, never walking records.
+pub(crate) type Pos = u64;
+
+/// What one record adds to a [`Pos`] besides its bytes.
+pub(crate) const ONE_RECORD: Pos = 1 << 32;
+
+/// The bytes of a [`Pos`].
+#[inline(always)]
+pub(crate) fn pos_len(p: Pos) -> usize {
+    p as u32 as usize
+}
+
+/// The records of a [`Pos`].
+#[inline(always)]
+pub(crate) fn pos_count(p: Pos) -> u32 {
+    (p >> 32) as u32
+}
+
 /// Smallest buffer: must hold the largest record (a FrameStart with a 255-byte label).
 pub(crate) const MIN_BUFFER: usize = 1024;
 
@@ -44,9 +64,9 @@ pub(crate) const MIN_BUFFER: usize = 1024;
 pub(crate) struct Buf {
     data: NonNull<u8>,
     cap: usize,
-    /// Bytes at the front the writer has already written (only the writer reads or
-    /// changes it; atomic because the buffer is shared while the producer owns it).
-    stolen: AtomicUsize,
+    /// The [`Pos`] below which the writer has already written (only the writer changes it,
+    /// under the slot lock; atomic because the buffer is shared while the producer owns it).
+    stolen: AtomicU64,
 }
 
 // SAFETY: `Buf` owns its heap block; concurrent access follows the disjoint-range protocol
@@ -64,7 +84,7 @@ impl Buf {
         Box::new(Buf {
             data,
             cap,
-            stolen: AtomicUsize::new(0),
+            stolen: AtomicU64::new(0),
         })
     }
 
@@ -80,13 +100,13 @@ impl Buf {
         self.data.as_ptr()
     }
 
-    /// Bytes the writer has already taken from the front.
-    pub(crate) fn stolen(&self) -> usize {
+    /// The position below which the writer has already taken everything.
+    pub(crate) fn stolen(&self) -> Pos {
         self.stolen.load(Ordering::Relaxed)
     }
 
     /// Records that the writer has taken everything below `upto`.
-    pub(crate) fn set_stolen(&self, upto: usize) {
+    pub(crate) fn set_stolen(&self, upto: Pos) {
         self.stolen.store(upto, Ordering::Relaxed);
     }
 
@@ -130,7 +150,7 @@ mod tests {
             assert_eq!(b.bytes(3, 8), b"hello");
         }
         assert_eq!(b.stolen(), 0);
-        b.set_stolen(8);
-        assert_eq!(b.stolen(), 8);
+        b.set_stolen(8 + 2 * ONE_RECORD);
+        assert_eq!((pos_len(b.stolen()), pos_count(b.stolen())), (8, 2));
     }
 }

@@ -31,7 +31,7 @@ pub struct Frame {
 
 impl Frame {
     /// A frame that records nothing (no stopwatch installed).
-    #[inline]
+    #[inline(always)]
     pub fn inert() -> Frame {
         Frame {
             entry: None,
@@ -44,16 +44,18 @@ impl Frame {
     /// Starts a frame on `inner` in the calling thread's current context.
     #[inline(always)]
     pub(crate) fn start_on(inner: &Arc<Inner>, label: &str, category: Category) -> Frame {
-        local::with_entry(inner, |e| {
-            let (id, flags) = e.start(label, category);
-            Frame {
-                entry: Some(e.clone()),
-                id,
-                flags,
-                _not_send: PhantomData,
+        match local::entry(inner) {
+            Some(e) => {
+                let (id, flags) = e.start(label, category);
+                Frame {
+                    entry: Some(e),
+                    id,
+                    flags,
+                    _not_send: PhantomData,
+                }
             }
-        })
-        .unwrap_or_else(Frame::inert)
+            None => Frame::inert(),
+        }
     }
 
     /// Whether this frame is being written to the log (a stopwatch is installed and the
@@ -90,8 +92,18 @@ impl Frame {
     }
 
     /// Ends the frame now (dropping it does the same; ending twice is harmless).
-    #[inline]
+    #[inline(always)]
     pub fn end(&mut self) {
+        // Only the check is inline: an inert frame (no recorder) costs nothing more, and the
+        // drop glue of every `Frame` stays small enough to inline.
+        if self.entry.is_some() {
+            self.finish();
+        }
+    }
+
+    /// Records the end and releases the entry.
+    #[inline(never)]
+    fn finish(&mut self) {
         if let Some(e) = self.entry.take() {
             e.end(self.id, self.flags);
             self.flags = 0;
@@ -109,7 +121,7 @@ impl Frame {
 }
 
 impl Drop for Frame {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         self.end();
     }

@@ -40,8 +40,8 @@ impl Gate {
         }
     }
 
-    /// Whether no session rule applies (the common case, one load).
-    #[inline(always)]
+    /// Whether no session rule applies.
+    #[cfg(test)]
     pub(crate) fn is_plain(&self) -> bool {
         self.flags.load(Ordering::Relaxed) == 0
     }
@@ -60,10 +60,22 @@ impl Gate {
         own()
     }
 
-    /// Whether a frame of `category` is left out by the session's category filter.
+    /// The rule flags, for the hot path to read once per frame (0: no session rule).
     #[inline(always)]
+    pub(crate) fn flags(&self) -> u8 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Whether a frame of `category` is left out by the session's category filter.
+    #[cfg(test)]
     pub(crate) fn skips(&self, category: Category) -> bool {
-        self.flags.load(Ordering::Relaxed) & FILTER != 0 && !self.allows(category)
+        self.skips_with(self.flags(), category)
+    }
+
+    /// [`Gate::skips`] with the flags already loaded (by [`Gate::flags`]).
+    #[inline(always)]
+    pub(crate) fn skips_with(&self, flags: u8, category: Category) -> bool {
+        flags & FILTER != 0 && !self.allows(category)
     }
 
     fn allows(&self, c: Category) -> bool {

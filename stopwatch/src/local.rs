@@ -2,28 +2,31 @@
 //! the thread has used), each holding the thread's current buffer, its context state and its
 //! chunk of frame ids.
 //!
-//! The hot path is: find the entry (compare with the last one used), take a timestamp,
-//! encode the record into the buffer with a few stores, publish the new length with a
-//! Release store. No lock, no read-modify-write, no allocation (for `&'static str` labels).
-//! Everything else (buffer swaps, id refills, registration) is out of line and `#[cold]`.
+//! The hot path is: one thread-local load (the entry used last) and a pointer compare, one
+//! relaxed load of the session gate, a timestamp, the record written with one bounds check,
+//! the new position published with one Release store. No lock, no atomic read-modify-write,
+//! no allocation (for `&'static str` labels). Everything else (buffer swaps, id refills,
+//! registration, long labels, session rules) is out of line and `#[cold]`.
 
 // The hot path writes records into the current buffer through a cached raw pointer (no lock,
-// no bounds re-derivation): see the SAFETY comments below.
+// no bounds re-derivation), and finds the thread's entry through a raw pointer cache: see the
+// SAFETY comments below.
 #![allow(unsafe_code)]
 
 use std::cell::{Cell, RefCell};
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use formats::{Category, FrameEnd, FrameStart};
+use formats::{Category, FRAME_END_LEN, FRAME_START_HEADER_LEN, FrameEnd, FrameStart, RecordType};
 
-use crate::buffer::{Buf, Encode};
+use crate::buffer::{Buf, Encode, ONE_RECORD, Pos, pos_count, pos_len};
 use crate::clock::Clock;
+use crate::gate::Gate;
 use crate::ids::CHUNK;
 use crate::inner::Inner;
-use crate::sink::{Msg, count_frame_records};
+use crate::sink::Msg;
 use crate::slot::Slot;
 
 /// The outermost frame of a thread asks the writer to flush when the thread's records have
@@ -34,22 +37,25 @@ const FLUSH_AGE_NS: u64 = 5_000_000;
 pub(crate) struct Entry {
     /// Keeps the recorder alive while this thread can still record into it.
     pub(crate) inner: Arc<Inner>,
+    /// `inner.gate`, one pointer closer: the hot path reads its flags once per frame.
+    gate: Arc<Gate>,
     slot: Arc<Slot>,
     clock: &'static Clock,
     pub(crate) worker: u8,
     records_all: bool,
-    // The current buffer: `buf` owns it (null when none), `base`/`cap`/`len` cache it.
+    // The current buffer: `buf` owns it (null when none), `base`/`cap`/`pos` cache it
+    // (`pos`: bytes and count of the records written, see `buffer::Pos`).
     buf: Cell<*mut Buf>,
     base: Cell<NonNull<u8>>,
     cap: Cell<usize>,
-    len: Cell<usize>,
+    pos: Cell<Pos>,
     // Context state: inside a frame (or an entered context)? recorded? which context?
     pub(crate) in_frame: Cell<bool>,
     pub(crate) sampled: Cell<bool>,
     pub(crate) ctx: Cell<u32>,
-    // This thread's chunk of frame ids.
+    // This thread's chunk of frame ids: `next_id` up to (not including) `id_end`, wrapping.
     next_id: Cell<u32>,
-    ids_left: Cell<u32>,
+    id_end: Cell<u32>,
     pub(crate) rng: Cell<u64>,
     last_nudge: Cell<u64>,
     retired: Cell<bool>,
@@ -69,16 +75,17 @@ impl Entry {
             clock: inner.clock,
             worker: inner.worker,
             records_all: inner.sampler.records_all(),
+            gate: inner.gate.clone(),
             slot,
-            buf: Cell::new(std::ptr::null_mut()),
+            buf: Cell::new(ptr::null_mut()),
             base: Cell::new(NonNull::dangling()),
             cap: Cell::new(0),
-            len: Cell::new(0),
+            pos: Cell::new(0),
             in_frame: Cell::new(false),
             sampled: Cell::new(false),
             ctx: Cell::new(0),
             next_id: Cell::new(0),
-            ids_left: Cell::new(0),
+            id_end: Cell::new(0),
             rng: Cell::new(crate::sampling::seed()),
             last_nudge: Cell::new(0),
             retired: Cell::new(false),
@@ -112,23 +119,23 @@ impl Entry {
     /// The next frame id of this thread's chunk.
     #[inline(always)]
     pub(crate) fn next_id(&self) -> u32 {
-        let left = self.ids_left.get();
-        if left == 0 {
-            self.refill_ids();
-        }
         let id = self.next_id.get();
+        if id == self.id_end.get() {
+            return self.refill_ids();
+        }
         self.next_id.set(id.wrapping_add(1));
-        self.ids_left.set(self.ids_left.get() - 1);
         id
     }
 
+    /// A new chunk of ids; returns its first (and keeps the rest).
     #[cold]
     #[inline(never)]
-    fn refill_ids(&self) {
+    fn refill_ids(&self) -> u32 {
         let inner = &self.inner;
         let first = inner.ids.chunk(&*inner.sink, |e| inner.reporter.report(e));
-        self.next_id.set(first);
-        self.ids_left.set(CHUNK);
+        self.next_id.set(first.wrapping_add(1));
+        self.id_end.set(first.wrapping_add(CHUNK));
+        first
     }
 
     /// Timestamp from the recorder's clock.
@@ -140,36 +147,29 @@ impl Entry {
     /// Starts a frame in the thread's current context (or opens a new context).
     #[inline(always)]
     pub(crate) fn start(&self, label: &str, category: Category) -> (u32, u8) {
+        // The session's rules, read once: 0 (no session rule) is the common case.
+        let gate = self.gate.flags();
         if self.in_frame.get() {
-            if !self.sampled.get() || self.inner.gate.skips(category) {
+            if !self.sampled.get() || (gate != 0 && self.gate.skips_with(gate, category)) {
                 return (0, 0);
             }
             let id = self.next_id();
             let timestamp = self.now();
-            self.emit(&FrameStart {
-                id,
-                worker: self.worker,
-                timestamp,
-                context: self.ctx.get(),
-                category,
-                label,
-            });
+            self.emit_start(id, timestamp, self.ctx.get(), category, label);
             (id, RECORDING)
         } else {
-            self.start_root(label, category)
+            self.start_root(gate, label, category)
         }
     }
 
     /// Opens a new context: the sampling decision is taken here, once.
     #[inline(always)]
-    fn start_root(&self, label: &str, category: Category) -> (u32, u8) {
+    fn start_root(&self, gate: u8, label: &str, category: Category) -> (u32, u8) {
         let timestamp = self.now();
-        let inner = &self.inner;
-        let own = || self.records_all || inner.sampler.sample(&self.rng, timestamp);
-        let sampled = if inner.gate.is_plain() {
-            own()
+        let sampled = if gate == 0 {
+            self.records_all || self.inner.sampler.sample(&self.rng, timestamp)
         } else {
-            inner.gate.sample(own, &self.rng, timestamp)
+            self.sample_gated(timestamp)
         };
         self.in_frame.set(true);
         self.sampled.set(sampled);
@@ -178,19 +178,21 @@ impl Entry {
         }
         let id = self.next_id();
         self.ctx.set(id);
-        if inner.gate.skips(category) {
+        if gate != 0 && self.gate.skips_with(gate, category) {
             // The context opens (its frames keep one id) but its root is left out.
             return (0, ROOT);
         }
-        self.emit(&FrameStart {
-            id,
-            worker: self.worker,
-            timestamp,
-            context: id,
-            category,
-            label,
-        });
+        self.emit_start(id, timestamp, id, category, label);
         (id, ROOT | RECORDING)
+    }
+
+    /// A new context's sampling decision under a session's rules.
+    #[cold]
+    #[inline(never)]
+    fn sample_gated(&self, timestamp: u64) -> bool {
+        let inner = &self.inner;
+        let own = || self.records_all || inner.sampler.sample(&self.rng, timestamp);
+        self.gate.sample(own, &self.rng, timestamp)
     }
 
     /// Ends a frame started with [`Entry::start`] (or detached from one).
@@ -198,11 +200,7 @@ impl Entry {
     pub(crate) fn end(&self, id: u32, flags: u8) {
         if flags & RECORDING != 0 {
             let timestamp = self.now();
-            self.emit(&FrameEnd {
-                id,
-                worker: self.worker,
-                timestamp,
-            });
+            self.emit_end(id, timestamp);
             if flags & ROOT != 0 {
                 self.in_frame.set(false);
                 self.maybe_nudge(timestamp);
@@ -233,32 +231,89 @@ impl Entry {
         }
     }
 
-    /// Appends one record to the current buffer.
+    /// Appends a FrameStart to the current buffer (the layout of `docs/FORMAT.md`, the bytes
+    /// `FrameStart::encode` makes), with one bounds check.
     #[inline(always)]
-    pub(crate) fn emit(&self, rec: &impl Encode) {
-        let len = self.len.get();
-        // SAFETY: `base..base+cap` is the current buffer (or an empty range when there is
-        // none); this thread is the only writer above `len`, and the writer thread only reads
-        // below the `committed` we published, which is <= len.
-        let tail = unsafe {
-            std::slice::from_raw_parts_mut(self.base.get().as_ptr().add(len), self.cap.get() - len)
-        };
-        match rec.encode_into(tail) {
-            Some(n) => {
-                let len = len + n;
-                self.len.set(len);
-                self.slot.committed.store(len, Ordering::Release);
-            }
-            None => self.emit_slow(rec),
+    fn emit_start(&self, id: u32, timestamp: u64, context: u32, category: Category, label: &str) {
+        let pos = self.pos.get();
+        let len = pos_len(pos);
+        let n = FRAME_START_HEADER_LEN + label.len();
+        // `len <= cap` always holds. A label longer than 255 bytes (cut by the encoder) takes
+        // the slow path too.
+        if label.len() > u8::MAX as usize || n > self.cap.get() - len {
+            return self.emit_slow(&FrameStart {
+                id,
+                worker: self.worker,
+                timestamp,
+                context,
+                category,
+                label,
+            });
         }
+        let mut head = [0u8; FRAME_START_HEADER_LEN];
+        head[0..4].copy_from_slice(&id.to_le_bytes());
+        head[4] = self.worker;
+        head[5] = RecordType::Start as u8;
+        head[6..14].copy_from_slice(&timestamp.to_le_bytes());
+        head[14..18].copy_from_slice(&context.to_le_bytes());
+        head[18] = category.0;
+        head[19] = label.len() as u8;
+        // SAFETY: `base..base+cap` is the current buffer (checked above: `len + n <= cap`, so
+        // a buffer exists and the record fits); this thread is the only writer above `len`
+        // (the committed length it published), and the writer thread only reads below it.
+        // `head` and `label` are other memory, so the copies do not overlap.
+        unsafe {
+            let dst = self.base.get().as_ptr().add(len);
+            ptr::copy_nonoverlapping(head.as_ptr(), dst, FRAME_START_HEADER_LEN);
+            copy_short(label.as_bytes(), dst.add(FRAME_START_HEADER_LEN));
+        }
+        self.publish(pos + n as Pos + ONE_RECORD);
     }
 
-    /// The record did not fit (or there is no buffer): hand the buffer to the writer, get a
-    /// new one per the buffering mode, retry once; a record that still has nowhere to go is
-    /// counted as dropped.
+    /// Appends a FrameEnd to the current buffer, with one bounds check.
+    #[inline(always)]
+    fn emit_end(&self, id: u32, timestamp: u64) {
+        let pos = self.pos.get();
+        let len = pos_len(pos);
+        if FRAME_END_LEN > self.cap.get() - len {
+            return self.emit_slow(&FrameEnd {
+                id,
+                worker: self.worker,
+                timestamp,
+            });
+        }
+        let mut rec = [0u8; FRAME_END_LEN];
+        rec[0..4].copy_from_slice(&id.to_le_bytes());
+        rec[4] = self.worker;
+        rec[5] = RecordType::End as u8;
+        rec[6..14].copy_from_slice(&timestamp.to_le_bytes());
+        // SAFETY: as in `emit_start`: `len + FRAME_END_LEN <= cap` was checked above.
+        unsafe {
+            ptr::copy_nonoverlapping(
+                rec.as_ptr(),
+                self.base.get().as_ptr().add(len),
+                FRAME_END_LEN,
+            );
+        }
+        self.publish(pos + FRAME_END_LEN as Pos + ONE_RECORD);
+    }
+
+    /// Makes the records below `pos` visible to the writer thread.
+    #[inline(always)]
+    fn publish(&self, pos: Pos) {
+        self.pos.set(pos);
+        self.slot.committed.store(pos, Ordering::Release);
+    }
+
+    /// The record did not fit (or there is no buffer, or its label is long): hand the buffer
+    /// to the writer, get a new one per the buffering mode, retry once; a record that still
+    /// has nowhere to go is counted as dropped.
     #[cold]
     #[inline(never)]
     fn emit_slow(&self, rec: &dyn Encode) {
+        if self.try_encode(rec) {
+            return;
+        }
         if self.inner.closed.load(Ordering::Acquire) {
             self.slot.count_dropped(1);
             return;
@@ -275,17 +330,26 @@ impl Entry {
         if let Some(buf) = self.inner.pool.take() {
             self.install(buf);
         }
-        let len = self.len.get();
-        // SAFETY: as in `emit`.
+        if !self.try_encode(rec) {
+            self.slot.count_dropped(1);
+        }
+    }
+
+    /// Encodes `rec` into the current buffer if it fits there.
+    fn try_encode(&self, rec: &dyn Encode) -> bool {
+        let pos = self.pos.get();
+        let len = pos_len(pos);
+        // SAFETY: as in `emit_start`: `base..base+cap` is the current buffer (or an empty
+        // range when there is none) and only this thread writes above `len`.
         let tail = unsafe {
             std::slice::from_raw_parts_mut(self.base.get().as_ptr().add(len), self.cap.get() - len)
         };
         match rec.encode_into(tail) {
             Some(n) => {
-                self.len.set(len + n);
-                self.slot.committed.store(len + n, Ordering::Release);
+                self.publish(pos + n as Pos + ONE_RECORD);
+                true
             }
-            None => self.slot.count_dropped(1),
+            None => false,
         }
     }
 
@@ -303,19 +367,21 @@ impl Entry {
         self.base
             .set(NonNull::new(base).unwrap_or(NonNull::dangling()));
         self.cap.set(cap);
-        self.len.set(0);
+        self.pos.set(0);
     }
 
-    /// Gives the current buffer to the writer (or back to the pool when empty).
+    /// Gives the current buffer to the writer (or back to the pool when empty), with the
+    /// checksum of what the writer has not taken yet: computed here, once per buffer and off
+    /// the per-frame path, so the writer frames the records as a batch without reading them.
     fn hand_off(&self) {
-        let raw = self.buf.replace(std::ptr::null_mut());
+        let raw = self.buf.replace(ptr::null_mut());
         if raw.is_null() {
             return;
         }
-        let len = self.len.get();
+        let pos = self.pos.get();
         self.base.set(NonNull::dangling());
         self.cap.set(0);
-        self.len.set(0);
+        self.pos.set(0);
         // The writer thread reads the buffer (`steal_all`) under the slot lock: take it before
         // reclaiming ownership, so no reference of ours exists while it may still read.
         let mut st = self.slot.lock();
@@ -323,26 +389,33 @@ impl Entry {
         // buffer; with the slot lock held the writer cannot be reading it, and clearing
         // `current` below (before unlocking) means it never will again through the slot.
         let buf = unsafe { Box::from_raw(raw) };
-        st.current = std::ptr::null();
+        st.current = ptr::null();
         self.slot.committed.store(0, Ordering::Release);
-        if len <= buf.stolen() {
+        // Read under the lock: the writer moves `stolen` only while holding it.
+        let from = buf.stolen();
+        if pos_len(pos) <= pos_len(from) {
             drop(st);
             self.inner.pool.give_back(buf);
             return;
         }
         st.pending += 1;
+        drop(st);
+        // SAFETY: the buffer is ours alone again (the slot no longer points at it), and
+        // `from..pos` lies within what this thread wrote (`from <= pos <= cap`).
+        let crc = crc32c::crc32c(unsafe { buf.bytes(pos_len(from), pos_len(pos)) });
         let msg = Msg::Full {
             slot: self.slot.clone(),
             buf,
-            len,
+            from,
+            to: pos,
+            crc,
         };
         if let Err(e) = self.inner.msgs.send(msg) {
             // The writer is gone (shut down): the unwritten records are lost; count them.
-            st.pending -= 1;
-            if let Msg::Full { buf, len, .. } = e.into_inner() {
-                // SAFETY: we own the buffer again; `stolen..len` is what we wrote.
-                let lost = count_frame_records(unsafe { buf.bytes(buf.stolen().min(len), len) });
-                self.slot.count_dropped(lost);
+            self.slot.lock().pending -= 1;
+            if let Msg::Full { from, to, .. } = e.into_inner() {
+                self.slot
+                    .count_dropped(u64::from(pos_count(to).wrapping_sub(pos_count(from))));
             }
         }
     }
@@ -365,49 +438,75 @@ pub(crate) const ROOT: u8 = 2;
 /// The thread's entries.
 ///
 /// Entries are handed out as `Rc<Entry>`: a call that uses one holds a strong reference for
-/// its whole duration, so user code that runs inside it (a `Serialize` impl, an error
-/// callback) and starts frames on other recorders can never free the entry under it.
+/// its whole duration (and a [`crate::Frame`] for its life), so user code that runs inside it
+/// (a `Serialize` impl, an error callback, a sink) and starts frames on other recorders can
+/// never free the entry under it.
 pub(crate) struct LocalState {
-    /// The entry used last (fast path).
-    last: RefCell<Option<Rc<Entry>>>,
     entries: RefCell<Vec<Rc<Entry>>>,
     thread: Cell<u32>,
 }
 
-impl LocalState {
-    const fn new() -> LocalState {
+thread_local! {
+    static LOCAL: LocalState = const {
         LocalState {
-            last: RefCell::new(None),
             entries: RefCell::new(Vec::new()),
             thread: Cell::new(u32::MAX),
         }
-    }
-
-    /// Runs `f` with the entry for `inner`, registering this thread with it on first use.
+    };
+    /// The entry used last (the fast path's cache), or null.
     ///
-    /// Fast path: the entry used last, borrowed from `last` for the whole call. While that
-    /// borrow is held, nothing can replace or drop `last`'s strong reference (`entry_slow`
-    /// only updates `last` when it can borrow it mutably), so the entry outlives the call.
-    #[inline(always)]
-    fn with<R>(&self, inner: &Arc<Inner>, f: impl FnOnce(&Rc<Entry>) -> R) -> R {
-        if let Ok(last) = self.last.try_borrow()
-            && let Some(e) = last.as_ref()
-            && Arc::ptr_eq(&e.inner, inner)
-        {
-            return f(e);
-        }
-        let e = self.entry_slow(inner);
-        f(&e)
-    }
+    /// Invariant: when not null, it points at an entry `LOCAL.entries` holds a strong
+    /// reference to. Whatever releases one of those references first points `LAST`
+    /// elsewhere (`find_or_register`, `LocalState::drop`). A `Cell` of a pointer has no
+    /// destructor, so reading it never fails, even while the thread's destructors run.
+    static LAST: Cell<*const Entry> = const { Cell::new(ptr::null()) };
+}
 
-    #[cold]
-    #[inline(never)]
-    fn entry_slow(&self, inner: &Arc<Inner>) -> Rc<Entry> {
+/// This thread's entry for `inner` (registering the thread on first use); `None` during
+/// thread teardown.
+///
+/// Fast path: one thread-local load and a pointer compare, then one non-atomic increment
+/// for the reference returned.
+#[inline(always)]
+pub(crate) fn entry(inner: &Arc<Inner>) -> Option<Rc<Entry>> {
+    let last = LAST.with(Cell::get);
+    // SAFETY: by `LAST`'s invariant, a non-null `last` points at an entry the registry holds
+    // a strong reference to, so it is alive. Nothing runs between this load and the
+    // increment below (no user code, no other thread touches this thread's registry), and
+    // from the increment on, the returned `Rc` owns a reference of its own: whatever code
+    // later makes the registry forget the entry (a nested call registering another
+    // recorder, thread exit), it stays alive as long as the caller needs it.
+    unsafe {
+        if !last.is_null() && Arc::ptr_eq(&(*last).inner, inner) {
+            Rc::increment_strong_count(last);
+            return Some(Rc::from_raw(last));
+        }
+    }
+    entry_slow(inner)
+}
+
+#[cold]
+#[inline(never)]
+fn entry_slow(inner: &Arc<Inner>) -> Option<Rc<Entry>> {
+    LOCAL.try_with(|l| l.find_or_register(inner)).ok()
+}
+
+/// Runs `f` with this thread's entry for `inner`; `None` during thread teardown.
+///
+/// `f` gets a strong reference: the entry outlives the call even if code inside it (user
+/// code included) makes the registry forget it.
+#[inline(always)]
+pub(crate) fn with_entry<R>(inner: &Arc<Inner>, f: impl FnOnce(&Rc<Entry>) -> R) -> Option<R> {
+    entry(inner).map(|e| f(&e))
+}
+
+impl LocalState {
+    /// The entry for `inner`, registering this thread with it on first use; makes it the
+    /// fast path's `LAST`.
+    fn find_or_register(&self, inner: &Arc<Inner>) -> Rc<Entry> {
         // Entries of recorders that were shut down are dropped only after every borrow of the
         // registry is released: dropping one may run arbitrary code (its recorder's drop).
         let mut forgotten = Vec::new();
-        // (`last` is borrowed when user code inside a fast-path call gets here: leave it.)
-        let last = self.last.try_borrow_mut().ok().and_then(|mut l| l.take());
         let found = {
             let mut entries = self.entries.borrow_mut();
             match entries.iter().find(|e| Arc::ptr_eq(&e.inner, inner)) {
@@ -418,6 +517,9 @@ impl LocalState {
                     while i < entries.len() {
                         if entries[i].inner.closed.load(Ordering::Acquire) {
                             let e = entries.swap_remove(i);
+                            if ptr::eq(LAST.with(Cell::get), Rc::as_ptr(&e)) {
+                                LAST.with(|l| l.set(ptr::null()));
+                            }
                             e.retire();
                             forgotten.push(e);
                         } else {
@@ -432,10 +534,8 @@ impl LocalState {
                 }
             }
         };
-        if let Ok(mut l) = self.last.try_borrow_mut() {
-            *l = Some(found.clone());
-        }
-        drop(last);
+        // `found` is held by the registry: it may be `LAST` (the invariant holds).
+        LAST.with(|l| l.set(Rc::as_ptr(&found)));
         drop(forgotten);
         found
     }
@@ -455,23 +555,111 @@ fn thread_name() -> String {
 
 impl Drop for LocalState {
     fn drop(&mut self) {
-        // Thread exit: every recorder gets this thread's last records.
-        self.last.get_mut().take();
+        // Thread exit: the fast path's cache goes first (the registry's references are about
+        // to be released), then every recorder gets this thread's last records.
+        LAST.with(|l| l.set(ptr::null()));
         for e in self.entries.get_mut().drain(..) {
             e.retire();
         }
     }
 }
 
-thread_local! {
-    static LOCAL: LocalState = const { LocalState::new() };
+/// Copies a label (at most 255 bytes) without a call into `memcpy` for the usual short ones:
+/// two overlapping loads and stores cover 4 to 32 bytes.
+///
+/// # Safety
+/// `dst` is valid for writes of `src.len()` bytes and does not overlap `src`.
+#[inline(always)]
+unsafe fn copy_short(src: &[u8], dst: *mut u8) {
+    let n = src.len();
+    let s = src.as_ptr();
+    // SAFETY: every read is within `src` (each branch's width is at most `n`, and the second
+    // access of a pair starts at `n - width`), every write within `dst..dst+n` (the caller's
+    // contract); unaligned accesses are used throughout.
+    unsafe {
+        if n >= 16 {
+            if n > 32 {
+                ptr::copy_nonoverlapping(s, dst, n);
+                return;
+            }
+            let a = ptr::read_unaligned(s.cast::<[u8; 16]>());
+            let b = ptr::read_unaligned(s.add(n - 16).cast::<[u8; 16]>());
+            ptr::write_unaligned(dst.cast::<[u8; 16]>(), a);
+            ptr::write_unaligned(dst.add(n - 16).cast::<[u8; 16]>(), b);
+        } else if n >= 8 {
+            let a = ptr::read_unaligned(s.cast::<u64>());
+            let b = ptr::read_unaligned(s.add(n - 8).cast::<u64>());
+            ptr::write_unaligned(dst.cast::<u64>(), a);
+            ptr::write_unaligned(dst.add(n - 8).cast::<u64>(), b);
+        } else if n >= 4 {
+            let a = ptr::read_unaligned(s.cast::<u32>());
+            let b = ptr::read_unaligned(s.add(n - 4).cast::<u32>());
+            ptr::write_unaligned(dst.cast::<u32>(), a);
+            ptr::write_unaligned(dst.add(n - 4).cast::<u32>(), b);
+        } else {
+            for i in 0..n {
+                *dst.add(i) = *s.add(i);
+            }
+        }
+    }
 }
 
-/// Runs `f` with this thread's entry for `inner`; `None` during thread teardown.
-///
-/// `f` gets a strong reference: the entry outlives the call even if code inside it (user
-/// code included) makes the registry forget it.
-#[inline(always)]
-pub(crate) fn with_entry<R>(inner: &Arc<Inner>, f: impl FnOnce(&Rc<Entry>) -> R) -> Option<R> {
-    LOCAL.try_with(|l| l.with(inner, f)).ok()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hot path's hand-written FrameStart/FrameEnd bytes are exactly the encoder's.
+    #[test]
+    fn hand_written_records_match_the_encoder() {
+        let sink = Arc::new(crate::mem_sink::MemSink::new(7));
+        let rec = crate::Stopwatch::builder()
+            .sink(sink.clone() as Arc<dyn crate::Sink>)
+            .build()
+            .unwrap();
+        let labels: Vec<String> = (0..=40)
+            .chain([63, 64, 200, 255, 256, 300])
+            .map(|n| "é".repeat(n / 2) + &"x".repeat(n % 2))
+            .collect();
+        let e = entry(&rec.inner).unwrap();
+        let mut want = Vec::new();
+        for (i, label) in labels.iter().enumerate() {
+            let (id, ts, ctx, cat) = (
+                0x0102_0304 + i as u32,
+                0x1122_3344_5566_7788 + i as u64,
+                0xa0b0_c0d0 ^ i as u32,
+                Category(i as u8),
+            );
+            let before = pos_len(e.pos.get());
+            e.emit_start(id, ts, ctx, cat, label);
+            e.emit_end(id, ts + 1);
+            let start = FrameStart {
+                id,
+                worker: e.worker,
+                timestamp: ts,
+                context: ctx,
+                category: cat,
+                label,
+            };
+            let end = FrameEnd {
+                id,
+                worker: e.worker,
+                timestamp: ts + 1,
+            };
+            let mut buf = [0u8; 512];
+            let n = start.encode(&mut buf).unwrap();
+            want.extend_from_slice(&buf[..n]);
+            let m = end.encode(&mut buf).unwrap();
+            want.extend_from_slice(&buf[..m]);
+            assert_eq!(
+                pos_len(e.pos.get()) - before,
+                n + m,
+                "label of {} bytes",
+                label.len()
+            );
+        }
+        assert_eq!(pos_count(e.pos.get()) as usize, 2 * labels.len());
+        // SAFETY: this thread owns the buffer and wrote `0..pos`.
+        let got = unsafe { (*e.buf.get()).bytes(0, pos_len(e.pos.get())).to_vec() };
+        assert_eq!(got, want);
+    }
 }

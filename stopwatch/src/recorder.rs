@@ -33,8 +33,10 @@ use crate::writer;
 
 /// Default pool size.
 const DEFAULT_POOL_KIB: usize = 4096;
-/// Largest single buffer.
-const MAX_BUFFER: usize = 64 << 10;
+/// Largest single buffer: a buffer's records, after the ThreadInfo record the writer puts
+/// before them (at most 16 + 255 bytes), are one batch, which `docs/FORMAT.md` closes before
+/// its records pass 64 KiB.
+const MAX_BUFFER: usize = (64 << 10) - 512;
 /// Smallest single buffer (a pool smaller than this still gets two buffers).
 const MIN_BUFFER: usize = 4 << 10;
 /// Frame-data updates that may wait for the writer.
@@ -392,17 +394,27 @@ fn process_name() -> String {
 /// leaks one small struct per install (buffers are freed at shutdown).
 static GLOBAL: AtomicPtr<Inner> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Runs `f` with the global recorder, if one is installed.
+/// The global recorder, if one is installed (borrowed: the result never releases the strong
+/// count `GLOBAL` holds).
 #[inline(always)]
-pub(crate) fn with_global<R>(f: impl FnOnce(&Arc<Inner>) -> R) -> Option<R> {
-    let p = GLOBAL.load(Ordering::Acquire);
+fn global() -> Option<ManuallyDrop<Arc<Inner>>> {
+    // One relaxed load decides the no-recorder case (a plain load, nothing else).
+    let p = GLOBAL.load(Ordering::Relaxed);
     if p.is_null() {
         return None;
     }
+    // Pairs with `install`'s Release (its compare-exchange): the `Inner` behind `p` is seen
+    // fully initialised. Free on x86 (a compiler barrier).
+    std::sync::atomic::fence(Ordering::Acquire);
     // SAFETY: `p` came from `Arc::into_raw` and its strong count is never released (see
     // `GLOBAL`), so it is alive; `ManuallyDrop` keeps this borrow from releasing it.
-    let arc = ManuallyDrop::new(unsafe { Arc::from_raw(p) });
-    Some(f(&arc))
+    Some(ManuallyDrop::new(unsafe { Arc::from_raw(p) }))
+}
+
+/// Runs `f` with the global recorder, if one is installed.
+#[inline(always)]
+pub(crate) fn with_global<R>(f: impl FnOnce(&Arc<Inner>) -> R) -> Option<R> {
+    global().map(|inner| f(&inner))
 }
 
 /// A recorder: frames started on it go to its own log through its own writer thread.
@@ -416,13 +428,13 @@ pub struct Recorder {
 
 impl Recorder {
     /// Starts a frame with the default category.
-    #[inline]
+    #[inline(always)]
     pub fn start(&self, label: impl Into<Cow<'static, str>>) -> Frame {
         Frame::start_on(&self.inner, &label.into(), self.inner.default_category)
     }
 
     /// Starts a frame with a category.
-    #[inline]
+    #[inline(always)]
     pub fn start_with(&self, label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
         Frame::start_on(&self.inner, &label.into(), category)
     }
@@ -560,17 +572,23 @@ impl Stopwatch {
     }
 
     /// Starts a frame on the global recorder; a no-op guard when none is installed.
-    #[inline]
+    // No closures on this path: each is a function LLVM may leave out of line, and then the
+    // label is no longer a constant at the copy.
+    #[inline(always)]
     pub fn start(label: impl Into<Cow<'static, str>>) -> Frame {
-        with_global(|inner| Frame::start_on(inner, &label.into(), inner.default_category))
-            .unwrap_or_else(Frame::inert)
+        match global() {
+            Some(inner) => Frame::start_on(&inner, &label.into(), inner.default_category),
+            None => Frame::inert(),
+        }
     }
 
     /// Starts a frame with a category on the global recorder.
-    #[inline]
+    #[inline(always)]
     pub fn start_with(label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
-        with_global(|inner| Frame::start_on(inner, &label.into(), category))
-            .unwrap_or_else(Frame::inert)
+        match global() {
+            Some(inner) => Frame::start_on(&inner, &label.into(), category),
+            None => Frame::inert(),
+        }
     }
 
     /// Whether a global recorder is installed.

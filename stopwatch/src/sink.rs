@@ -4,9 +4,11 @@
 //! - **Who calls it.** Only the recorder's writer thread calls `append_frames` and
 //!   `append_data`, one call at a time; `reserve_ids` is called from recording threads (rarely:
 //!   once per 65,536 frames of the process), possibly concurrently; `worker` once at build.
-//! - **What it gets.** `append_frames` gets whole encoded frame-log records (never a partial
-//!   one) in the order the writer wants them in the log; `append_data` gets BSON documents
-//!   keyed by frame.
+//! - **What it gets.** `append_batches` gets a run of whole checksummed batches (each a
+//!   `batch` record and its records, `docs/FORMAT.md` "Frame-log batches"), in the order the
+//!   writer wants them in the log; a sink that wants plain records keeps the default, which
+//!   strips the framing and calls `append_frames` with whole encoded frame-log records (never
+//!   a partial one). `append_data` gets BSON documents keyed by frame.
 //! - **What an error means.** An `append_*` error is final for the recorder: it is reported
 //!   once through `on_error`, Block-mode producers are released, and every later record is
 //!   counted as dropped. A `reserve_ids` error is reported once; ids then continue
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 use formats::{FrameKey, Record, RecordIter};
 
-use crate::buffer::Buf;
+use crate::buffer::{Buf, Pos};
 use crate::error::SinkError;
 use crate::slot::Slot;
 
@@ -30,6 +32,11 @@ pub trait Sink: Send + Sync + 'static {
     fn reserve_ids(&self, count: u32) -> Result<u32, SinkError>;
     /// Appends whole encoded frame-log records.
     fn append_frames(&self, records: &[u8]) -> Result<(), SinkError>;
+    /// Appends a run of whole batches (batch records with their bodies) the writer framed
+    /// and checksummed; by default, their records go to [`Sink::append_frames`] unframed.
+    fn append_batches(&self, batches: &[u8]) -> Result<(), SinkError> {
+        self.append_frames(&unframe(batches)?)
+    }
     /// Appends frame-data entries (BSON documents).
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError>;
     /// Called once after the writer's final pass (a stream sends its End here).
@@ -53,6 +60,10 @@ impl Sink for framelog::LogWriter {
         Ok(framelog::LogWriter::append_frames(self, records)?)
     }
 
+    fn append_batches(&self, batches: &[u8]) -> Result<(), SinkError> {
+        Ok(framelog::LogWriter::append_batches(self, batches)?)
+    }
+
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
         let mut batch = framelog::DataBatch::new();
         for (key, doc) in entries {
@@ -69,11 +80,14 @@ impl Sink for framelog::LogWriter {
 
 /// Messages to the writer thread.
 pub(crate) enum Msg {
-    /// A producer's full (or final) buffer: write `stolen..len`, then recycle it.
+    /// A producer's full (or final) buffer: write `from..to` (positions: bytes and record
+    /// counts), whose CRC32C is `crc`, as one batch, then recycle it.
     Full {
         slot: Arc<Slot>,
         buf: Box<Buf>,
-        len: usize,
+        from: Pos,
+        to: Pos,
+        crc: u32,
     },
     /// Whole records made by a thread whose own buffers are gone (it is exiting): written
     /// under thread number 0 (they are FrameEnds, whose thread is their FrameStart's).
@@ -90,6 +104,14 @@ pub(crate) enum Msg {
 pub(crate) struct DataMsg {
     pub(crate) key: FrameKey,
     pub(crate) document: Vec<u8>,
+}
+
+/// The records of a run of whole batches, without their framing.
+pub(crate) fn unframe(batches: &[u8]) -> Result<Vec<u8>, SinkError> {
+    let mut plain = Vec::with_capacity(batches.len());
+    formats::check_batches(batches, |_, body| plain.extend_from_slice(&batches[body]))
+        .map_err(|at| format!("not whole batches at byte {at}"))?;
+    Ok(plain)
 }
 
 /// Counts the frame records (starts and ends) in whole encoded records.

@@ -16,7 +16,7 @@
 #![allow(unsafe_code)]
 
 use parking_lot::{Mutex, MutexGuard};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::buffer::Buf;
 
@@ -26,8 +26,9 @@ pub(crate) struct Slot {
     pub(crate) thread: u32,
     /// Thread name at registration (may be empty).
     pub(crate) name: String,
-    /// Bytes of whole records in the current buffer (owner: Release store; writer: Acquire).
-    pub(crate) committed: AtomicUsize,
+    /// Whole records in the current buffer, a [`crate::buffer::Pos`] (bytes and count; owner:
+    /// Release store; writer: Acquire).
+    pub(crate) committed: AtomicU64,
     /// Records this thread discarded (only the owner thread changes it).
     pub(crate) dropped: AtomicU64,
     /// Part of `dropped` already written as dropped markers (writer only).
@@ -55,7 +56,7 @@ impl Slot {
         Slot {
             thread,
             name,
-            committed: AtomicUsize::new(0),
+            committed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             reported: AtomicU64::new(0),
             state: Mutex::new(SlotState {

@@ -3,7 +3,11 @@
 //! writes dropped markers and frame data, and returns buffers to the pool.
 //!
 //! Each chunk of a thread's records it writes is preceded by a `ThreadInfo` record, so a
-//! reader knows which thread the following records came from.
+//! reader knows which thread the following records came from; the two are one checksummed
+//! batch (`docs/FORMAT.md`, "Frame-log batches"). The recording thread counted the records
+//! as it wrote them and checksummed a full buffer when it handed it over, so the writer
+//! frames a chunk from those numbers alone (it checksums only what it steals from partial
+//! buffers and the few records it makes itself) and the log takes the batches as they are.
 //!
 //! Failure policy: the first write error is reported once, the pool is aborted (parked
 //! Block-mode producers are released and fall back to drops) and from then on every record
@@ -20,11 +24,12 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, select};
-use formats::{Dropped, FrameKey, Record, ThreadInfo};
+use formats::{BATCH_RECORD_LEN, BatchHeader, Dropped, FrameKey, Record, ThreadInfo};
 
+use crate::buffer::{pos_count, pos_len};
 use crate::error::{Error, SinkError};
 use crate::inner::Inner;
-use crate::sink::{DataMsg, Msg, count_frame_records};
+use crate::sink::{DataMsg, Msg};
 use crate::slot::Slot;
 
 /// Write the batch early once it grows past this.
@@ -36,7 +41,10 @@ struct Writer {
     inner: Arc<Inner>,
     rx: Receiver<Msg>,
     data_rx: Receiver<DataMsg>,
+    /// Whole batches to append.
     out: Vec<u8>,
+    /// Frame records (starts and ends) in `out`: what a failed append loses.
+    out_frames: u64,
     data: Vec<(FrameKey, Vec<u8>)>,
     failed: bool,
     data_failed: bool,
@@ -60,6 +68,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         rx,
         data_rx,
         out: Vec::with_capacity(256 << 10),
+        out_frames: 0,
         data: Vec::new(),
         failed: false,
         data_failed: false,
@@ -78,6 +87,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         w.inner.writer_failed.store(true, Ordering::Relaxed);
         w.inner.pool.abort();
         w.out.clear();
+        w.out_frames = 0;
         w.data.clear();
         w.drain_after_panic();
     }
@@ -177,12 +187,19 @@ impl Writer {
     /// Handles one message; true on shutdown.
     fn handle(&mut self, m: Msg, steal: &mut bool) -> bool {
         match m {
-            Msg::Full { slot, buf, len } => {
-                let from = buf.stolen().min(len);
+            Msg::Full {
+                slot,
+                buf,
+                from,
+                to,
+                crc,
+            } => {
+                let (start, end) = (pos_len(from), pos_len(to).min(buf.cap()));
                 // SAFETY: the producer handed the buffer over; nobody writes it any more and
-                // `len` is within its capacity.
-                let bytes = unsafe { buf.bytes(from, len.min(buf.cap())) };
-                self.add_chunk(&slot, bytes);
+                // `start..end` is within its capacity (the producer wrote `from..to`).
+                let bytes = unsafe { buf.bytes(start.min(end), end) };
+                let count = pos_count(to).wrapping_sub(pos_count(from));
+                self.add_chunk(&slot, bytes, count, Some(crc));
                 self.inner.pool.give_back(buf);
                 let mut st = slot.lock();
                 st.pending = st.pending.saturating_sub(1);
@@ -190,7 +207,8 @@ impl Writer {
             }
             Msg::Late(bytes) => {
                 let late = self.late.clone();
-                self.add_chunk(&late, &bytes);
+                // One record (`Inner::send_late`).
+                self.add_chunk(&late, &bytes, 1, None);
                 false
             }
             Msg::Flush(ack) => {
@@ -212,22 +230,25 @@ impl Writer {
         }
     }
 
-    /// Appends a ThreadInfo record and then `bytes` (whole records) to the batch.
-    fn add_chunk(&mut self, slot: &Slot, bytes: &[u8]) {
-        self.copy_chunk(slot, bytes);
+    /// Appends a ThreadInfo record and then `bytes` (`count` whole records) to the output as
+    /// one batch; `crc` is their CRC32C if the recording thread computed it.
+    fn add_chunk(&mut self, slot: &Slot, bytes: &[u8], count: u32, crc: Option<u32>) {
+        self.copy_chunk(slot, bytes, count, crc);
         if self.out.len() >= MAX_BATCH {
             self.write_out();
         }
     }
 
-    /// Appends a thread's records (after its ThreadInfo) to the batch, without writing.
-    fn copy_chunk(&mut self, slot: &Slot, bytes: &[u8]) {
+    /// Appends a thread's records (after its ThreadInfo) to the output as one batch, without
+    /// writing. `bytes` is at most one buffer, so the batch stays within the format's 64 KiB.
+    fn copy_chunk(&mut self, slot: &Slot, bytes: &[u8], count: u32, crc: Option<u32>) {
         if bytes.is_empty() {
             return;
         }
         if self.failed {
-            let n = count_frame_records(bytes);
-            self.inner.writer_dropped.fetch_add(n, Ordering::Relaxed);
+            self.inner
+                .writer_dropped
+                .fetch_add(u64::from(count), Ordering::Relaxed);
             return;
         }
         let info = ThreadInfo {
@@ -236,8 +257,34 @@ impl Writer {
             timestamp: self.inner.clock.now(),
             name: &slot.name,
         };
+        let at = self.begin_batch();
         Record::ThreadInfo(info).encode_to_vec(&mut self.out);
+        let info_crc = crc32c::crc32c(&self.out[at + BATCH_RECORD_LEN..]);
         self.out.extend_from_slice(bytes);
+        let records_crc = crc.unwrap_or_else(|| crc32c::crc32c(bytes));
+        let crc = crc32c::crc32c_combine(info_crc, records_crc, bytes.len());
+        self.end_batch(at, count + 1, crc, info.timestamp);
+        self.out_frames += u64::from(count);
+    }
+
+    /// Reserves a batch header at the end of the output; returns where it starts.
+    fn begin_batch(&mut self) -> usize {
+        let at = self.out.len();
+        self.out.resize(at + BATCH_RECORD_LEN, 0);
+        at
+    }
+
+    /// Fills in the header reserved at `at` for the records after it.
+    fn end_batch(&mut self, at: usize, count: u32, crc: u32, timestamp: u64) {
+        let body = at + BATCH_RECORD_LEN;
+        let header = BatchHeader {
+            worker: self.worker,
+            timestamp,
+            len: (self.out.len() - body) as u32,
+            count,
+            crc,
+        };
+        self.out[at..body].copy_from_slice(&header.encode());
     }
 
     /// Copies the committed, unwritten records of every thread's current buffer into the
@@ -253,16 +300,18 @@ impl Writer {
             // SAFETY: the owner cannot hand over or replace `current` while we hold the
             // slot's lock, and it never writes below the `committed` it published.
             let buf = unsafe { &*st.current };
-            let committed = slot.committed.load(Ordering::Acquire).min(buf.cap());
+            let committed = slot.committed.load(Ordering::Acquire);
             let from = buf.stolen();
-            if committed > from {
-                // SAFETY: as above; `from..committed` is complete and immutable.
-                let bytes = unsafe { buf.bytes(from, committed) };
+            let (start, end) = (pos_len(from), pos_len(committed).min(buf.cap()));
+            if end > start {
+                // SAFETY: as above; `start..end` is complete and immutable.
+                let bytes = unsafe { buf.bytes(start, end) };
                 buf.set_stolen(committed);
+                let count = pos_count(committed).wrapping_sub(pos_count(from));
                 // Copy while still holding the lock: once it is released the owner may hand
                 // the buffer off, and one whose bytes were all stolen goes straight back to
                 // the pool, where another thread can overwrite it.
-                self.copy_chunk(slot, bytes);
+                self.copy_chunk(slot, bytes, count, None);
                 drop(st);
                 if self.out.len() >= MAX_BATCH {
                     self.write_out();
@@ -297,7 +346,10 @@ impl Writer {
                     timestamp: self.inner.clock.now(),
                     count: dropped - reported,
                 };
+                let at = self.begin_batch();
                 Record::Dropped(marker).encode_to_vec(&mut self.out);
+                let crc = crc32c::crc32c(&self.out[at + BATCH_RECORD_LEN..]);
+                self.end_batch(at, 1, crc, marker.timestamp);
             }
         }
     }
@@ -307,7 +359,7 @@ impl Writer {
             return;
         }
         if !self.failed {
-            match self.inner.sink.append_frames(&self.out) {
+            match self.inner.sink.append_batches(&self.out) {
                 Ok(()) => {
                     self.inner
                         .written_bytes
@@ -315,12 +367,14 @@ impl Writer {
                 }
                 Err(e) => {
                     self.fail(e);
-                    let n = count_frame_records(&self.out);
-                    self.inner.writer_dropped.fetch_add(n, Ordering::Relaxed);
+                    self.inner
+                        .writer_dropped
+                        .fetch_add(self.out_frames, Ordering::Relaxed);
                 }
             }
         }
         self.out.clear();
+        self.out_frames = 0;
     }
 
     fn write_data(&mut self) {

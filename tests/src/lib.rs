@@ -2,6 +2,8 @@
 
 use formats::{Category, FrameEnd, FrameKey, FrameStart};
 
+pub mod viewer_client;
+
 /// The frame data a test child attaches to `key`: derived from the key so a test can
 /// recompute and compare it.
 pub fn expected_data(key: FrameKey) -> serde_json::Value {
@@ -90,6 +92,8 @@ pub struct Serve {
     pub child: std::process::Child,
     /// `HOST:PORT` it listens on.
     pub addr: String,
+    /// `http://HOST:PORT/` it serves viewers on (with `--http`).
+    pub http: Option<String>,
     /// Its stderr lines, collected by a thread.
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -107,15 +111,24 @@ impl Serve {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn framelog serve");
-        let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut first)
-            .expect("read the listening line");
-        let addr = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first line {first:?} is not `listening on ADDR`"))
-            .to_owned();
+        // `serving http://…/` comes first when viewers are served too (`--http`).
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut http = None;
+        let addr = loop {
+            let mut line = String::new();
+            stdout
+                .read_line(&mut line)
+                .expect("read the listening line");
+            let line = line.trim();
+            if let Some(url) = line.strip_prefix("serving ") {
+                http = Some(url.to_owned());
+                continue;
+            }
+            break line
+                .strip_prefix("listening on ")
+                .unwrap_or_else(|| panic!("line {line:?} is not `listening on ADDR`"))
+                .to_owned();
+        };
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let l = log.clone();
         let stderr = child.stderr.take().expect("stderr");
@@ -127,7 +140,12 @@ impl Serve {
                 l.lock().unwrap().push(line);
             }
         });
-        Serve { child, addr, log }
+        Serve {
+            child,
+            addr,
+            http,
+            log,
+        }
     }
 
     /// Sends SIGTERM and waits; the exit status.

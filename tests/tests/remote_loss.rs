@@ -228,10 +228,11 @@ fn a_stopped_server_costs_at_most_the_stall_limit_and_every_record_is_counted() 
         p.stderr().contains("failed")
     });
     let waited = stopped.elapsed();
-    // The stall limit is 5 s; the program may notice only at its next write, and then
-    // waits 1 s for the last Acks.
+    // The stall limit is 5 s; the program may notice only at its next write (one more
+    // stall), and then waits 1 s for the last Acks: about 9 s on a quiet machine. The bound
+    // leaves room for a loaded one; without a limit the program would wait forever.
     assert!(
-        waited < Duration::from_secs(10),
+        waited < Duration::from_secs(20),
         "gave up after {waited:?}: {}",
         p.stderr()
     );

@@ -1,6 +1,8 @@
 //! Compact sealed segments (format version 2, `docs/FORMAT.md`, *Compact sealed segments*):
 //! the shared pieces, varints and zigzag deltas and the Zstandard frames, pure and I/O-free.
 
+pub mod data;
+
 use crate::error::{DecodeError, ErrorKind};
 
 pub mod frames;

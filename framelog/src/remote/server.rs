@@ -36,6 +36,7 @@ use formats::protocol::{
 
 use super::rewrite::{KeyMap, RewriteError};
 use super::wire::{DeadlineReader, WireError, is_timeout, read_message};
+use crate::secret::same_secret;
 use crate::{DataBatch, LogWriter, WriterOptions};
 
 /// How long a new connection may take to send its whole Advertise.
@@ -1082,15 +1083,4 @@ fn append_data(o: &Output, payload: &[u8]) -> Result<(), String> {
     o.writer
         .append_data(&batch)
         .map_err(|e| format!("appending frame data: {e}"))
-}
-
-/// Whether two secrets are equal, in time that does not depend on where they differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = u8::from(a.len() != b.len());
-    for (i, x) in a.iter().enumerate() {
-        // Compare against the other secret cyclically so the loop length depends only on `a`.
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= x ^ y;
-    }
-    diff == 0
 }

@@ -532,6 +532,20 @@ impl Sink for Outputs {
         }
     }
 
+    fn append_batches(&self, batches: &[u8]) -> Result<(), SinkError> {
+        // The session protocol carries plain records (`docs/PROTOCOL.md`): the stream gets
+        // them unframed; the local log takes the batches as they are.
+        let records = crate::sink::unframe(batches)?;
+        {
+            let mut st = self.remote.state.lock();
+            self.remote.write_frames(&mut st, &records);
+        }
+        match &self.local {
+            Some(l) => l.append_batches(batches),
+            None => Ok(()),
+        }
+    }
+
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
         {
             let mut st = self.remote.state.lock();

@@ -8,6 +8,7 @@ mod output;
 mod prune;
 mod serve;
 mod stats;
+mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,6 +53,8 @@ enum Command {
     Export(export::ExportArgs),
     /// Record programs that connect (FRAMELOG_CONNECT=HOST:PORT) into a log directory.
     Serve(serve::ServeArgs),
+    /// Serve a log to viewers over HTTP/WebSocket (a browser, or `debugger-gui ws://HOST:PORT/ws`), following it as it grows.
+    View(view::ViewArgs),
     /// Delete a log's oldest sealed segments to keep it within a size and an age.
     Prune(prune::PruneArgs),
     /// Rewrite sealed segments in compact form (a few bytes a frame); --all seals the newest too.
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Export(args) => export::run(&args),
         Command::Prune(args) => prune::run(&args),
         Command::Compact(args) => compact::run(&args),
+        Command::View(args) => view::run(&args),
     };
     match result {
         Ok(code) => code,

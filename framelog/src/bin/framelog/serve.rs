@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// endpoint (e.g. `http://localhost:4318`); sending happens on its own thread.
     #[arg(long, value_name = "URL")]
     otlp: Option<String>,
+    /// Also serve the log to viewers (browser, `debugger-gui ws://…`) on this address.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    #[command(flatten)]
+    web: crate::view::HttpArgs,
     /// Retention: the log's size and age limits, applied every few seconds while serving.
     #[command(flatten)]
     retention: crate::prune::RetentionArgs,
@@ -124,6 +129,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     opts.max_connections = args.max_connections.max(1);
     opts.log = Arc::new(|line: &str| eprintln!("framelog serve: {line}"));
     let server = Server::bind(&args.listen, opts)?;
+    // `serving http://…/` first, as `framelog view` prints it; then `listening on`.
+    let viewers = match &args.http {
+        Some(addr) => Some(
+            args.web
+                .start(addr, &args.dir, args.token.clone(), true, "serve")?,
+        ),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let retention = args.retention.retention();
     let pruner = retention.is_set().then(|| {
@@ -141,6 +154,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     let _ = rx.recv();
+    if let Some(v) = viewers {
+        v.close();
+    }
     let mut server = server;
     // Counted after the drain: everything the programs still sent is in the log.
     server.close();
