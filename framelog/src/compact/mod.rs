@@ -21,7 +21,7 @@ use formats::FileKind;
 
 use crate::error::{Error, IoContext, Result};
 
-/// Suffix of a compaction's temporary file: `<segment file name>.<pid>.tmp`.
+/// Suffix of a compaction's temporary file: `<segment file name>.<pid>.<n>.tmp`.
 pub const TMP_SUFFIX: &str = ".tmp";
 
 /// What compacting one segment did.
@@ -299,8 +299,12 @@ fn background_pass(dir: &Path, level: i32, stop: &AtomicBool) -> Result<()> {
 
 /// The temporary file a compaction of `target` by this process writes first.
 pub fn tmp_path(target: &Path) -> PathBuf {
+    // Unique per call, not only per process: two threads of one process compacting at once
+    // must never open (and truncate, or lock after the other renamed it) the same file.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut name = target.file_name().unwrap_or_default().to_owned();
-    name.push(format!(".{}{TMP_SUFFIX}", std::process::id()));
+    name.push(format!(".{}.{n}{TMP_SUFFIX}", std::process::id()));
     target.with_file_name(name)
 }
 
@@ -314,10 +318,10 @@ pub fn replace_atomically(
 ) -> Result<u64> {
     let tmp = tmp_path(target);
     let result = (|| {
+        // A new file that no one else can have open (the name is unique to this call).
         let mut file = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(&tmp)
             .at(&tmp)?;
         // Held until the file is closed: tells `remove_abandoned` this one is alive.
@@ -376,7 +380,7 @@ pub fn remove_abandoned(dir: &Path) -> Result<usize> {
     Ok(removed)
 }
 
-/// Whether `name` is a compaction's temporary file (`frames-…framelog.<pid>.tmp`).
+/// Whether `name` is a compaction's temporary file (`frames-…framelog.<pid>.<n>.tmp`).
 fn is_tmp_name(name: &str) -> bool {
     let Some(stem) = name.strip_suffix(TMP_SUFFIX) else {
         return false;
@@ -403,6 +407,28 @@ mod tests {
         assert_eq!(std::fs::read(&target).unwrap(), b"compact");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file left");
+    }
+
+    #[test]
+    fn two_threads_replacing_one_file_never_mix_or_truncate_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("frames-000001.framelog");
+        std::fs::write(&target, b"raw").unwrap();
+        let a = vec![b'a'; 1 << 20];
+        let b = vec![b'b'; 1 << 20];
+        for _ in 0..20 {
+            std::thread::scope(|s| {
+                for content in [&a, &b] {
+                    let target = &target;
+                    s.spawn(move || {
+                        replace_atomically(target, |f| f.write_all(content).at(target)).unwrap()
+                    });
+                }
+            });
+            let got = std::fs::read(&target).unwrap();
+            assert!(got == a || got == b, "a whole file, {} bytes", got.len());
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]
