@@ -616,32 +616,7 @@ mod tests {
 
     /// Everything the views read: frames, statistics (percentiles too), call tree, contexts.
     fn assert_same_model(m: &Model, direct: &Model) {
-        assert_eq!(m.frame_count(), direct.frame_count());
-        assert_eq!(m.closed_count(), direct.closed_count());
-        assert_eq!(m.record_count(), direct.record_count());
-        assert_eq!(m.time_range(), direct.time_range());
-        assert_eq!(m.labels().len(), direct.labels().len());
-        for (id, name) in direct.labels().names() {
-            assert_eq!(m.labels().get(name), Some(id));
-            let (a, b) = (m.stats().get(id), direct.stats().get(id));
-            assert_eq!(
-                (a.count, a.total_ns, a.self_ns, a.max_ns, a.p99_ns()),
-                (b.count, b.total_ns, b.self_ns, b.max_ns, b.p99_ns())
-            );
-        }
-        let all = crate::model::calltree::Scope::All;
-        let (a, b) = (
-            crate::model::calltree::Aggregate::build(m, &all),
-            crate::model::calltree::Aggregate::build(direct, &all),
-        );
-        assert_eq!((a.total_ns, a.count), (b.total_ns, b.count));
-        assert_eq!(m.contexts().entries(), direct.contexts().entries());
-        let mut frames = (Vec::new(), Vec::new());
-        m.for_each_frame(|at, row, i| frames.0.push((at, row.start[i], row.end[i], row.node[i])));
-        direct.for_each_frame(|at, row, i| {
-            frames.1.push((at, row.start[i], row.end[i], row.node[i]))
-        });
-        assert!(frames.0 == frames.1, "the same frames in the same places");
+        assert_eq!(crate::model::same::difference(m, direct), None);
     }
 
     #[test]

@@ -1,0 +1,341 @@
+//! Remote logs with real processes on 127.0.0.1: programs stream to a live `framelog serve`
+//! (connect mode), the server serves the log to viewers (`--http`), and the debugger's model,
+//! fed over a real WebSocket, must hold what the same log opened from disk holds: frames,
+//! statistics, contexts, which writers stopped, and each frame's data.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use debugger_gui::DebuggerApp;
+use debugger_gui::data_loader::{DataLoader, DataResult};
+use debugger_gui::ingest::Ingest;
+use debugger_gui::model::Model;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use formats::FrameKey;
+use framelog_tests::{Serve, viewer_client};
+
+/// The environment variable that makes this test binary the recording program.
+const PROGRAM: &str = "DEBUGGER_GUI_TEST_PROGRAM";
+
+/// Not a test of its own: the recording program the tests start (this binary run again with
+/// [`PROGRAM`] set to a server's address). It runs the stopwatch demo workload (requests on
+/// threads and async tasks, SQL as frame data), streaming to the server until its stdin
+/// closes.
+#[test]
+fn recording_program() {
+    let Ok(addr) = std::env::var(PROGRAM) else {
+        return;
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        s.store(true, Ordering::Relaxed);
+    });
+    stopwatch::demo::run(stopwatch::demo::DemoOptions {
+        dir: None,
+        connect: Some(addr),
+        duration: None,
+        threads: 2,
+        requests_per_sec: 400,
+        stop,
+        ..Default::default()
+    })
+    .expect("the demo workload runs");
+}
+
+/// A recording program streaming to `addr`; it stops when its stdin is closed.
+fn program(addr: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "recording_program",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(PROGRAM, addr)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start a recording program")
+}
+
+/// Polls `cond` until it holds; panics with `what` after `secs` seconds.
+fn wait(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The server's viewer URL for the page address it printed.
+fn ws_url(http: &str) -> String {
+    format!(
+        "ws://{}/ws",
+        http.trim_start_matches("http://").trim_end_matches('/')
+    )
+}
+
+/// Processes (workers) the model has heard of.
+fn workers(m: &Model) -> Vec<u8> {
+    (0..=u8::MAX)
+        .filter(|&w| !m.worker(w).name.is_empty())
+        .collect()
+}
+
+/// Asks `loader` for `key`'s data and waits for the answer.
+fn data(loader: &DataLoader, key: FrameKey) -> DataResult {
+    loader.request(key);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some((k, r)) = loader.poll().into_iter().find(|(k, _)| *k == key) {
+            assert_eq!(k, key);
+            return r;
+        }
+        assert!(Instant::now() < deadline, "no answer for {key:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_remote_log_streamed_live_holds_what_the_log_on_disk_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start("127.0.0.1:0", dir.path(), &["--http", "127.0.0.1:0"]);
+    let url = ws_url(serve.http.as_deref().expect("serving http://"));
+    // The window connects before anything is recorded, and follows the log as it grows.
+    let remote = Ingest::connect(&url, "");
+    let mut programs = [program(&serve.addr), program(&serve.addr)];
+    // Live: both programs' frames reach the window while they run.
+    wait(120, "frames of both programs while they run", || {
+        let m = remote.model();
+        workers(&m).len() == 2 && m.closed_count() > 2000
+    });
+    let status = remote.status();
+    assert_eq!(status.writers.as_ref().map(Vec::len), Some(2), "{status:?}");
+    let m = remote.model();
+    assert!(workers(&m).iter().all(|&w| !m.worker(w).stopped));
+    drop(m);
+    for p in &mut programs {
+        drop(p.stdin.take());
+    }
+    for p in &mut programs {
+        assert!(p.wait().unwrap().success());
+    }
+    // Both stopped writing: the server's Status no longer lists them, the window says so.
+    wait(120, "both programs shown stopped", || {
+        let m = remote.model();
+        let s = remote.status();
+        s.caught_up && workers(&m).iter().all(|&w| m.worker(w).stopped)
+    });
+    let status = remote.status();
+    assert!(status.errors.is_empty(), "{:?}", status.errors);
+    assert_eq!(status.writers, Some(vec![]));
+    assert!(status.compacted && !status.finished, "{status:?}");
+    assert!(status.bytes_read > 0 && status.bytes_read <= status.total_bytes);
+
+    // The same log from its directory (followed too, so its writers are looked up).
+    let local = Ingest::start(dir.path(), true);
+    wait(
+        120,
+        "the log read from disk, its writers found stopped",
+        || {
+            let m = local.model();
+            local.status().caught_up
+                && !workers(&m).is_empty()
+                && workers(&m).iter().all(|&w| m.worker(w).stopped)
+        },
+    );
+    let (r, l) = (remote.model(), local.model());
+    assert_eq!(debugger_gui::model::same::difference(&r, &l), None);
+    let counts = (r.frame_count(), r.open_count(), r.cut_count());
+    assert!(
+        counts.0 > 500 && counts.1 == 0 && counts.2 == 0,
+        "{counts:?}"
+    );
+    assert!(
+        r.labels().get("User: Select").is_some(),
+        "the demo's queries"
+    );
+    let keys: Vec<FrameKey> = {
+        let mut v = Vec::new();
+        r.for_each_frame(|at, _, _| v.push(r.info(at).unwrap().key));
+        v
+    };
+    drop((r, l));
+
+    // Frame data: asked of the server, as the data panel asks, against the log's own store.
+    let (remote_data, local_data) = (DataLoader::for_log(&remote), DataLoader::for_log(&local));
+    let mut store = framelog::DataStore::open(dir.path()).unwrap();
+    let with_data: Vec<FrameKey> = keys
+        .iter()
+        .copied()
+        .filter(|&k| store.contains(k))
+        .collect();
+    assert!(
+        with_data.len() > 100,
+        "the demo attaches data: {}",
+        with_data.len()
+    );
+    let without: Vec<FrameKey> = keys
+        .iter()
+        .copied()
+        .filter(|&k| !store.contains(k))
+        .collect();
+    let step = (with_data.len() / 7).max(1);
+    for &key in with_data.iter().step_by(step).chain(without.iter().take(3)) {
+        let expected = match store.get(key).unwrap() {
+            Some(doc) => DataResult::Found(doc),
+            None => DataResult::None,
+        };
+        assert_eq!(data(&remote_data, key), expected, "{key:?} from the server");
+        assert_eq!(
+            data(&local_data, key),
+            expected,
+            "{key:?} from the directory"
+        );
+    }
+    assert!(serve.terminate().success());
+}
+
+#[test]
+fn a_log_many_credit_windows_long_loads_whole_and_the_window_exits_when_loaded() {
+    // Credit is granted again only as the model takes records in: a log of several windows
+    // arrives whole (a viewer that never re-granted would stall at the first window).
+    let dir = tempfile::tempdir().unwrap();
+    let opts = debugger_gui::synth::SynthOptions {
+        frames: 400_000,
+        ..Default::default()
+    };
+    let frames = debugger_gui::synth::write_log(dir.path(), &opts).unwrap();
+    let bytes: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("frames-"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    let window = u64::from(debugger_gui::feed::viewer::CREDIT_WINDOW);
+    assert!(bytes > 2 * window, "{bytes} bytes of records");
+    let (mut view, page) = viewer_client::view(dir.path(), &[]);
+    let remote = Ingest::connect(&ws_url(&page), "");
+    // What `--exit-when-loaded` waits for.
+    wait(300, "the whole log loaded", || {
+        let s = remote.status();
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        s.compacted && s.caught_up
+    });
+    let local = Ingest::start(dir.path(), false);
+    assert!(local.wait_caught_up(Duration::from_secs(300)));
+    let (r, l) = (remote.model(), local.model());
+    assert_eq!(r.frame_count(), frames);
+    assert_eq!(debugger_gui::model::same::difference(&r, &l), None);
+    let s = remote.status();
+    assert!(s.progress() == 1.0 && s.bytes_read > 2 * window, "{s:?}");
+    framelog_tests::signal(view.id(), "TERM");
+    assert!(view.wait().unwrap().success());
+}
+
+#[test]
+fn a_token_is_asked_for_and_a_dead_server_is_said_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start("127.0.0.1:0", dir.path(), &["--http", "127.0.0.1:0"]);
+    let mut p = program(&serve.addr);
+    wait(120, "the program's first frames on disk", || {
+        framelog::segments::is_log(dir.path())
+    });
+    drop(p.stdin.take());
+    assert!(p.wait().unwrap().success());
+    let (mut view, page) = viewer_client::view(dir.path(), &["--token", "s3cret"]);
+    let url = ws_url(&page);
+
+    // No token: refused, and the window asks for one.
+    let mut h = harness(DebuggerApp::open_url(&url, ""));
+    step_until(&mut h, "the token box", |h| {
+        h.query_by_label("Token").is_some()
+    });
+    assert!(
+        h.query_by_label_contains("refused this window").is_some(),
+        "the server's refusal is shown"
+    );
+    h.get_by_label("Token").type_text("s3cret");
+    h.run_steps(2);
+    h.get_by_label("Connect").click();
+    step_until(&mut h, "frames from the remote log", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() > 0)
+            && h.query_all_by_label("User: Select").next().is_some()
+    });
+    assert!(
+        h.state().problems().is_empty(),
+        "{:?}",
+        h.state().problems()
+    );
+    assert_eq!(
+        h.state().log_source().map(ToString::to_string),
+        Some(url.clone())
+    );
+    // A wrong token is refused again: the box comes back.
+    h.state_mut().open_remote(&url, "wrong");
+    step_until(&mut h, "the token box again", |h| {
+        h.query_by_label("Token").is_some()
+    });
+    framelog_tests::signal(view.id(), "TERM");
+    assert!(view.wait().unwrap().success());
+    assert!(serve.terminate().success());
+
+    // Nothing listening there any more: a clear message in the window, no panic.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("ws://{}/ws", l.local_addr().unwrap())
+    };
+    let mut h = harness(DebuggerApp::open_url(&dead, ""));
+    step_until(&mut h, "the connection error", |h| {
+        h.query_by_label_contains("Could not connect to ws://")
+            .is_some()
+    });
+    assert!(h.state().ingest_status().finished);
+    // Not a framelog server (an HTTP server with no WebSocket there): said plainly too.
+    let (mut view, page) = viewer_client::view(dir.path(), &[]);
+    let wrong_path = format!("{}/nothing-here", ws_url(&page).trim_end_matches("/ws"));
+    let mut h = harness(DebuggerApp::open_url(&wrong_path, ""));
+    step_until(&mut h, "the handshake error", |h| {
+        h.query_by_label_contains("Could not connect to ws://")
+            .is_some()
+    });
+    framelog_tests::signal(view.id(), "TERM");
+    assert!(view.wait().unwrap().success());
+}
+
+fn harness(app: DebuggerApp) -> Harness<'static, DebuggerApp> {
+    Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .build_ui_state(|ui, app: &mut DebuggerApp| app.ui(ui), app)
+}
+
+/// Steps the UI (letting the connection and ingest threads work) until `cond` holds.
+fn step_until(
+    h: &mut Harness<'_, DebuggerApp>,
+    what: &str,
+    mut cond: impl FnMut(&Harness<'_, DebuggerApp>) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        h.step();
+        if cond(h) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; the window's problems: {:?}; its log: {:?} {:?}",
+            h.state().problems(),
+            h.state().log_source(),
+            h.state().ingest_status()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
