@@ -287,9 +287,9 @@ impl DebuggerApp {
         self.contexts = ContextsPanel::default();
         self.stats = StatsPanel::default();
         self.messages.clear();
-        let opened = self.log_dir().map(Path::to_owned);
-        if let Some(dir) = opened
-            && let Err(e) = self.recent.record(&dir)
+        let opened = self.log_source().cloned();
+        if let Some(log) = opened
+            && let Err(e) = self.recent.record(&log)
         {
             self.messages
                 .push(format!("Could not save the recent logs list: {e}"));
@@ -298,15 +298,15 @@ impl DebuggerApp {
 
     /// Keeps the recent logs list in `file` (loading what it holds); `None`: in memory only.
     pub fn set_recent_file(&mut self, file: Option<PathBuf>) {
-        let current = self.log_dir().map(Path::to_owned);
+        let current = self.log_source().cloned();
         self.recent = RecentLogs::load(file);
-        if let Some(dir) = current {
-            let _ = self.recent.record(&dir);
+        if let Some(log) = current {
+            let _ = self.recent.record(&log);
         }
     }
 
-    /// Recently opened logs, newest first.
-    pub fn recent_logs(&self) -> &[PathBuf] {
+    /// Recently opened logs (directories and URLs), newest first.
+    pub fn recent_logs(&self) -> &[LogSource] {
         self.recent.paths()
     }
 
@@ -736,12 +736,12 @@ impl DebuggerApp {
                     self.focus_path = true;
                     ui.close();
                 }
-                let recent: Vec<PathBuf> = self.recent.paths().to_vec();
+                let recent: Vec<LogSource> = self.recent.paths().to_vec();
                 ui.add_enabled_ui(!recent.is_empty(), |ui| {
                     ui.menu_button("Open recent", |ui| {
-                        for p in recent {
-                            if ui.button(p.display().to_string()).clicked() {
-                                self.open_log(&p);
+                        for log in recent {
+                            if ui.button(log.to_string()).clicked() {
+                                self.open_source(log, "");
                                 ui.close();
                             }
                         }
@@ -1005,12 +1005,12 @@ impl DebuggerApp {
                         }
                     }
                 }
-                if !self.recent.paths().is_empty() {
+                if self.recent.dirs().next().is_some() {
                     ui.separator();
                     ui.label("Recent logs:");
-                    for p in self.recent.paths() {
+                    for p in self.recent.dirs() {
                         if ui.link(p.display().to_string()).clicked() {
-                            chosen = Some(p.clone());
+                            chosen = Some(p.to_owned());
                         }
                     }
                 }
@@ -1165,6 +1165,16 @@ impl DebuggerApp {
                     go = ui.button("Connect").clicked() || enter;
                     cancel = ui.button("Cancel").clicked();
                 });
+                if d.token_needed.is_none() && self.recent.urls().next().is_some() {
+                    ui.separator();
+                    ui.label("Recent remote logs:");
+                    for url in self.recent.urls() {
+                        if ui.link(url).clicked() {
+                            d.url = url.to_owned();
+                            go = true;
+                        }
+                    }
+                }
             });
         if go && !d.url.trim().is_empty() {
             self.open_remote(d.url.trim(), d.token.trim());

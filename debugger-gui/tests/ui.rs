@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bson::{Binary, DateTime, doc, oid::ObjectId, spec::BinarySubtype};
 use debugger_gui::DebuggerApp;
 use debugger_gui::app::DataState;
+use debugger_gui::source::LogSource;
 use egui::{Rect, Role};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
@@ -1561,7 +1562,8 @@ fn a_dropped_folder_opens_and_recent_logs_are_kept_and_reopened() {
     step_until(&mut h, "log B shown", |h| {
         h.state().log_dir() == Some(b.path()) && !boxes(h, "GET /from-b").is_empty()
     });
-    assert_eq!(h.state().recent_logs(), [b.path(), a.path()]);
+    let dirs = [b.path(), a.path()].map(|p| LogSource::Dir(p.to_owned()));
+    assert_eq!(h.state().recent_logs(), dirs);
     let saved = std::fs::read_to_string(&list).unwrap();
     assert_eq!(
         saved.lines().collect::<Vec<_>>(),
