@@ -3,6 +3,9 @@
 //! fed over a real WebSocket, must hold what the same log opened from disk holds: frames,
 //! statistics, contexts, which writers stopped, and each frame's data.
 
+mod common;
+use common::{harness, step_until};
+
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,10 +15,9 @@ use debugger_gui::DebuggerApp;
 use debugger_gui::data_loader::{DataLoader, DataResult};
 use debugger_gui::ingest::Ingest;
 use debugger_gui::model::Model;
-use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use formats::FrameKey;
-use framelog_tests::{Serve, viewer_client};
+use framelog_tests::{Serve, viewer_client, wait_until};
 
 /// The environment variable that makes this test binary the recording program.
 const PROGRAM: &str = "DEBUGGER_GUI_TEST_PROGRAM";
@@ -63,18 +65,6 @@ fn program(addr: &str) -> Child {
         .expect("start a recording program")
 }
 
-/// Polls `cond` until it holds; panics with `what` after `secs` seconds.
-fn wait(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The server's viewer URL for the page address it printed.
 fn ws_url(http: &str) -> String {
     format!(
@@ -113,7 +103,7 @@ fn a_remote_log_streamed_live_holds_what_the_log_on_disk_holds() {
     let remote = Ingest::connect(&url, "");
     let mut programs = [program(&serve.addr), program(&serve.addr)];
     // Live: both programs' frames reach the window while they run.
-    wait(120, "frames of both programs while they run", || {
+    wait_until(120, "frames of both programs while they run", || {
         let m = remote.model();
         let listed = remote.status().writers.is_some_and(|w| w.len() == 2);
         workers(&m).len() == 2 && m.closed_count() > 2000 && listed
@@ -128,7 +118,7 @@ fn a_remote_log_streamed_live_holds_what_the_log_on_disk_holds() {
         assert!(p.wait().unwrap().success());
     }
     // Both stopped writing: the server's Status no longer lists them, the window says so.
-    wait(120, "both programs shown stopped", || {
+    wait_until(120, "both programs shown stopped", || {
         let m = remote.model();
         let s = remote.status();
         s.caught_up && workers(&m).iter().all(|&w| m.worker(w).stopped)
@@ -141,7 +131,7 @@ fn a_remote_log_streamed_live_holds_what_the_log_on_disk_holds() {
 
     // The same log from its directory (followed too, so its writers are looked up).
     let local = Ingest::start(dir.path(), true);
-    wait(
+    wait_until(
         120,
         "the log read from disk, its writers found stopped",
         || {
@@ -224,7 +214,7 @@ fn a_log_many_credit_windows_long_loads_whole_and_the_window_exits_when_loaded()
     let (mut view, page) = viewer_client::view(dir.path(), &[]);
     let remote = Ingest::connect(&ws_url(&page), "");
     // What `--exit-when-loaded` waits for.
-    wait(300, "the whole log loaded", || {
+    wait_until(300, "the whole log loaded", || {
         let s = remote.status();
         assert!(s.errors.is_empty(), "{:?}", s.errors);
         s.compacted && s.caught_up
@@ -245,7 +235,7 @@ fn a_token_is_asked_for_and_a_dead_server_is_said_plainly() {
     let dir = tempfile::tempdir().unwrap();
     let serve = Serve::start("127.0.0.1:0", dir.path(), &["--http", "127.0.0.1:0"]);
     let mut p = program(&serve.addr);
-    wait(120, "the program's first frames on disk", || {
+    wait_until(120, "the program's first frames on disk", || {
         framelog::segments::is_log(dir.path())
     });
     drop(p.stdin.take());
@@ -315,33 +305,4 @@ fn a_token_is_asked_for_and_a_dead_server_is_said_plainly() {
     });
     framelog_tests::signal(view.id(), "TERM");
     assert!(view.wait().unwrap().success());
-}
-
-fn harness(app: DebuggerApp) -> Harness<'static, DebuggerApp> {
-    Harness::builder()
-        .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut DebuggerApp| app.ui(ui), app)
-}
-
-/// Steps the UI (letting the connection and ingest threads work) until `cond` holds.
-fn step_until(
-    h: &mut Harness<'_, DebuggerApp>,
-    what: &str,
-    mut cond: impl FnMut(&Harness<'_, DebuggerApp>) -> bool,
-) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        h.step();
-        if cond(h) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; the window's problems: {:?}; its log: {:?} {:?}",
-            h.state().problems(),
-            h.state().log_source(),
-            h.state().ingest_status()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

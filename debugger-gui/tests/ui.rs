@@ -2,6 +2,9 @@
 //! check the flamegraph shows its frames, select a frame and see its data, search, follow a
 //! growing log, and show bad logs without crashing.
 
+mod common;
+use common::{harness, step_until};
+
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -142,29 +145,6 @@ fn append_frames(
     }
     w.append_frames(&bytes).unwrap();
     first
-}
-
-fn harness(app: DebuggerApp) -> Harness<'static, DebuggerApp> {
-    Harness::builder()
-        .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut DebuggerApp| app.ui(ui), app)
-}
-
-/// Steps the UI (letting background threads work) until `cond` holds or 10 s pass.
-fn step_until(
-    h: &mut Harness<'_, DebuggerApp>,
-    what: &str,
-    mut cond: impl FnMut(&Harness<'_, DebuggerApp>) -> bool,
-) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        h.step();
-        if cond(h) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The flamegraph's bounds.
