@@ -1,7 +1,8 @@
 //! Remote logs with real processes on 127.0.0.1: programs stream to a live `framelog serve`
 //! (connect mode), the server serves the log to viewers (`--http`), and the debugger's model,
 //! fed over a real WebSocket, must hold what the same log opened from disk holds: frames,
-//! statistics, contexts, which writers stopped, and each frame's data.
+//! statistics, contexts, which writers stopped (one ends, one is killed), and each frame's
+//! data.
 
 mod common;
 use common::{harness, step_until};
@@ -111,12 +112,11 @@ fn a_remote_log_streamed_live_holds_what_the_log_on_disk_holds() {
     let m = remote.model();
     assert!(workers(&m).iter().all(|&w| !m.worker(w).stopped));
     drop(m);
-    for p in &mut programs {
-        drop(p.stdin.take());
-    }
-    for p in &mut programs {
-        assert!(p.wait().unwrap().success());
-    }
+    // One program ends, the other is killed (its frames still open are cut, on both sides).
+    drop(programs[0].stdin.take());
+    assert!(programs[0].wait().unwrap().success());
+    programs[1].kill().unwrap();
+    programs[1].wait().unwrap();
     // Both stopped writing: the server's Status no longer lists them, the window says so.
     wait_until(120, "both programs shown stopped", || {
         let m = remote.model();
@@ -143,11 +143,8 @@ fn a_remote_log_streamed_live_holds_what_the_log_on_disk_holds() {
     );
     let (r, l) = (remote.model(), local.model());
     assert_eq!(debugger_gui::model::same::difference(&r, &l), None);
-    let counts = (r.frame_count(), r.open_count(), r.cut_count());
-    assert!(
-        counts.0 > 500 && counts.1 == 0 && counts.2 == 0,
-        "{counts:?}"
-    );
+    // Nothing left running: the killed program's open frames were cut where it stopped.
+    assert!(r.frame_count() > 2000 && r.open_count() == 0);
     assert!(
         r.labels().get("User: Select").is_some(),
         "the demo's queries"

@@ -18,6 +18,7 @@ pub fn difference(a: &Model, b: &Model) -> Option<String> {
     }
     same!("frames", a.frame_count(), b.frame_count());
     same!("closed frames", a.closed_count(), b.closed_count());
+    same!("frames cut", a.cut_count(), b.cut_count());
     same!("records", a.record_count(), b.record_count());
     same!("time range", a.time_range(), b.time_range());
     same!("labels", a.labels().len(), b.labels().len());
