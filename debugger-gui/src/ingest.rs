@@ -476,7 +476,9 @@ pub(crate) fn applier(
     let mut labels = LabelMap::default();
     let mut compacted = false;
     let mut last = ReadState::default();
-    loop {
+    // Ends when its source does, or when the window closes the log (a socket's thread may
+    // take a moment to notice).
+    while !stopped() {
         let (buf, state) = match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(got) => got,
             // A quiet source (a server sends nothing while its log is idle): the rate still
