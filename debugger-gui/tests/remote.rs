@@ -74,6 +74,19 @@ fn ws_url(http: &str) -> String {
     )
 }
 
+/// Kills a server this test started if the test fails before stopping it (a server runs
+/// until told to stop; a finished test's server is gone already and this does nothing).
+struct Reap(u32);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 /// Processes (workers) the model has heard of.
 fn workers(m: &Model) -> Vec<u8> {
     (0..=u8::MAX)
@@ -99,6 +112,7 @@ fn data(loader: &DataLoader, key: FrameKey) -> DataResult {
 fn a_remote_log_streamed_live_holds_what_the_log_on_disk_holds() {
     let dir = tempfile::tempdir().unwrap();
     let serve = Serve::start("127.0.0.1:0", dir.path(), &["--http", "127.0.0.1:0"]);
+    let _reap_serve = Reap(serve.child.id());
     let url = ws_url(serve.http.as_deref().expect("serving http://"));
     // The window connects before anything is recorded, and follows the log as it grows.
     let remote = Ingest::connect(&url, "");
@@ -209,6 +223,7 @@ fn a_log_many_credit_windows_long_loads_whole_and_the_window_exits_when_loaded()
     let window = u64::from(debugger_gui::feed::viewer::CREDIT_WINDOW);
     assert!(bytes > 2 * window, "{bytes} bytes of records");
     let (mut view, page) = viewer_client::view(dir.path(), &[]);
+    let _reap_view = Reap(view.id());
     let remote = Ingest::connect(&ws_url(&page), "");
     // What `--exit-when-loaded` waits for.
     wait_until(300, "the whole log loaded", || {
@@ -231,6 +246,7 @@ fn a_log_many_credit_windows_long_loads_whole_and_the_window_exits_when_loaded()
 fn a_token_is_asked_for_and_a_dead_server_is_said_plainly() {
     let dir = tempfile::tempdir().unwrap();
     let serve = Serve::start("127.0.0.1:0", dir.path(), &["--http", "127.0.0.1:0"]);
+    let _reap_serve = Reap(serve.child.id());
     let mut p = program(&serve.addr);
     wait_until(120, "the program's first frames on disk", || {
         framelog::segments::is_log(dir.path())
@@ -238,6 +254,7 @@ fn a_token_is_asked_for_and_a_dead_server_is_said_plainly() {
     drop(p.stdin.take());
     assert!(p.wait().unwrap().success());
     let (mut view, page) = viewer_client::view(dir.path(), &["--token", "s3cret"]);
+    let _reap_view = Reap(view.id());
     let url = ws_url(&page);
 
     // No token: refused, and the window asks for one.
@@ -294,6 +311,7 @@ fn a_token_is_asked_for_and_a_dead_server_is_said_plainly() {
     assert!(h.state().ingest_status().finished);
     // Not a framelog server (an HTTP server with no WebSocket there): said plainly too.
     let (mut view, page) = viewer_client::view(dir.path(), &[]);
+    let _reap_view = Reap(view.id());
     let wrong_path = format!("{}/nothing-here", ws_url(&page).trim_end_matches("/ws"));
     let mut h = harness(DebuggerApp::open_url(&wrong_path, ""));
     step_until(&mut h, "the handshake error", |h| {
