@@ -16,6 +16,7 @@ use crate::listen::Listener;
 use crate::model::search::{Matches, Pattern, SearchFrom};
 use crate::model::{FrameInfo, FrameRef, Model};
 use crate::recent::RecentLogs;
+use crate::source::LogSource;
 use crate::ui::aggregated::{self, AggregatedState, ScopeInput};
 use crate::ui::compare::{self as compare_tab, ComparePanel};
 use crate::ui::contexts::{self, ContextsPanel};
@@ -27,11 +28,28 @@ use crate::ui::search_bar::SearchBar;
 use crate::ui::stats::{self, StatsPanel};
 use crate::ui::{category_color, status_bar};
 
-/// An open log: its directory, the ingest thread and the frame-data thread.
+/// An open log: where it comes from, its ingest and its frame-data loader.
 struct OpenLog {
-    dir: PathBuf,
+    source: LogSource,
     ingest: Ingest,
     data: DataLoader,
+    /// The server asked for a token and the window has asked the user for it.
+    token_asked: std::cell::Cell<bool>,
+}
+
+impl OpenLog {
+    fn dir(&self) -> Option<&Path> {
+        self.source.dir()
+    }
+}
+
+/// File > Open remote…: the server's address, and its token when it asks for one.
+#[derive(Clone, Debug, Default)]
+struct RemoteDialog {
+    url: String,
+    token: String,
+    /// What the server said when it refused the window for want of a token.
+    token_needed: Option<String>,
 }
 
 /// Which tab the bottom panel shows.
@@ -87,6 +105,8 @@ pub struct DebuggerApp {
     show_bottom: bool,
     show_data: bool,
     open_dialog: Option<String>,
+    /// The File > Open remote… dialog, while it is open.
+    remote_dialog: Option<RemoteDialog>,
     /// The path box should take the keyboard focus (it was just opened).
     focus_path: bool,
     messages: Vec<String>,
@@ -138,6 +158,7 @@ impl DebuggerApp {
             show_bottom: true,
             show_data: true,
             open_dialog: None,
+            remote_dialog: None,
             focus_path: false,
             messages: Vec::new(),
             demo: None,
@@ -217,25 +238,46 @@ impl DebuggerApp {
 
     /// Opens (and follows) another log, replacing the current one.
     pub fn open_log(&mut self, dir: impl AsRef<Path>) {
-        let dir = dir.as_ref().to_owned();
-        let old_demo = self.demo.as_ref().is_some_and(|d| d.dir() != dir.as_path());
-        if old_demo {
+        self.open_source(LogSource::Dir(dir.as_ref().to_owned()), "");
+    }
+
+    /// A window showing (and following) the log a server serves at `url` (`ws://HOST:PORT/ws`),
+    /// presenting `token` (empty: none). Problems, and a refusal, are shown in the window.
+    pub fn open_url(url: &str, token: &str) -> Self {
+        let mut app = Self::new();
+        app.open_remote(url, token);
+        app
+    }
+
+    /// Opens (and follows) the log a server serves at `url`, replacing the current one.
+    pub fn open_remote(&mut self, url: &str, token: &str) {
+        self.open_source(LogSource::parse(url), token);
+    }
+
+    /// Opens (and follows) a log from a directory or a server, replacing the current one.
+    pub fn open_source(&mut self, source: LogSource, token: &str) {
+        let dir = source.dir();
+        if self.demo.as_ref().is_some_and(|d| Some(d.dir()) != dir) {
             self.demo = None;
         }
         // Opening another log stops listening (the window follows one log at a time).
-        if self
-            .listener
-            .as_ref()
-            .is_some_and(|l| l.dir() != dir.as_path())
-        {
+        if self.listener.as_ref().is_some_and(|l| Some(l.dir()) != dir) {
             self.listener = None;
             if self.tab == BottomTab::Processes {
                 self.tab = BottomTab::Contexts;
             }
         }
-        let ingest = Ingest::start(&dir, true);
-        let data = DataLoader::start(&dir);
-        self.log = Some(OpenLog { dir, ingest, data });
+        let ingest = match &source {
+            LogSource::Dir(dir) => Ingest::start(dir, true),
+            LogSource::Remote(url) => Ingest::connect(url, token),
+        };
+        let data = DataLoader::for_log(&ingest);
+        self.log = Some(OpenLog {
+            source,
+            ingest,
+            data,
+            token_asked: std::cell::Cell::new(false),
+        });
         self.flame = FlameState::default();
         self.follow_checked = false;
         self.selected = None;
@@ -245,9 +287,9 @@ impl DebuggerApp {
         self.contexts = ContextsPanel::default();
         self.stats = StatsPanel::default();
         self.messages.clear();
-        let opened = self.log_dir().map(Path::to_owned);
-        if let Some(dir) = opened
-            && let Err(e) = self.recent.record(&dir)
+        let opened = self.log_source().cloned();
+        if let Some(log) = opened
+            && let Err(e) = self.recent.record(&log)
         {
             self.messages
                 .push(format!("Could not save the recent logs list: {e}"));
@@ -256,15 +298,15 @@ impl DebuggerApp {
 
     /// Keeps the recent logs list in `file` (loading what it holds); `None`: in memory only.
     pub fn set_recent_file(&mut self, file: Option<PathBuf>) {
-        let current = self.log_dir().map(Path::to_owned);
+        let current = self.log_source().cloned();
         self.recent = RecentLogs::load(file);
-        if let Some(dir) = current {
-            let _ = self.recent.record(&dir);
+        if let Some(log) = current {
+            let _ = self.recent.record(&log);
         }
     }
 
-    /// Recently opened logs, newest first.
-    pub fn recent_logs(&self) -> &[PathBuf] {
+    /// Recently opened logs (directories and URLs), newest first.
+    pub fn recent_logs(&self) -> &[LogSource] {
         self.recent.paths()
     }
 
@@ -283,9 +325,14 @@ impl DebuggerApp {
         self.compare.as_ref().map(|(_, i)| i.model())
     }
 
-    /// The open log's directory.
+    /// The open log's directory (`None` for a remote log).
     pub fn log_dir(&self) -> Option<&Path> {
-        self.log.as_ref().map(|l| l.dir.as_path())
+        self.log.as_ref().and_then(OpenLog::dir)
+    }
+
+    /// Where the open log comes from.
+    pub fn log_source(&self) -> Option<&LogSource> {
+        self.log.as_ref().map(|l| &l.source)
     }
 
     /// Locks and returns the model (None if no log is open).
@@ -390,12 +437,18 @@ impl DebuggerApp {
                 self.follow_checked = true;
                 // A finished log (no process writing it; a listening window's log always
                 // has its server) opens paused: its first zoom stays where the user zooms.
+                // A remote log's writers are the server's to say.
+                let writing = |l: &OpenLog| match (&status.writers, l.dir()) {
+                    (Some(writers), _) => !writers.is_empty(),
+                    (None, Some(dir)) => (0..=u8::MAX).any(|w| {
+                        !model.worker(w).name.is_empty()
+                            && matches!(framelog::is_writing(dir, w), Ok(true))
+                    }),
+                    (None, None) => false,
+                };
                 if let Some(l) = &log
                     && self.listener.is_none()
-                    && !(0..=u8::MAX).any(|w| {
-                        !model.worker(w).name.is_empty()
-                            && matches!(framelog::is_writing(&l.dir, w), Ok(true))
-                    })
+                    && !writing(l)
                 {
                     self.flame.set_follow(false);
                 }
@@ -404,13 +457,13 @@ impl DebuggerApp {
             self.update_selection(model, log.as_ref());
 
             egui::Panel::top("menu").show(ui, |ui| {
-                self.menu_bar(ui, log.as_ref().map(|l| l.dir.as_path()));
+                self.menu_bar(ui, log.as_ref().and_then(OpenLog::dir));
                 self.toolbar(ui, model);
             });
             egui::Panel::bottom("status").show(ui, |ui| {
                 let path = log
                     .as_ref()
-                    .map_or_else(|| "no log open".to_owned(), |l| l.dir.display().to_string());
+                    .map_or_else(|| "no log open".to_owned(), |l| l.source.to_string());
                 let info = status_bar::StatusInfo {
                     frames: model.frame_count(),
                     open: model.open_count(),
@@ -474,7 +527,7 @@ impl DebuggerApp {
                         ui.add_space(60.0);
                         ui.heading("No log open");
                         ui.label(
-                            "Open a log directory from File > Open log…, or drop a folder here.",
+                            "Open a log directory from File > Open log…, or drop a folder here; a served log from File > Open remote….",
                         );
                     });
                     return;
@@ -522,7 +575,8 @@ impl DebuggerApp {
             });
             self.open_dialog(&ctx);
             self.listen_dialog(&ctx);
-            self.export_dialog(&ctx, log.as_ref().map(|l| l.dir.as_path()));
+            self.remote_dialog(&ctx, log.as_ref());
+            self.export_dialog(&ctx, log.as_ref().and_then(OpenLog::dir));
         }
         // A log opened while drawing (File > Open log…, Open demo, a dropped folder) replaces
         // the one taken out above, which is dropped (its threads stop).
@@ -673,12 +727,21 @@ impl DebuggerApp {
                     self.focus_path = true;
                     ui.close();
                 }
-                let recent: Vec<PathBuf> = self.recent.paths().to_vec();
+                if ui
+                    .button("Open remote…")
+                    .on_hover_text("A log served by `framelog view --http` or `framelog serve --http`")
+                    .clicked()
+                {
+                    self.remote_dialog = Some(RemoteDialog::default());
+                    self.focus_path = true;
+                    ui.close();
+                }
+                let recent: Vec<LogSource> = self.recent.paths().to_vec();
                 ui.add_enabled_ui(!recent.is_empty(), |ui| {
                     ui.menu_button("Open recent", |ui| {
-                        for p in recent {
-                            if ui.button(p.display().to_string()).clicked() {
-                                self.open_log(&p);
+                        for log in recent {
+                            if ui.button(log.to_string()).clicked() {
+                                self.open_source(log, "");
                                 ui.close();
                             }
                         }
@@ -942,12 +1005,12 @@ impl DebuggerApp {
                         }
                     }
                 }
-                if !self.recent.paths().is_empty() {
+                if self.recent.dirs().next().is_some() {
                     ui.separator();
                     ui.label("Recent logs:");
-                    for p in self.recent.paths() {
+                    for p in self.recent.dirs() {
                         if ui.link(p.display().to_string()).clicked() {
-                            chosen = Some(p.clone());
+                            chosen = Some(p.to_owned());
                         }
                     }
                 }
@@ -1046,6 +1109,80 @@ impl DebuggerApp {
         }
     }
 
+    fn remote_dialog(&mut self, ctx: &egui::Context, log: Option<&OpenLog>) {
+        // The server refused the open log for want of a token: ask for it (once per refusal).
+        if let Some(l) = log
+            && !l.token_asked.get()
+            && let Some(said) = l.ingest.status().needs_token
+        {
+            l.token_asked.set(true);
+            self.remote_dialog = Some(RemoteDialog {
+                url: l.source.url().unwrap_or_default().to_owned(),
+                token: String::new(),
+                token_needed: Some(said),
+            });
+            self.focus_path = true;
+        }
+        let Some(mut d) = self.remote_dialog.take() else {
+            return;
+        };
+        let mut open = true;
+        let (mut go, mut cancel) = (false, false);
+        egui::Window::new("Open remote log")
+            .collapsible(false)
+            .resizable(false)
+            .open(&mut open)
+            .show(ctx, |ui| {
+                ui.label(
+                    "Server address (the http://HOST:PORT/ a server prints, or ws://HOST:PORT/ws):",
+                );
+                let r = ui
+                    .add(TextEdit::singleline(&mut d.url).desired_width(420.0))
+                    .accessible_name("Server address");
+                let focus = std::mem::take(&mut self.focus_path);
+                if focus && d.token_needed.is_none() {
+                    r.request_focus();
+                }
+                let mut enter = r.lost_focus() && ui.input(|i| i.key_pressed(Key::Enter));
+                if let Some(said) = &d.token_needed {
+                    ui.colored_label(
+                        Color32::from_rgb(255, 120, 60),
+                        format!("The server asks for a token: {said}"),
+                    );
+                    let r = ui
+                        .add(
+                            TextEdit::singleline(&mut d.token)
+                                .password(true)
+                                .desired_width(260.0),
+                        )
+                        .accessible_name("Token");
+                    if focus {
+                        r.request_focus();
+                    }
+                    enter |= r.lost_focus() && ui.input(|i| i.key_pressed(Key::Enter));
+                }
+                ui.horizontal(|ui| {
+                    go = ui.button("Connect").clicked() || enter;
+                    cancel = ui.button("Cancel").clicked();
+                });
+                if d.token_needed.is_none() && self.recent.urls().next().is_some() {
+                    ui.separator();
+                    ui.label("Recent remote logs:");
+                    for url in self.recent.urls() {
+                        if ui.link(url).clicked() {
+                            d.url = url.to_owned();
+                            go = true;
+                        }
+                    }
+                }
+            });
+        if go && !d.url.trim().is_empty() {
+            self.open_remote(d.url.trim(), d.token.trim());
+        } else if open && !cancel {
+            self.remote_dialog = Some(d);
+        }
+    }
+
     fn listen_dialog(&mut self, ctx: &egui::Context) {
         let Some(mut addr) = self.listen_dialog.take() else {
             return;
@@ -1094,8 +1231,8 @@ fn legend(ui: &mut Ui) {
 impl eframe::App for DebuggerApp {
     fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
         DebuggerApp::ui(self, ui);
-        let title = match self.log_dir() {
-            Some(d) => format!("framelog debugger — {}", d.display()),
+        let title = match self.log_source() {
+            Some(s) => format!("framelog debugger — {s}"),
             None => "framelog debugger".to_owned(),
         };
         if title != self.title {

@@ -1,7 +1,8 @@
-//! Frame data on demand: a background thread owns a [`framelog::DataStore`] and answers
-//! "give me the data of frame K" requests, so the UI never touches the disk. The store is
-//! opened at the first request (never preloaded) and refreshed when a key is not found yet
-//! (a live log's data may arrive after its frames).
+//! Frame data on demand. For a log directory, a background thread owns a
+//! [`framelog::DataStore`] and answers "give me the data of frame K" requests, so the UI never
+//! touches the disk; the store is opened at the first request (never preloaded) and refreshed
+//! when a key is not found yet (a live log's data may arrive after its frames). For a remote
+//! log, the requests go to the server as DataRequests and its DataReplies come back here.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,20 +13,20 @@ use parking_lot::Mutex;
 use formats::FrameKey;
 use framelog::DataStore;
 
-/// The answer to one request.
-#[derive(Clone, Debug, PartialEq)]
-pub enum DataResult {
-    /// The frame's merged document.
-    Found(bson::Document),
-    /// The frame has no data.
-    None,
-    /// The data could not be read (message names file and offset).
-    Error(String),
+use crate::ingest::Ingest;
+use crate::remote::Link;
+
+pub use crate::feed::viewer::DataResult;
+
+/// Where requests go: the data thread of a log directory, or a remote log's server.
+enum Asks {
+    Thread(Sender<FrameKey>),
+    Server(Arc<Link>),
 }
 
-/// Handle to the data thread.
+/// Handle to the data thread, or to a remote log's session.
 pub struct DataLoader {
-    requests: Sender<FrameKey>,
+    requests: Asks,
     answers: Receiver<(FrameKey, DataResult)>,
     repaint: Arc<Mutex<Option<egui::Context>>>,
 }
@@ -58,9 +59,30 @@ impl DataLoader {
             })
             .expect("spawn data thread");
         Self {
-            requests: req_tx,
+            requests: Asks::Thread(req_tx),
             answers: ans_rx,
             repaint,
+        }
+    }
+
+    /// Asks a remote log's server (the session wakes the window when an answer arrives).
+    pub fn remote(link: Arc<Link>) -> Self {
+        let (ans_tx, ans_rx) = channel();
+        link.set_answers(ans_tx);
+        Self {
+            requests: Asks::Server(link),
+            answers: ans_rx,
+            repaint: Arc::default(),
+        }
+    }
+
+    /// The loader for `ingest`'s log, wherever it comes from.
+    pub fn for_log(ingest: &Ingest) -> Self {
+        match (ingest.dir(), ingest.link()) {
+            (_, Some(link)) => Self::remote(link.clone()),
+            (Some(dir), None) => Self::start(dir),
+            // An ingest is one or the other; nothing to ask otherwise.
+            (None, None) => Self::remote(Arc::default()),
         }
     }
 
@@ -74,7 +96,12 @@ impl DataLoader {
 
     /// Asks for the data of `key`.
     pub fn request(&self, key: FrameKey) {
-        let _ = self.requests.send(key);
+        match &self.requests {
+            Asks::Thread(t) => {
+                let _ = t.send(key);
+            }
+            Asks::Server(link) => link.request_data(key),
+        }
     }
 
     /// The answers that arrived since the last call.

@@ -1,4 +1,6 @@
-//! The ingest thread: tails a log with [`framelog::LogReader`] and feeds the shared model.
+//! The ingest threads: tail a log with [`framelog::LogReader`] and feed the shared model
+//! (a remote log's socket feeds the same applier: [`crate::remote`]). What records do to the
+//! model is [`crate::feed`]'s, shared by both sources.
 //!
 //! The reader runs on its own thread (`read_some` in slices of a few MiB, then
 //! `wait_for_growth` once caught up) and copies each slice's records into a buffer; a second
@@ -6,21 +8,21 @@
 //! the UI thread never waits long and never waits on disk I/O. After each chunk it asks egui
 //! to repaint. Reading and indexing overlap, so loading uses both cores.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel, sync_channel};
 
 use parking_lot::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use formats::{Decoded, FrameKey, Record, decode_record};
 use framelog::{Error, LogReader};
 
-use crate::model::intern::Interner;
-use crate::model::pair::{Pairer, StartPair};
-use crate::model::{Model, StartRec};
+use crate::feed::{self, Batch, Digest, LabelMap, ReadState, WriterWatch};
+use crate::model::Model;
+use crate::remote::Link;
+use crate::source::LogSource;
 
 /// Bytes the reader delivers per `read_some` call.
 const SLICE_BYTES: usize = 4 << 20;
@@ -58,6 +60,11 @@ pub struct IngestStatus {
     pub caught_up_at: Option<Instant>,
     /// The loaded log's memory was compacted (after the first catch-up).
     pub compacted: bool,
+    /// A remote log's writing processes, as its server last listed them (`None` for a
+    /// directory, whose writers the window looks up itself).
+    pub writers: Option<Vec<u8>>,
+    /// The server refused this window for want of the right token: what it said.
+    pub needs_token: Option<String>,
 }
 
 impl IngestStatus {
@@ -71,13 +78,13 @@ impl IngestStatus {
     }
 }
 
-/// State shared between the ingest thread and the UI.
+/// State shared between the ingest threads and the UI.
 #[derive(Default)]
 pub struct Shared {
-    model: Mutex<Model>,
+    pub(crate) model: Mutex<Model>,
     status: Mutex<IngestStatus>,
     repaint: Mutex<Option<egui::Context>>,
-    stop: AtomicBool,
+    pub(crate) stop: AtomicBool,
     /// Set while the UI thread waits for the model lock: the applier steps aside between
     /// chunks (a plain mutex would let it re-take the lock at once and starve the UI).
     ui_waiting: AtomicBool,
@@ -88,7 +95,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    fn repaint(&self) {
+    pub(crate) fn repaint(&self) {
         let Some(ctx) = self.repaint.lock().clone() else {
             return;
         };
@@ -111,11 +118,11 @@ impl Shared {
         }
     }
 
-    fn status(&self) -> MutexGuard<'_, IngestStatus> {
+    pub(crate) fn status(&self) -> MutexGuard<'_, IngestStatus> {
         self.status.lock()
     }
 
-    fn push_error(&self, msg: String) {
+    pub(crate) fn push_error(&self, msg: String) {
         let mut s = self.status();
         if s.errors.last() != Some(&msg) {
             s.errors.push(msg);
@@ -123,12 +130,15 @@ impl Shared {
     }
 }
 
-/// A running ingest thread for one log directory.
+/// A running ingest for one log: a directory's reader and applier threads, or a viewer
+/// session's connection and applier thread.
 pub struct Ingest {
-    dir: PathBuf,
+    source: LogSource,
     shared: Arc<Shared>,
     started: Instant,
     handle: Option<JoinHandle<()>>,
+    /// The viewer session of a remote log (frame data is asked for through it).
+    link: Option<Arc<Link>>,
 }
 
 impl Ingest {
@@ -145,16 +155,42 @@ impl Ingest {
                 .expect("spawn ingest thread")
         };
         Self {
-            dir,
+            source: LogSource::Dir(dir),
             shared,
             started: Instant::now(),
             handle: Some(handle),
+            link: None,
         }
     }
 
-    /// The log directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Opens the log a server serves at `url` (`ws://HOST:PORT/ws`), presenting `token` if
+    /// it has one (empty if none), and follows it. Connection problems and a refusal are
+    /// shown in the status, never a panic.
+    pub fn connect(url: &str, token: &str) -> Self {
+        let shared = Arc::new(Shared::default());
+        let (link, handle) = crate::remote::start(url, token, shared.clone());
+        Self {
+            source: LogSource::Remote(url.to_owned()),
+            shared,
+            started: Instant::now(),
+            handle: Some(handle),
+            link: Some(link),
+        }
+    }
+
+    /// Where the log comes from.
+    pub fn source(&self) -> &LogSource {
+        &self.source
+    }
+
+    /// The log directory (`None` for a remote log).
+    pub fn dir(&self) -> Option<&Path> {
+        self.source.dir()
+    }
+
+    /// The viewer session of a remote log.
+    pub(crate) fn link(&self) -> Option<&Arc<Link>> {
+        self.link.as_ref()
     }
 
     /// When reading started.
@@ -201,6 +237,10 @@ impl Ingest {
 impl Drop for Ingest {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(link) = &self.link {
+            // Closes the socket: its thread ends, and with it the applier's input.
+            link.close();
+        }
         // The thread notices within one wait interval; joining would stall the UI.
         drop(self.handle.take());
     }
@@ -265,16 +305,13 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
     // into the model, so disk reads and decoding overlap with model updates.
     let (tx, rx) = sync_channel::<(Batch, ReadState)>(3);
     let (recycle_tx, recycle_rx) = channel::<Batch>();
-    let mut labels = Interner::default();
-    // Starts and ends are paired here, so the applier looks nothing up.
-    let mut pairer = Pairer::default();
+    let mut digest = Digest::default();
     std::thread::scope(|scope| {
-        scope.spawn(|| applier(shared, rx, recycle_tx, &stopped));
+        scope.spawn(|| applier(shared, rx, recycle_tx, &stopped, &|_| {}));
         let mut last_sent: Option<(ReadState, Instant)> = None;
         let mut liveness = Liveness::default();
-        // Newest frame time read so far, and (segment, offset, newest before it) of each
-        // record of the current slice read after a gap.
-        let mut newest = 0u64;
+        // (segment, offset, newest time before it) of each record of the current slice read
+        // after a gap.
         let mut marks: Vec<(u32, u64, u64)> = Vec::new();
         loop {
             if stopped() {
@@ -290,18 +327,10 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                 // place damage found in this slice.
                 let at = (pos.segment, pos.offset);
                 if next_at != Some(at) {
-                    marks.push((at.0, at.1, newest));
+                    marks.push((at.0, at.1, digest.newest()));
                 }
                 next_at = Some((at.0, at.1 + rec.encoded_len() as u64));
-                match &rec {
-                    Record::WorkerInfo(w) => {
-                        liveness.writers.insert(w.worker);
-                    }
-                    Record::Start(s) => newest = newest.max(s.timestamp),
-                    Record::End(e) => newest = newest.max(e.timestamp),
-                    _ => {}
-                }
-                buf.push(&rec, &mut labels, &mut pairer)
+                digest.push(&rec, &mut buf);
             });
             // Segments deleted (retention) before they were read: say the log starts later.
             let pruned = reader.pruned_segments();
@@ -322,7 +351,7 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                 let time = marks
                     .iter()
                     .find(|(seg, off, _)| at.is_some_and(|a| (*seg, *off) > a))
-                    .map_or(newest, |m| m.2);
+                    .map_or(digest.newest(), |m| m.2);
                 buf.damage.push((time, d.to_string()));
                 shared.push_error(d.to_string());
                 shared.repaint();
@@ -348,12 +377,8 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
             };
             let caught_up = delivered == 0;
             if caught_up && follow {
-                // Everything the suspects wrote before they stopped has been read now.
-                buf.stopped_workers = std::mem::take(&mut liveness.suspects);
-                // The model ends their open frames after this batch: their keys are free.
-                for &(w, _) in &buf.stopped_workers {
-                    pairer.stop_worker(w);
-                }
+                // Everything the writers found stopped wrote has been read now.
+                digest.stop_writers(&mut buf);
             }
             // Send data, state changes, and a heartbeat once a second (for the rate display).
             let due = last_sent.is_none_or(|(st, at)| st != state || at.elapsed().as_secs() >= 1);
@@ -370,7 +395,7 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
                 }
                 // A live tail reads small slices: let the load's big buffers go.
                 while recycle_rx.try_recv().is_ok() {}
-                if liveness.probe(dir) {
+                if liveness.probe(dir, &mut digest.writers) {
                     // Read to the end once more before calling them stopped.
                     continue;
                 }
@@ -391,19 +416,13 @@ fn run(dir: &Path, follow: bool, shared: &Shared) {
 /// writes, and the OS releases it when the process dies, even by SIGKILL.
 #[derive(Default)]
 struct Liveness {
-    /// Workers that announced themselves (WorkerInfo) and were not found stopped since.
-    writers: std::collections::BTreeSet<u8>,
-    /// Workers found writing at a probe (alive while this window watched).
-    seen_writing: std::collections::BTreeSet<u8>,
-    /// Found not writing at the last probe, each with whether it was seen writing before;
-    /// reported once the log is read to its end again.
-    suspects: Vec<(u8, bool)>,
     last_probe: Option<Instant>,
 }
 
 impl Liveness {
-    /// At most once a second: moves workers whose slot is free to the suspects; true if any.
-    fn probe(&mut self, dir: &Path) -> bool {
+    /// At most once a second: looks at each writer's slot lock; true if any was found
+    /// stopped (and not reported yet).
+    fn probe(&mut self, dir: &Path, watch: &mut WriterWatch) -> bool {
         if self
             .last_probe
             .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
@@ -411,23 +430,13 @@ impl Liveness {
             return false;
         }
         self.last_probe = Some(Instant::now());
-        let mut stopped = Vec::new();
-        for &w in &self.writers {
-            match framelog::is_writing(dir, w) {
-                Ok(true) => {
-                    self.seen_writing.insert(w);
-                }
-                Ok(false) => stopped.push(w),
-                // An unreadable slot file is not proof of death: keep the worker.
-                Err(_) => {}
+        for w in watch.writers() {
+            // An unreadable slot file is not proof of death: keep the worker.
+            if let Ok(writing) = framelog::is_writing(dir, w) {
+                watch.observe(w, writing);
             }
         }
-        for w in &stopped {
-            self.writers.remove(w);
-            let seen = self.seen_writing.remove(w);
-            self.suspects.push((*w, seen));
-        }
-        !self.suspects.is_empty()
+        watch.any_stopped()
     }
 }
 
@@ -452,27 +461,32 @@ fn why_not_a_log(dir: &Path) -> String {
     }
 }
 
-/// What the reader stage knew when it sent a batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ReadState {
-    bytes_read: u64,
-    total_bytes: u64,
-    at_end: bool,
-}
-
-fn applier(
+/// The applier stage: takes digested batches from `rx` (a reader thread's, or a viewer
+/// session's), applies them to the model a chunk per lock, keeps the status, and hands each
+/// batch back through `recycle` after passing its credit to `applied` (a session grants it
+/// again).
+pub(crate) fn applier(
     shared: &Shared,
     rx: Receiver<(Batch, ReadState)>,
     recycle: Sender<Batch>,
     stopped: &dyn Fn() -> bool,
+    applied: &dyn Fn(u64),
 ) {
     let mut rate_mark = (Instant::now(), 0u64);
-    // The reader's label ids, mapped to the model's: equal by construction today, but a
-    // lookup table (no hashing per record) keeps them right even if the two interners ever
-    // disagree.
-    let mut label_ids: Vec<u32> = Vec::new();
+    let mut labels = LabelMap::default();
     let mut compacted = false;
-    for (buf, state) in rx {
+    let mut last = ReadState::default();
+    // Ends when its source does, or when the window closes the log (a socket's thread may
+    // take a moment to notice).
+    while !stopped() {
+        let (buf, state) = match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(got) => got,
+            // A quiet source (a server sends nothing while its log is idle): the rate still
+            // falls back to 0 a second later.
+            Err(RecvTimeoutError::Timeout) => (Batch::default(), last),
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        last = state;
         shared.backlog.store(!state.at_end, Ordering::Relaxed);
         if state.bytes_read > 0 && !buf.is_empty() {
             // Frames per byte so far, times the log's size: what the model will hold (its
@@ -482,20 +496,12 @@ fn applier(
             let total = state.total_bytes.max(state.bytes_read);
             model.expect_frames((frames as u128 * total as u128 / state.bytes_read as u128) as u64);
         }
-        if !buf.is_empty() || !buf.new_labels.is_empty() {
-            apply(shared, &buf, &mut label_ids, stopped);
+        if buf.has_news() {
+            apply(shared, &buf, &mut labels, stopped);
+            feed::apply_marks(&mut shared.model.lock(), &buf);
         }
-        if !buf.damage.is_empty() {
-            let mut model = shared.model.lock();
-            for (t, what) in &buf.damage {
-                model.note_damage(*t, what.clone());
-            }
-        }
-        if !buf.stopped_workers.is_empty() {
-            let mut model = shared.model.lock();
-            for &(w, seen_writing) in &buf.stopped_workers {
-                model.mark_stopped(w, seen_writing);
-            }
+        if buf.credit > 0 {
+            applied(buf.credit);
         }
         let frames = shared.model.lock().frame_count();
         let changed = !buf.is_empty() || !buf.stopped_workers.is_empty();
@@ -546,77 +552,7 @@ fn compact(shared: &Shared, stopped: &dyn Fn() -> bool) {
     shared.status().compacted = true;
 }
 
-/// One record as the reader stage hands it to the applier: starts and ends decoded, labels
-/// interned and paired already, anything else kept encoded.
-#[derive(Clone, Copy, Debug)]
-enum Event {
-    Start(StartRec, StartPair),
-    /// Worker, time, and the slot of its start (`u32::MAX`: not seen).
-    End(u8, u64, u32),
-    /// Byte range of an encoded record in [`Batch::raw`].
-    Raw(u32, u32),
-}
-
-/// A slice of the log, digested by the reader stage.
-#[derive(Default)]
-struct Batch {
-    events: Vec<Event>,
-    raw: Vec<u8>,
-    /// Labels first seen in this batch, in id order.
-    new_labels: Vec<Box<str>>,
-    /// The reader's id of `new_labels[0]`.
-    first_new_label: u32,
-    /// Workers whose process stopped writing (applied after the batch's records).
-    stopped_workers: Vec<(u8, bool)>,
-    /// Damaged bytes skipped: (newest time read before them, what and where).
-    damage: Vec<(u64, String)>,
-}
-
-impl Batch {
-    fn clear(&mut self) {
-        self.events.clear();
-        self.raw.clear();
-        self.new_labels.clear();
-        self.stopped_workers.clear();
-        self.damage.clear();
-    }
-
-    fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-
-    fn push(&mut self, rec: &Record<'_>, labels: &mut Interner, pairer: &mut Pairer) {
-        match rec {
-            Record::Start(s) => {
-                let before = labels.len();
-                let label = labels.intern(s.label);
-                if label as usize == before {
-                    if self.new_labels.is_empty() {
-                        self.first_new_label = label;
-                    }
-                    self.new_labels.push(s.label.into());
-                }
-                let pair = pairer.start(FrameKey::new(s.worker, s.id));
-                self.events
-                    .push(Event::Start(StartRec::new(s, label), pair));
-            }
-            Record::End(e) => {
-                let slot = pairer.end(FrameKey::new(e.worker, e.id), e.timestamp);
-                self.events
-                    .push(Event::End(e.worker, e.timestamp, slot.unwrap_or(u32::MAX)));
-            }
-            other => {
-                let start = self.raw.len();
-                self.raw.resize(start + other.encoded_len(), 0);
-                let n = other.encode(&mut self.raw[start..]).unwrap_or(0);
-                self.raw.truncate(start + n);
-                self.events.push(Event::Raw(start as u32, n as u32));
-            }
-        }
-    }
-}
-
-fn apply(shared: &Shared, buf: &Batch, label_ids: &mut Vec<u32>, stopped: &dyn Fn() -> bool) {
+fn apply(shared: &Shared, buf: &Batch, labels: &mut LabelMap, stopped: &dyn Fn() -> bool) {
     let mut events = buf.events.iter();
     let mut first = true;
     loop {
@@ -624,45 +560,14 @@ fn apply(shared: &Shared, buf: &Batch, label_ids: &mut Vec<u32>, stopped: &dyn F
             return;
         }
         let mut model = shared.model.lock();
-        if first {
-            if !buf.new_labels.is_empty() && buf.first_new_label as usize != label_ids.len() {
-                // Batches arrive in order, so this cannot happen; say so rather than mislabel.
-                drop(model);
-                shared.push_error(format!(
-                    "internal error: label ids out of step (batch starts at {}, {} known); frames may be missing",
-                    buf.first_new_label,
-                    label_ids.len()
-                ));
-                return;
-            }
-            for name in &buf.new_labels {
-                label_ids.push(model.intern_label(name));
-            }
-            first = false;
+        if std::mem::take(&mut first)
+            && let Err(e) = labels.learn(&mut model, buf)
+        {
+            drop(model);
+            shared.push_error(e);
+            return;
         }
-        let mut n = 0;
-        for ev in events.by_ref() {
-            match ev {
-                Event::Start(s, pair) => {
-                    let mut s = *s;
-                    s.label = label_ids.get(s.label as usize).copied().unwrap_or(s.label);
-                    model.apply_start_paired(&s, *pair);
-                }
-                &Event::End(worker, t, slot) => {
-                    model.apply_end_paired(worker, t, (slot != u32::MAX).then_some(slot));
-                }
-                &Event::Raw(at, len) => {
-                    let bytes = &buf.raw[at as usize..(at + len) as usize];
-                    if let Ok(Decoded::Record(rec, _)) = decode_record(bytes) {
-                        model.apply(&rec);
-                    }
-                }
-            }
-            n += 1;
-            if n == RECORDS_PER_LOCK {
-                break;
-            }
-        }
+        let n = feed::apply_events(&mut model, buf, labels, &mut events, RECORDS_PER_LOCK);
         drop(model);
         // Let a waiting UI thread have the model before the next chunk.
         let t = Instant::now();
@@ -713,32 +618,7 @@ mod tests {
 
     /// Everything the views read: frames, statistics (percentiles too), call tree, contexts.
     fn assert_same_model(m: &Model, direct: &Model) {
-        assert_eq!(m.frame_count(), direct.frame_count());
-        assert_eq!(m.closed_count(), direct.closed_count());
-        assert_eq!(m.record_count(), direct.record_count());
-        assert_eq!(m.time_range(), direct.time_range());
-        assert_eq!(m.labels().len(), direct.labels().len());
-        for (id, name) in direct.labels().names() {
-            assert_eq!(m.labels().get(name), Some(id));
-            let (a, b) = (m.stats().get(id), direct.stats().get(id));
-            assert_eq!(
-                (a.count, a.total_ns, a.self_ns, a.max_ns, a.p99_ns()),
-                (b.count, b.total_ns, b.self_ns, b.max_ns, b.p99_ns())
-            );
-        }
-        let all = crate::model::calltree::Scope::All;
-        let (a, b) = (
-            crate::model::calltree::Aggregate::build(m, &all),
-            crate::model::calltree::Aggregate::build(direct, &all),
-        );
-        assert_eq!((a.total_ns, a.count), (b.total_ns, b.count));
-        assert_eq!(m.contexts().entries(), direct.contexts().entries());
-        let mut frames = (Vec::new(), Vec::new());
-        m.for_each_frame(|at, row, i| frames.0.push((at, row.start[i], row.end[i], row.node[i])));
-        direct.for_each_frame(|at, row, i| {
-            frames.1.push((at, row.start[i], row.end[i], row.node[i]))
-        });
-        assert!(frames.0 == frames.1, "the same frames in the same places");
+        assert_eq!(crate::model::same::difference(m, direct), None);
     }
 
     #[test]
@@ -783,8 +663,7 @@ mod tests {
         };
         // The model already knows a label the reader never saw: their ids are one apart.
         shared.model.lock().intern_label("seen only by the model");
-        let mut reader_labels = Interner::default();
-        let mut pairer = Pairer::default();
+        let mut digest = Digest::default();
         let mut batch = Batch::default();
         let mut bytes = Vec::new();
         let mut log = crate::model::test_log::Log::default();
@@ -794,10 +673,9 @@ mod tests {
             .end(0, 1, 20);
         bytes.extend_from_slice(&log.bytes);
         for item in formats::RecordIter::new(&bytes, 0) {
-            batch.push(&item.unwrap().1, &mut reader_labels, &mut pairer);
+            digest.push(&item.unwrap().1, &mut batch);
         }
-        let mut label_ids = Vec::new();
-        apply(&shared, &batch, &mut label_ids, &|| false);
+        apply(&shared, &batch, &mut LabelMap::default(), &|| false);
         let m = shared.model.lock();
         let info = |row| m.info(crate::model::test_log::at(0, row, 0)).unwrap().label;
         assert_eq!((info(0), info(1)), ("request".to_owned(), "db".to_owned()));

@@ -2,9 +2,13 @@
 //!
 //! - [`model`]: frames indexed into lanes and rows, level of detail, hit testing, search,
 //!   statistics and contexts — plain Rust, no drawing.
-//! - [`ingest`]: the background thread that tails a log into the model.
+//! - [`feed`]: records into model updates, from files or a socket alike (no I/O, no
+//!   threads: it runs in the browser too).
+//! - [`ingest`]: the background threads that tail a log directory, or a remote log
+//!   ([`remote`]), into the model.
 //! - [`data_loader`]: frame data on demand, off the UI thread.
 //! - [`export_job`]: File > Export… (Chrome JSON, speedscope) off the UI thread.
+//! - [`remote`]: a log served over a WebSocket (`debugger-gui ws://…`), natively.
 //! - [`listen`]: the window as a recording server for programs that connect to it.
 //! - [`ui`]: the egui widgets; [`DebuggerApp`] puts them together.
 //! - [`synth`] and [`demo`]: synthetic workloads for tests, benchmarks and `--demo`.
@@ -17,11 +21,14 @@ pub mod app;
 pub mod data_loader;
 pub mod demo;
 pub mod export_job;
+pub mod feed;
 pub mod ingest;
 pub mod listen;
 mod memory;
 pub mod model;
 pub mod recent;
+pub mod remote;
+pub mod source;
 pub mod synth;
 pub mod timefmt;
 pub mod ui;

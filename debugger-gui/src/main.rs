@@ -1,4 +1,5 @@
 //! `debugger-gui`: the desktop window. `debugger-gui DIR` opens and follows a log;
+//! `debugger-gui ws://HOST:PORT/ws` a log a server serves (`framelog view|serve --http`);
 //! `debugger-gui --demo` records a demo workload into a temporary log and follows it;
 //! `debugger-gui --listen 127.0.0.1:7878 [DIR]` records programs that connect to it.
 
@@ -6,30 +7,34 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use debugger_gui::DebuggerApp;
+use debugger_gui::source::LogSource;
 
 /// framelog's live flamegraph debugger.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Log directory to open (and follow while it grows).
-    dir: Option<PathBuf>,
+    /// Log directory to open (and follow while it grows), or a server's address
+    /// (ws://HOST:PORT/ws, or the http://HOST:PORT/ it prints) to view the log it serves.
+    #[arg(value_name = "DIR|URL")]
+    log: Option<String>,
     /// Record a demo workload into a temporary log and follow it live.
-    #[arg(long, conflicts_with_all = ["dir", "listen"])]
+    #[arg(long, conflicts_with_all = ["log", "listen"])]
     demo: bool,
     /// Record programs that connect (FRAMELOG_CONNECT=ADDR) into DIR, or a temporary log,
     /// and follow it.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
-    /// The token programs must present when listening beyond loopback.
+    /// The token programs must present when listening beyond loopback; for a URL, the
+    /// token the server asks viewers for.
     #[arg(long, env = "FRAMELOG_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// A second log to compare DIR with (the baseline): the Compare tab and the flame
     /// graph's difference colors.
-    #[arg(long, value_name = "BASELINE", requires = "dir")]
+    #[arg(long, value_name = "BASELINE", requires = "log")]
     compare: Option<PathBuf>,
     /// Print how long loading DIR took and the window's memory (RSS) once it is loaded, then
     /// exit (a measurement a user can repeat: see the README's performance section).
-    #[arg(long, requires = "dir")]
+    #[arg(long, requires = "log")]
     exit_when_loaded: bool,
     /// Initial window width and height in points.
     #[arg(long, num_args = 2, value_names = ["W", "H"], default_values_t = [1500.0, 950.0])]
@@ -41,9 +46,11 @@ fn main() -> anyhow::Result<()> {
     let app = if args.demo {
         DebuggerApp::demo()
     } else if let Some(addr) = &args.listen {
-        DebuggerApp::listen(addr, args.dir.as_deref(), args.token.clone())
-    } else if let Some(dir) = &args.dir {
-        let mut app = DebuggerApp::open(dir);
+        let dir = args.log.as_deref().map(std::path::Path::new);
+        DebuggerApp::listen(addr, dir, args.token.clone())
+    } else if let Some(log) = &args.log {
+        let mut app = DebuggerApp::new();
+        app.open_source(LogSource::parse(log), args.token.as_deref().unwrap_or(""));
         if let Some(base) = &args.compare {
             app.compare_with(base);
         }

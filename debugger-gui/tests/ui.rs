@@ -2,6 +2,9 @@
 //! check the flamegraph shows its frames, select a frame and see its data, search, follow a
 //! growing log, and show bad logs without crashing.
 
+mod common;
+use common::{harness, step_until};
+
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -9,6 +12,7 @@ use std::time::{Duration, Instant};
 use bson::{Binary, DateTime, doc, oid::ObjectId, spec::BinarySubtype};
 use debugger_gui::DebuggerApp;
 use debugger_gui::app::DataState;
+use debugger_gui::source::LogSource;
 use egui::{Rect, Role};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
@@ -141,29 +145,6 @@ fn append_frames(
     }
     w.append_frames(&bytes).unwrap();
     first
-}
-
-fn harness(app: DebuggerApp) -> Harness<'static, DebuggerApp> {
-    Harness::builder()
-        .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut DebuggerApp| app.ui(ui), app)
-}
-
-/// Steps the UI (letting background threads work) until `cond` holds or 10 s pass.
-fn step_until(
-    h: &mut Harness<'_, DebuggerApp>,
-    what: &str,
-    mut cond: impl FnMut(&Harness<'_, DebuggerApp>) -> bool,
-) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        h.step();
-        if cond(h) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The flamegraph's bounds.
@@ -1561,7 +1542,8 @@ fn a_dropped_folder_opens_and_recent_logs_are_kept_and_reopened() {
     step_until(&mut h, "log B shown", |h| {
         h.state().log_dir() == Some(b.path()) && !boxes(h, "GET /from-b").is_empty()
     });
-    assert_eq!(h.state().recent_logs(), [b.path(), a.path()]);
+    let dirs = [b.path(), a.path()].map(|p| LogSource::Dir(p.to_owned()));
+    assert_eq!(h.state().recent_logs(), dirs);
     let saved = std::fs::read_to_string(&list).unwrap();
     assert_eq!(
         saved.lines().collect::<Vec<_>>(),

@@ -24,6 +24,7 @@ mod layout;
 pub mod lod;
 pub mod pair;
 mod row;
+pub mod same;
 pub mod search;
 pub mod stats;
 #[cfg(test)]

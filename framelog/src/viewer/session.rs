@@ -35,6 +35,8 @@ pub struct ViewerSession {
     data: Option<DataStore>,
     writers: Vec<u8>,
     writers_checked: Option<Instant>,
+    /// Records were sent after the writers were last looked up.
+    sent_since_probe: bool,
     last_status: Option<(Instant, StreamStatus)>,
     buf: Vec<u8>,
 }
@@ -51,6 +53,7 @@ impl ViewerSession {
             data: None,
             writers: Vec::new(),
             writers_checked: None,
+            sent_since_probe: false,
             last_status: None,
             buf: Vec::new(),
         }
@@ -130,20 +133,27 @@ impl ViewerSession {
                 send(out);
             }
         }
+        self.sent_since_probe |= sent_any;
         self.send_status(!sent_any, send)?;
         Ok(sent_any)
     }
 
     /// Sends a Status if it changed: at once when the stream caught up or the writers
     /// changed, at most once a second for progress alone.
+    ///
+    /// A caught-up Status lists the writers as looked up after the records it follows were
+    /// sent, so a viewer may take a writer it does not list for stopped: a process that
+    /// started writing since the last look is listed, not mistaken for one that stopped.
     fn send_status(&mut self, idle: bool, send: &mut dyn FnMut(Vec<u8>)) -> Result<()> {
         let now = Instant::now();
-        if self
-            .writers_checked
-            .is_none_or(|t| now.duration_since(t) >= WRITERS_EVERY)
+        if (idle && self.sent_since_probe)
+            || self
+                .writers_checked
+                .is_none_or(|t| now.duration_since(t) >= WRITERS_EVERY)
         {
             self.writers = crate::worker::writing_workers(&self.dir)?;
             self.writers_checked = Some(now);
+            self.sent_since_probe = false;
         }
         let Some(reader) = self.reader.as_ref() else {
             return Ok(());
