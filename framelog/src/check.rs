@@ -337,12 +337,18 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
     let idx = match std::fs::read(&idx_path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            report.add(
-                Severity::Error,
-                &data_path,
-                0,
-                "data file has no paired .frameidx file",
-            );
+            // A pair is created data file first: a process killed before it created the
+            // index (a writer rotating, `framelog compact --all` sealing) leaves a data file
+            // with no entries and no index. Nothing is lost; the next writer creates the index.
+            let (severity, message) = if bytes.len() <= formats::HEADER_LEN {
+                (
+                    Severity::Note,
+                    "data file with no entries and no .frameidx yet (its creation was cut short): nothing lost",
+                )
+            } else {
+                (Severity::Error, "data file has no paired .frameidx file")
+            };
+            report.add(severity, &data_path, 0, message);
             return Ok(());
         }
         Err(e) => return Err(crate::Error::io(&idx_path, e)),

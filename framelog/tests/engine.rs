@@ -455,3 +455,22 @@ fn pre_framed_appends_are_checked_by_their_headers() {
         (len + one.len() as u64, one.len() as u64)
     );
 }
+
+#[test]
+fn a_data_pair_whose_creation_was_cut_before_its_index_is_a_note_not_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    common::write_with_data(&w, 1, 10);
+    drop(w);
+    // A process killed between creating the next pair's data file and its index.
+    let mut header = formats::FileHeader::new(formats::FileKind::FrameData);
+    header.flags = formats::FLAG_BATCHES;
+    std::fs::write(dir.path().join("data-000002.framedata"), header.encode()).unwrap();
+    let report = framelog::check::check_log(dir.path()).unwrap();
+    assert!(!report.has_errors(), "{report:?}");
+    // With entries in it, a missing index is an error.
+    let idx = dir.path().join("data-000001.frameidx");
+    std::fs::remove_file(&idx).unwrap();
+    let report = framelog::check::check_log(dir.path()).unwrap();
+    assert!(report.has_errors());
+}
