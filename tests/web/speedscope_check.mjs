@@ -29,7 +29,8 @@ const chromium = await launch(puppeteer, 'speedscope-check');
 const browser = chromium.browser;
 let failed = false;
 try {
-  for (const [i, file] of files.entries()) {
+  // One file in a fresh page: the problems seen and the final title.
+  const check = async (i, file) => {
     const problems = [];
     const page = await browser.newPage();
     page.on('console', (msg) => {
@@ -74,12 +75,27 @@ try {
     // Let anything the first frames log arrive.
     await page.evaluate(() => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok))));
     await page.close();
+    return { problems, title };
+  };
+  for (const [i, file] of files.entries()) {
+    let { problems, title } = await check(i, file);
+    let note = '';
+    if (problems.length > 0) {
+      // Under heavy load the app has once shown "Unrecognized format" for a file it opened
+      // cleanly on every other try (the same bytes). A file whose bytes are wrong fails again
+      // in a fresh page; one that passes the second time is reported with the first problems.
+      const again = await check(i, file);
+      if (again.problems.length === 0) {
+        note = ` (passed on a second try; first try: ${problems.join('; ')})`;
+        ({ problems, title } = again);
+      }
+    }
     if (problems.length > 0) {
       failed = true;
       console.log(`FAIL ${file}: ${problems.length} problems`);
       for (const p of problems.slice(0, 20)) console.log(`  ${p}`);
     } else {
-      console.log(`ok ${file}: ${title}`);
+      console.log(`ok ${file}: ${title}${note}`);
     }
   }
 } finally {
