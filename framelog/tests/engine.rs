@@ -468,6 +468,14 @@ fn a_data_pair_whose_creation_was_cut_before_its_index_is_a_note_not_damage() {
     std::fs::write(dir.path().join("data-000002.framedata"), header.encode()).unwrap();
     let report = framelog::check::check_log(dir.path()).unwrap();
     assert!(!report.has_errors(), "{report:?}");
+    // Killed after creating the index file, before its header: still nothing lost.
+    std::fs::write(dir.path().join("data-000002.frameidx"), b"").unwrap();
+    let report = framelog::check::check_log(dir.path()).unwrap();
+    assert!(!report.has_errors(), "{report:?}");
+    // Short bytes that are not the start of a header are damage.
+    std::fs::write(dir.path().join("data-000002.frameidx"), b"garbage").unwrap();
+    assert!(framelog::check::check_log(dir.path()).unwrap().has_errors());
+    std::fs::remove_file(dir.path().join("data-000002.frameidx")).unwrap();
     // With entries in it, a missing index is an error.
     let idx = dir.path().join("data-000001.frameidx");
     std::fs::remove_file(&idx).unwrap();
