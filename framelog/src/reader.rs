@@ -170,9 +170,6 @@ impl LogReader {
     ) -> Result<u64> {
         let mut delivered = 0u64;
         let mut budget = max_bytes;
-        if self.buf.len() < CHUNK {
-            self.buf.resize(CHUNK, 0);
-        }
         loop {
             if self.pos.segment == 0 {
                 match segments::list(&self.dir, FileKind::FrameLog)?.first() {
@@ -251,6 +248,11 @@ impl LogReader {
             // byte written before the seal can be missed.
             let sealed = self.next_exists();
             let want = CHUNK.min(budget.max(MIN_READ));
+            // Only raw segments are read through this buffer: a log of compact segments never
+            // zeroes its 4 MiB.
+            if self.buf.len() < CHUNK {
+                self.buf.resize(CHUNK, 0);
+            }
             let n = read_full_at(file, path, &mut self.buf[..want], self.pos.offset)?;
             self.seen_len = self.pos.offset + n as u64;
             // The bytes read reach the end of a segment no one will write again.

@@ -359,6 +359,9 @@ struct Lane {
     last_start: u32,
     /// Open frames, innermost last: (id, context).
     stack: Vec<(u32, u32)>,
+    /// Decoder only: the name of the lane's last `thread_info` as (start, length) in the
+    /// block's checked text, so that a name seen before is neither checked nor copied again.
+    name: Option<(u32, u32)>,
 }
 
 impl Lane {
@@ -366,6 +369,7 @@ impl Lane {
         self.last_time = min_time;
         self.last_start = 0;
         self.stack.clear();
+        self.name = None;
     }
 
     fn push(&mut self, id: u32, context: u32) {
@@ -376,6 +380,9 @@ impl Lane {
     }
 }
 
+/// Threads a block holds before [`Lanes`] looks them up in a hash map rather than a list.
+const FEW_THREADS: usize = 16;
+
 /// The per-block lane bookkeeping: which lane each worker is on, lanes by (worker, thread).
 #[derive(Debug, Default)]
 struct Lanes {
@@ -383,6 +390,10 @@ struct Lanes {
     used: usize,
     /// Lane of each worker now (`u32::MAX`: none yet).
     current: Vec<u32>,
+    /// Thread lanes in order of appearance: ((worker, thread), lane). Searched in order while
+    /// there are few (a block usually holds a handful of threads, each seen many times).
+    threads: Vec<((u8, u32), u32)>,
+    /// The same, once there are more than [`FEW_THREADS`].
     by_thread: FxMap<(u8, u32), u32>,
     min_time: u64,
 }
@@ -392,6 +403,7 @@ impl Lanes {
         self.used = 0;
         self.current.clear();
         self.current.resize(256, u32::MAX);
+        self.threads.clear();
         self.by_thread.clear();
         self.min_time = min_time;
     }
@@ -418,12 +430,24 @@ impl Lanes {
     }
 
     /// A `thread_info` of `worker` for `thread`: the worker's lane becomes that thread's.
+    #[inline]
     fn switch(&mut self, worker: u8, thread: u32) -> usize {
-        let l = match self.by_thread.get(&(worker, thread)) {
-            Some(&l) => l,
+        let key = (worker, thread);
+        let found = if self.threads.len() <= FEW_THREADS {
+            self.threads.iter().find(|e| e.0 == key).map(|e| e.1)
+        } else {
+            self.by_thread.get(&key).copied()
+        };
+        let l = match found {
+            Some(l) => l,
             None => {
                 let l = self.new_lane();
-                self.by_thread.insert((worker, thread), l);
+                self.threads.push((key, l));
+                if self.threads.len() == FEW_THREADS + 1 {
+                    self.by_thread.extend(self.threads.iter().copied());
+                } else if self.threads.len() > FEW_THREADS {
+                    self.by_thread.insert(key, l);
+                }
                 l
             }
         };
@@ -797,7 +821,8 @@ struct Row {
     id: u32,
     /// FrameStart: context; extension: payload length.
     a: u32,
-    /// FrameStart: label index; extension: payload start in the body.
+    /// FrameStart: label index; `thread_info`: its name's start in the checked text; other
+    /// extensions: payload start in the body.
     b: u32,
     kind: u8,
     worker: u8,
@@ -808,7 +833,10 @@ struct Row {
 pub struct BlockDecoder {
     raw: Vec<u8>,
     rows: Vec<Row>,
-    /// The label table: (start in `raw`, length).
+    /// Text of the block checked as UTF-8 once, while decoding (labels, thread names), so
+    /// that handing records out slices it without checking again.
+    text: String,
+    /// The label table: (start in `text`, length).
     labels: Vec<(u32, u8)>,
     lanes: Lanes,
     decompressor: Option<zstd::bulk::Decompressor<'static>>,
@@ -853,6 +881,7 @@ impl BlockDecoder {
         Self {
             raw: Vec::new(),
             rows: Vec::new(),
+            text: String::new(),
             labels: Vec::new(),
             lanes: Lanes::default(),
             decompressor: zstd::bulk::Decompressor::new().ok(),
@@ -865,6 +894,7 @@ impl BlockDecoder {
     pub fn decode(&mut self, h: &BlockHeader, body: &[u8]) -> Result<(), String> {
         self.rows.clear();
         self.labels.clear();
+        self.text.clear();
         if body.len() != h.len as usize {
             return Err(format!(
                 "block body is {} bytes, its header says {}",
@@ -939,11 +969,11 @@ impl BlockDecoder {
             let Some(label) = s.get(..len) else {
                 return Err("label table ends inside a label".to_owned());
             };
-            if std::str::from_utf8(label).is_err() {
+            let Ok(label) = std::str::from_utf8(label) else {
                 return Err("a label is not valid UTF-8".to_owned());
-            }
-            let start = starts[LABELS] + (lens[LABELS] - s.len());
-            self.labels.push((start as u32, len as u8));
+            };
+            self.labels.push((self.text.len() as u32, len as u8));
+            self.text.push_str(label);
             s = &s[len..];
         }
         if !s.is_empty() {
@@ -1050,20 +1080,40 @@ impl BlockDecoder {
                     }
                     let n = n as usize;
                     let payload = &payloads[..n];
-                    let ok = match kind {
-                        DROPPED => n == 8,
-                        WORKER_INFO => n >= 4 && std::str::from_utf8(&payload[4..]).is_ok(),
-                        THREAD_INFO => std::str::from_utf8(payload).is_ok(),
-                        _ => true,
-                    };
-                    if !ok {
-                        return Err(format!(
+                    let malformed = || {
+                        format!(
                             "{} record with a malformed payload of {n} bytes",
                             RecordType::name_of(kind)
-                        ));
-                    }
+                        )
+                    };
                     row.a = n as u32;
                     row.b = (starts[PAYLOADS] + (lens[PAYLOADS] - payloads.len())) as u32;
+                    match kind {
+                        DROPPED if n != 8 => return Err(malformed()),
+                        WORKER_INFO if n < 4 || std::str::from_utf8(&payload[4..]).is_err() => {
+                            return Err(malformed());
+                        }
+                        THREAD_INFO => {
+                            // Its name, checked and kept once per lane while it stays the same.
+                            let seen = lane.name.filter(|&(at, len)| {
+                                self.text.as_bytes().get(at as usize..(at + len) as usize)
+                                    == Some(payload)
+                            });
+                            row.b = match seen {
+                                Some((at, _)) => at,
+                                None => {
+                                    let Ok(name) = std::str::from_utf8(payload) else {
+                                        return Err(malformed());
+                                    };
+                                    let at = self.text.len() as u32;
+                                    self.text.push_str(name);
+                                    lane.name = Some((at, n as u32));
+                                    at
+                                }
+                            };
+                        }
+                        _ => {}
+                    }
                     payloads = &payloads[n..];
                     EXT_HEADER_LEN as u64 + n as u64
                 }
@@ -1119,7 +1169,7 @@ impl BlockDecoder {
 }
 
 #[inline]
-fn text(b: &[u8]) -> &str {
+fn checked_text(b: &[u8]) -> &str {
     // Checked while decoding the block.
     std::str::from_utf8(b).unwrap_or_default()
 }
@@ -1130,10 +1180,11 @@ impl BlockDecoder {
     #[inline]
     pub fn for_each_from(&self, from: usize, mut f: impl FnMut(u64, Record<'_>)) {
         let raw = &self.raw[..];
+        let text = &self.text[..];
         let mut labels: Vec<&str> = Vec::with_capacity(self.labels.len());
         for &(at, len) in &self.labels {
             let at = at as usize;
-            labels.push(std::str::from_utf8(&raw[at..at + len as usize]).unwrap_or_default());
+            labels.push(text.get(at..at + len as usize).unwrap_or_default());
         }
         for r in self.rows.get(from..).unwrap_or_default() {
             let rec = match r.kind {
@@ -1170,14 +1221,17 @@ impl BlockDecoder {
                                 worker: r.worker,
                                 timestamp: r.timestamp,
                                 pid: u32::from_le_bytes(pid),
-                                name: text(payload.get(4..).unwrap_or_default()),
+                                name: checked_text(payload.get(4..).unwrap_or_default()),
                             })
                         }
                         THREAD_INFO => Record::ThreadInfo(ThreadInfo {
                             worker: r.worker,
                             thread: r.id,
                             timestamp: r.timestamp,
-                            name: text(payload),
+                            name: {
+                                let at = r.b as usize;
+                                text.get(at..at + r.a as usize).unwrap_or_default()
+                            },
                         }),
                         _ => Record::Unknown(Extension {
                             id: r.id,
