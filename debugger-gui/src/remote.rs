@@ -1,16 +1,17 @@
-//! A remote log, natively: a viewer session over a WebSocket (`ewebsock`, whose thread owns
-//! the socket) feeding the same applier thread as a log directory's reader.
+//! A remote log: a viewer session over a WebSocket (`ewebsock`).
 //!
-//! The socket thread digests each server message with [`ViewerFeed`] (the I/O-free session
-//! logic the browser build shares) and hands the batches to the applier; the applier grants
-//! their bytes back as credit once they are in the model, so the server never sends more
-//! than [`crate::feed::viewer::CREDIT_WINDOW`] ahead of what the window took in. Frame data
+//! Natively, the socket has a thread of its own: it digests each server message with
+//! [`ViewerFeed`] (the I/O-free session logic) and hands the batches to the same applier
+//! thread a log directory's reader feeds. In the browser there are no threads: the page's
+//! event loop calls the message handler, which digests and applies each batch itself. Either
+//! way a batch's bytes are granted back as credit once they are in the model, so the server
+//! never sends more than [`crate::feed::viewer::CREDIT_WINDOW`] ahead of what the window
+//! took in. Frame data
 //! requests go out on the same socket and their answers come back to the
 //! [`crate::data_loader::DataLoader`].
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 
 use ewebsock::{WsEvent, WsMessage};
@@ -21,7 +22,7 @@ use parking_lot::Mutex;
 
 use crate::feed::viewer::{CreditWindow, DataRequests, DataResult, Incoming, ViewerFeed};
 use crate::feed::{Batch, ReadState};
-use crate::ingest::{Shared, applier};
+use crate::ingest::{Applier, Shared};
 
 /// The sending half of a session, shared by the socket thread (Hello, data requests waiting
 /// their turn), the applier (credit) and the window (data requests).
@@ -54,6 +55,14 @@ impl Link {
         *self.answers.lock() = Some(to);
     }
 
+    /// Gives `bytes` of applied records back to the server as credit.
+    fn grant(&self, bytes: u64) {
+        let credit = self.credit.lock().consumed(bytes);
+        if let Some(m) = credit {
+            self.send(m);
+        }
+    }
+
     /// Closes the connection (its socket thread then ends).
     pub fn close(&self) {
         self.sender.lock().take();
@@ -62,48 +71,21 @@ impl Link {
 
 /// Connects to `url` and starts the applier thread; returns the session's link and the
 /// applier's handle. Everything that goes wrong is reported in `shared`'s status.
-pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, JoinHandle<()>) {
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn start(
+    url: &str,
+    token: &str,
+    shared: Arc<Shared>,
+) -> (Arc<Link>, Option<JoinHandle<()>>) {
     let link = Arc::new(Link::default());
-    let (tx, rx) = sync_channel::<(Batch, ReadState)>(3);
-    let (recycle_tx, recycle_rx) = channel::<Batch>();
-    let handle = {
-        let shared = shared.clone();
-        let link = link.clone();
-        std::thread::Builder::new()
-            .name("framelog-remote-apply".into())
-            .spawn(move || {
-                let stopped = || shared.stop.load(Ordering::Relaxed);
-                let grant = |bytes| {
-                    let credit = link.credit.lock().consumed(bytes);
-                    if let Some(m) = credit {
-                        link.send(m);
-                    }
-                };
-                applier(&shared, rx, recycle_tx, &stopped, &grant);
-            })
-            .expect("spawn the remote applier thread")
-    };
+    let (sink, handle) = Sink::new(&shared, &link);
     shared.status().waiting = Some(format!("Connecting to {url}…"));
-    let session = Mutex::new(Session {
-        url: url.to_owned(),
-        token: token.to_owned(),
-        feed: ViewerFeed::default(),
-        tx,
-        recycle: recycle_rx,
-        shared: shared.clone(),
-        link: link.clone(),
-        opened: false,
-        done: false,
-    });
-    let options = ewebsock::Options {
-        max_incoming_frame_size: MAX_SERVER_MESSAGE,
-        ..Default::default()
-    };
+    let session = Mutex::new(Session::new(url, token, sink, &shared, &link));
     // Held while connecting, so the socket thread's first event (which sends Hello) finds
     // the sender in place.
     let mut sender = link.sender.lock();
     let on_event = Box::new(move |event| session.lock().on_event(event));
-    match ewebsock::ws_connect(url.to_owned(), options, on_event) {
+    match ewebsock::ws_connect(url.to_owned(), options(), on_event) {
         Ok(s) => *sender = Some(s),
         Err(e) => {
             shared.push_error(format!("Could not connect to {url}: {e}"));
@@ -114,13 +96,139 @@ pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, 
     (link, handle)
 }
 
-/// The receiving half: lives in the socket thread's event handler.
+/// Connects to `url`; returns the session's link and the [`Driver`] the window polls.
+/// Everything that goes wrong is reported in `shared`'s status.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, Option<Driver>) {
+    let link = Arc::new(Link::default());
+    let (sink, _) = Sink::new(&shared, &link);
+    shared.status().waiting = Some(format!("Connecting to {url}…"));
+    let session = Session::new(url, token, sink, &shared, &link);
+    // Each arriving message wakes the window, whose next paint polls the driver.
+    let wake = {
+        let shared = shared.clone();
+        move || shared.wake()
+    };
+    match ewebsock::connect_with_wakeup(url.to_owned(), options(), wake) {
+        Ok((sender, receiver)) => {
+            *link.sender.lock() = Some(sender);
+            (link, Some(Driver { receiver, session }))
+        }
+        Err(e) => {
+            shared.push_error(format!("Could not connect to {url}: {e}"));
+            finish(&shared);
+            (link, None)
+        }
+    }
+}
+
+/// A browser's session: the page's event loop queues what the socket receives, and the
+/// window handles it when it paints (there are no threads to hand it to).
+#[cfg(target_arch = "wasm32")]
+pub(crate) struct Driver {
+    receiver: ewebsock::WsReceiver,
+    session: Session,
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Driver {
+    /// Handles what arrived, for about `budget` at most (a long backlog is taken a slice per
+    /// paint, so the page stays responsive while a big log loads).
+    pub(crate) fn poll(&mut self, budget: std::time::Duration) {
+        let started = web_time::Instant::now();
+        while let Some(event) = self.receiver.try_recv() {
+            let _ = self.session.on_event(event);
+            if started.elapsed() >= budget {
+                // More may be waiting, and its wake-ups were spent: come back next paint.
+                self.session.shared.wake();
+                return;
+            }
+        }
+    }
+}
+
+fn options() -> ewebsock::Options {
+    ewebsock::Options {
+        max_incoming_frame_size: MAX_SERVER_MESSAGE,
+        ..Default::default()
+    }
+}
+
+/// Where digested batches go: the applier thread (natively), or straight into the model.
+enum Sink {
+    #[cfg(not(target_arch = "wasm32"))]
+    Thread {
+        tx: std::sync::mpsc::SyncSender<(Batch, ReadState)>,
+        recycle: std::sync::mpsc::Receiver<Batch>,
+    },
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    Inline { applier: Box<Applier>, spare: Batch },
+}
+
+impl Sink {
+    /// Natively, starts the applier thread; in the browser, applies inline.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn new(shared: &Arc<Shared>, link: &Arc<Link>) -> (Sink, Option<JoinHandle<()>>) {
+        use std::sync::atomic::Ordering;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Batch, ReadState)>(3);
+        let (recycle_tx, recycle) = std::sync::mpsc::channel::<Batch>();
+        let shared = shared.clone();
+        let link = link.clone();
+        let handle = std::thread::Builder::new()
+            .name("framelog-remote-apply".into())
+            .spawn(move || {
+                let stopped = || shared.stop.load(Ordering::Relaxed);
+                let grant = |bytes| link.grant(bytes);
+                crate::ingest::applier(&shared, rx, recycle_tx, &stopped, &grant);
+            })
+            .expect("spawn the remote applier thread");
+        (Sink::Thread { tx, recycle }, Some(handle))
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn new(_: &Arc<Shared>, _: &Arc<Link>) -> (Sink, Option<JoinHandle<()>>) {
+        let sink = Sink::Inline {
+            applier: Box::default(),
+            spare: Batch::default(),
+        };
+        (sink, None)
+    }
+
+    /// An empty batch to digest into (a used one, when one came back).
+    fn batch(&mut self) -> Batch {
+        let mut batch = match self {
+            #[cfg(not(target_arch = "wasm32"))]
+            Sink::Thread { recycle, .. } => recycle.try_recv().unwrap_or_default(),
+            Sink::Inline { spare, .. } => std::mem::take(spare),
+        };
+        batch.clear();
+        batch
+    }
+
+    /// Hands `batch` on; false once the applier is gone.
+    fn send(&mut self, shared: &Shared, link: &Link, batch: Batch, state: ReadState) -> bool {
+        match self {
+            // Blocks while the applier is behind: what waits is bounded by the credit.
+            #[cfg(not(target_arch = "wasm32"))]
+            Sink::Thread { tx, .. } => tx.send((batch, state)).is_ok(),
+            Sink::Inline { applier, spare } => {
+                applier.take(shared, &batch, state, &|| false);
+                if batch.credit > 0 {
+                    link.grant(batch.credit);
+                }
+                *spare = batch;
+                true
+            }
+        }
+    }
+}
+
+/// The receiving half: lives in the socket's event handler.
 struct Session {
     url: String,
     token: String,
     feed: ViewerFeed,
-    tx: SyncSender<(Batch, ReadState)>,
-    recycle: Receiver<Batch>,
+    sink: Sink,
     shared: Arc<Shared>,
     link: Arc<Link>,
     /// The WebSocket handshake succeeded.
@@ -130,6 +238,19 @@ struct Session {
 }
 
 impl Session {
+    fn new(url: &str, token: &str, sink: Sink, shared: &Arc<Shared>, link: &Arc<Link>) -> Self {
+        Session {
+            url: url.to_owned(),
+            token: token.to_owned(),
+            feed: ViewerFeed::default(),
+            sink,
+            shared: shared.clone(),
+            link: link.clone(),
+            opened: false,
+            done: false,
+        }
+    }
+
     fn on_event(&mut self, event: WsEvent) -> std::ops::ControlFlow<()> {
         use std::ops::ControlFlow::{Break, Continue};
         if self.done {
@@ -174,8 +295,7 @@ impl Session {
 
     fn on_message(&mut self, bytes: &[u8]) -> std::ops::ControlFlow<()> {
         use std::ops::ControlFlow::{Break, Continue};
-        let mut batch = self.recycle.try_recv().unwrap_or_default();
-        batch.clear();
+        let mut batch = self.sink.batch();
         let incoming = match self.feed.on_message(bytes, &mut batch) {
             Ok(i) => i,
             Err(e) => {
@@ -232,10 +352,11 @@ impl Session {
             status.pruned_segments = s.pruned;
             status.writers = Some(s.writers.clone());
         }
-        // Blocks while the applier is behind: what waits is bounded by the credit.
-        match self.tx.send((batch, self.feed.read_state())) {
-            Ok(()) => std::ops::ControlFlow::Continue(()),
-            Err(_) => std::ops::ControlFlow::Break(()),
+        let state = self.feed.read_state();
+        if self.sink.send(&self.shared, &self.link, batch, state) {
+            std::ops::ControlFlow::Continue(())
+        } else {
+            std::ops::ControlFlow::Break(())
         }
     }
 
