@@ -98,7 +98,10 @@ pub(crate) fn start(
 
 /// Connects to `url`; returns the session's link and the [`Driver`] the window polls.
 /// Everything that goes wrong is reported in `shared`'s status.
+// The browser's socket sender is not `Send` (a page has one thread), so neither is `Link`
+// there; it stays in an `Arc` because the data loader shares it as it does natively.
 #[cfg(target_arch = "wasm32")]
+#[allow(clippy::arc_with_non_send_sync)]
 pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, Option<Driver>) {
     let link = Arc::new(Link::default());
     let (sink, _) = Sink::new(&shared, &link);
@@ -346,11 +349,14 @@ impl Session {
 
     /// Hands a batch (and where the stream is) to the applier.
     fn hand_over(&mut self, batch: Batch) -> std::ops::ControlFlow<()> {
-        if let Some(s) = self.feed.status() {
+        {
+            // Records (or the server's word on them) arrived: no longer waiting for them.
             let mut status = self.shared.status();
             status.waiting = None;
-            status.pruned_segments = s.pruned;
-            status.writers = Some(s.writers.clone());
+            if let Some(s) = self.feed.status() {
+                status.pruned_segments = s.pruned;
+                status.writers = Some(s.writers.clone());
+            }
         }
         let state = self.feed.read_state();
         if self.sink.send(&self.shared, &self.link, batch, state) {

@@ -4,7 +4,8 @@
 //
 // Usage: node viewer_check.mjs PAGE_URL SCREENSHOT.png [WORKER:ID]
 // Prints one JSON line per phase:
-//   {"phase":"first_frames", ...}  the first frames on screen (while the log is written)
+//   {"phase":"first_frames", ...}  the first frames on screen, and the server's list of the
+//                                  processes writing the log
 //   {"phase":"selected", ...}      WORKER:ID selected and its data answered (if given)
 //   {"phase":"finished", ...}      the server says no process writes the log any more and
 //                                  the page has taken in all of it
@@ -49,7 +50,8 @@ try {
   const report = (phase, s, extra = {}) =>
     console.log(JSON.stringify({ phase, ms: Date.now() - opened, ...extra, state: s }));
 
-  report('first_frames', await until('the first frames', 60, (s) => s.frames > 0));
+  report('first_frames', await until('the first frames', 60,
+    (s) => s.frames > 0 && Array.isArray(s.writers)));
   if (select) {
     await page.evaluate((k) => { window.framelog_select = k; }, select);
     report('selected', await until(`frame ${select}'s data`, 60,

@@ -1,0 +1,194 @@
+//! The debugger in a real browser: headless Chromium opens the page `framelog view --http`
+//! serves for a log that is still being written (the demo workload: a thread pool, async
+//! tasks that move across threads, SQL in frame data), and what the app shows, read from the
+//! state it publishes on `window` (`debugger-gui/src/web.rs`), matches the log: its first
+//! frames while the log grows, every frame once the writer has gone, and one frame's data.
+//!
+//! Needs the built viewer (`FRAMELOG_WEB`, from `debugger-gui/web/build.sh`), puppeteer-core
+//! (`FRAMELOG_WEB_TOOLS`) and Debian's Chromium (`CHROMIUM`); `.ci/run` provides all three.
+//! Without them the test says what is missing, and fails under CI (`CI` set) rather than
+//! passing silently.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use formats::{FrameKey, Record};
+use framelog::{DataStore, LogReader};
+use framelog_tests::framelog_bin;
+
+/// The built viewer and the browser tools, or why they are missing.
+fn browser_env() -> Result<(PathBuf, PathBuf), String> {
+    let web = std::env::var_os("FRAMELOG_WEB")
+        .map(PathBuf::from)
+        .filter(|w| w.join("index.html").is_file())
+        .ok_or("FRAMELOG_WEB does not name a built viewer (run debugger-gui/web/build.sh)")?;
+    let tools = std::env::var_os("FRAMELOG_WEB_TOOLS")
+        .map(PathBuf::from)
+        .filter(|t| t.join("node_modules/puppeteer-core").is_dir())
+        .ok_or("FRAMELOG_WEB_TOOLS has no node_modules/puppeteer-core")?;
+    let chromium = std::env::var_os("CHROMIUM").map_or("/usr/bin/chromium".into(), PathBuf::from);
+    if !chromium.is_file() {
+        return Err(format!("no browser at {}", chromium.display()));
+    }
+    Ok((web, tools))
+}
+
+/// The first frame written with data, once there is one.
+fn a_frame_with_data(dir: &Path) -> Option<FrameKey> {
+    let store = DataStore::open(dir).ok()?;
+    let mut found = None;
+    LogReader::open(dir)
+        .ok()?
+        .read_available(|_, rec| {
+            if let Record::Start(s) = rec {
+                let key = FrameKey {
+                    worker: s.worker,
+                    id: s.id,
+                };
+                if found.is_none() && store.contains(key) {
+                    found = Some(key);
+                }
+            }
+        })
+        .ok()?;
+    found
+}
+
+fn frames_in(dir: &Path) -> u64 {
+    let mut n = 0;
+    LogReader::open(dir)
+        .unwrap()
+        .read_available(|_, rec| n += u64::from(matches!(rec, Record::Start(_))))
+        .unwrap();
+    n
+}
+
+#[test]
+fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
+    let (web, _) = match browser_env() {
+        Ok(env) => env,
+        Err(why) if std::env::var_os("CI").is_some() => {
+            panic!("the browser test cannot run: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    // The demo, recording until its stdin closes.
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_async_child"))
+        .arg("demo")
+        .arg(&dir)
+        .arg("stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut demo_out = std::io::BufReader::new(demo.stdout.take().unwrap());
+    let mut line = String::new();
+    demo_out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "started");
+    let mut key = None;
+    framelog_tests::wait_until(30, "a frame with data in the log", || {
+        key = a_frame_with_data(&dir);
+        key.is_some()
+    });
+    let key = key.unwrap();
+
+    // Served as the README runs it: loopback, a free port, the built viewer at `/`.
+    let mut view = Command::new(framelog_bin())
+        .arg("view")
+        .arg(&dir)
+        .args(["--http", "127.0.0.1:0", "--web"])
+        .arg(&web)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(view.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let page = first
+        .trim()
+        .strip_prefix("serving ")
+        .unwrap_or_else(|| panic!("framelog view printed {first:?}"))
+        .to_owned();
+
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-viewer.png");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/viewer_check.mjs");
+    let mut node = Command::new("node")
+        .arg(&script)
+        .arg(&page)
+        .arg(&shot)
+        .arg(format!("{}:{}", key.worker, key.id))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run node");
+    // The demo writes until the page has shown its first frames and the selected frame's
+    // data; then it ends, and the page must notice and take in the rest.
+    let mut stdout = String::new();
+    let mut demo_stdin = demo.stdin.take();
+    for line in std::io::BufReader::new(node.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.contains(r#""phase":"selected""#) {
+            drop(demo_stdin.take());
+        }
+        stdout.push_str(&line);
+        stdout.push('\n');
+    }
+    drop(demo_stdin);
+    let node_out = node.wait_with_output().unwrap();
+    let demo_status = demo.wait().unwrap();
+    let _ = view.kill();
+    let _ = view.wait();
+    assert!(
+        node_out.status.success(),
+        "the page failed: {}\n{stdout}",
+        String::from_utf8_lossy(&node_out.stderr)
+    );
+    assert!(demo_status.success());
+    let phases: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let phase = |name: &str| {
+        phases
+            .iter()
+            .find(|p| p["phase"] == name)
+            .unwrap_or_else(|| panic!("no {name} phase in {stdout}"))
+    };
+
+    // The first frames arrived while the demo was still writing (the server says so).
+    let live = &phase("first_frames")["state"];
+    assert!(live["frames"].as_u64().unwrap() > 0, "{live}");
+    assert_eq!(live["writers"].as_array().map(Vec::len), Some(1), "{live}");
+    assert!(live["waiting"].is_null(), "{live}");
+    assert!(live["errors"].as_array().unwrap().is_empty(), "{live}");
+
+    // The selected frame's data is the log's, as `framelog data` prints it.
+    let selected = &phase("selected")["state"];
+    let expected = bson::Bson::Document(DataStore::open(&dir).unwrap().get(key).unwrap().unwrap())
+        .into_relaxed_extjson();
+    assert_eq!(selected["data"], expected, "{selected}");
+
+    // Once the writer has gone, the page holds every frame of the log.
+    let done = &phase("finished")["state"];
+    assert_eq!(done["frames"].as_u64(), Some(frames_in(&dir)), "{done}");
+    assert!(done["errors"].as_array().unwrap().is_empty(), "{done}");
+
+    // The screenshot shows the app (not a blank or an error page): many colours.
+    let shot_phase = phase("screenshot");
+    let colours = shot_phase["colours"].as_u64().unwrap();
+    assert!(
+        colours > 50,
+        "the screenshot has only {colours} colours: {}",
+        shot.display()
+    );
+    eprintln!("screenshot: {}", shot.display());
+}
