@@ -477,10 +477,8 @@ impl DebuggerApp {
     pub fn ui(&mut self, ui: &mut Ui) {
         let t0 = Instant::now();
         let ctx = ui.ctx().clone();
-        if let Some(l) = &mut self.log {
+        if let Some(l) = &self.log {
             l.ingest.set_repaint(&ctx);
-            // In the browser, the remote log's news is taken in here, a slice per paint.
-            l.ingest.poll(Duration::from_millis(8));
             l.data.set_repaint(&ctx);
             for (key, result) in l.data.poll() {
                 self.data.answer(key, result);

@@ -96,8 +96,8 @@ pub(crate) fn start(
     (link, handle)
 }
 
-/// Connects to `url`; returns the session's link and the [`Driver`] the window polls.
-/// Everything that goes wrong is reported in `shared`'s status.
+/// Connects to `url`; returns the session's link and the [`Driver`] that takes in what
+/// arrives. Everything that goes wrong is reported in `shared`'s status.
 // The browser's socket sender is not `Send` (a page has one thread), so neither is `Link`
 // there; it stays in an `Arc` because the data loader shares it as it does natively.
 #[cfg(target_arch = "wasm32")]
@@ -107,15 +107,11 @@ pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, 
     let (sink, _) = Sink::new(&shared, &link);
     shared.status().waiting = Some(format!("Connecting to {url}…"));
     let session = Session::new(url, token, sink, &shared, &link);
-    // Each arriving message wakes the window, whose next paint polls the driver.
-    let wake = {
-        let shared = shared.clone();
-        move || shared.wake()
-    };
-    match ewebsock::connect_with_wakeup(url.to_owned(), options(), wake) {
+    // The driver's timer takes in what arrives; nothing to wake.
+    match ewebsock::connect_with_wakeup(url.to_owned(), options(), || {}) {
         Ok((sender, receiver)) => {
             *link.sender.lock() = Some(sender);
-            (link, Some(Driver { receiver, session }))
+            (link, Some(Driver::new(receiver, session)))
         }
         Err(e) => {
             shared.push_error(format!("Could not connect to {url}: {e}"));
@@ -125,27 +121,52 @@ pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, 
     }
 }
 
-/// A browser's session: the page's event loop queues what the socket receives, and the
-/// window handles it when it paints (there are no threads to hand it to).
+/// A browser's session: the page's event loop queues what the socket receives, and a timer
+/// of the page takes it in, a slice of at most [`Driver::SLICE`] per tick, so a big log
+/// loads between paints (not only during them) and the page stays responsive.
 #[cfg(target_arch = "wasm32")]
 pub(crate) struct Driver {
-    receiver: ewebsock::WsReceiver,
-    session: Session,
+    timer: i32,
+    // Owned here: the timer calls it until the driver is dropped.
+    _tick: eframe::wasm_bindgen::closure::Closure<dyn FnMut()>,
 }
 
 #[cfg(target_arch = "wasm32")]
 impl Driver {
-    /// Handles what arrived, for about `budget` at most (a long backlog is taken a slice per
-    /// paint, so the page stays responsive while a big log loads).
-    pub(crate) fn poll(&mut self, budget: std::time::Duration) {
-        let started = web_time::Instant::now();
-        while let Some(event) = self.receiver.try_recv() {
-            let _ = self.session.on_event(event);
-            if started.elapsed() >= budget {
-                // More may be waiting, and its wake-ups were spent: come back next paint.
-                self.session.shared.wake();
-                return;
+    /// The most one tick takes in before the page may paint and handle input.
+    const SLICE: std::time::Duration = std::time::Duration::from_millis(12);
+    /// Milliseconds between ticks (browsers clamp repeating timers to about 4 ms).
+    const EVERY_MS: i32 = 4;
+
+    fn new(receiver: ewebsock::WsReceiver, mut session: Session) -> Driver {
+        use eframe::wasm_bindgen::JsCast as _;
+        let tick = eframe::wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
+            let started = web_time::Instant::now();
+            while started.elapsed() < Self::SLICE {
+                let Some(event) = receiver.try_recv() else {
+                    break;
+                };
+                let _ = session.on_event(event);
             }
+        });
+        let timer = eframe::web_sys::window()
+            .and_then(|w| {
+                w.set_interval_with_callback_and_timeout_and_arguments_0(
+                    tick.as_ref().unchecked_ref(),
+                    Self::EVERY_MS,
+                )
+                .ok()
+            })
+            .unwrap_or(-1);
+        Driver { timer, _tick: tick }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(w) = eframe::web_sys::window() {
+            w.clear_interval_with_handle(self.timer);
         }
     }
 }

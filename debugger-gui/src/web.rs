@@ -3,7 +3,7 @@
 //!
 //! For tests and measurements the app publishes its state on `window` after every paint, as
 //! a JSON string in `window.framelog_state` (frames, loading, the selected frame and its data,
-//! the last paint's time), and selects the frame named in `window.framelog_select`
+//! the last paint's time, the WebAssembly memory), and selects the frame named in `window.framelog_select`
 //! (`"WORKER:ID"`) when a test sets it.
 
 use eframe::wasm_bindgen::{JsCast as _, JsValue};
@@ -77,7 +77,7 @@ impl eframe::App for WebApp {
         if let Some(window) = web_sys::window() {
             take_selection(&window, &mut self.app);
             eframe::App::ui(&mut self.app, ui, frame);
-            publish(&window, &self.app);
+            publish(&window, &self.app, frame.info().cpu_usage);
         }
     }
 }
@@ -104,8 +104,9 @@ fn take_selection(window: &web_sys::Window, app: &mut DebuggerApp) {
     }
 }
 
-/// Writes the app's state to `window.framelog_state`.
-fn publish(window: &web_sys::Window, app: &DebuggerApp) {
+/// Writes the app's state to `window.framelog_state`; `frame_secs` is the previous paint's
+/// CPU time as eframe measures it (the app's logic, taking in news, and painting).
+fn publish(window: &web_sys::Window, app: &DebuggerApp, frame_secs: Option<f32>) {
     let status = app.ingest_status();
     let frames = app.model().map_or(0, |m| m.frame_count());
     let selected = app
@@ -144,6 +145,7 @@ fn publish(window: &web_sys::Window, app: &DebuggerApp) {
         "data": data,
         "data_error": data_error,
         "ui_ms": app.ui_cpu_time().as_secs_f64() * 1e3,
+        "frame_ms": frame_secs.map(|s| f64::from(s) * 1e3),
         "wasm_memory_bytes": wasm_memory,
     });
     let _ = js_sys::Reflect::set(

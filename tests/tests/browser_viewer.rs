@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use formats::{FrameKey, Record};
 use framelog::{DataStore, LogReader};
-use framelog_tests::framelog_bin;
+use framelog_tests::viewer_client::view;
 
 /// The built viewer and the browser tools, or why they are missing.
 fn browser_env() -> Result<(PathBuf, PathBuf), String> {
@@ -100,24 +100,8 @@ fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
     let key = key.unwrap();
 
     // Served as the README runs it: loopback, a free port, the built viewer at `/`.
-    let mut view = Command::new(framelog_bin())
-        .arg("view")
-        .arg(&dir)
-        .args(["--http", "127.0.0.1:0", "--web"])
-        .arg(&web)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(view.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let page = first
-        .trim()
-        .strip_prefix("serving ")
-        .unwrap_or_else(|| panic!("framelog view printed {first:?}"))
-        .to_owned();
+    let web = web.to_str().expect("a UTF-8 path to the viewer");
+    let (mut view, page) = view(&dir, &["--web", web]);
 
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-viewer.png");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/viewer_check.mjs");

@@ -20,7 +20,7 @@ if (!page_url || !shot) {
   process.exit(2);
 }
 const { puppeteer } = webTools();
-const chrome = await launch(puppeteer, 'framelog-viewer');
+const chrome = await launch(puppeteer, 'framelog-viewer', { gpuProcess: true });
 const problems = [];
 let exitCode = 0;
 try {

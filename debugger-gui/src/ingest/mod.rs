@@ -117,14 +117,6 @@ impl Shared {
         }
     }
 
-    /// Asks the window to repaint now (it has more to take in than one paint took).
-    #[cfg(target_arch = "wasm32")]
-    pub(crate) fn wake(&self) {
-        if let Some(ctx) = self.repaint.lock().as_ref() {
-            ctx.request_repaint();
-        }
-    }
-
     pub(crate) fn status(&self) -> MutexGuard<'_, IngestStatus> {
         self.status.lock()
     }
@@ -146,9 +138,10 @@ pub struct Ingest {
     handle: Option<JoinHandle<()>>,
     /// The viewer session of a remote log (frame data is asked for through it).
     link: Option<Arc<Link>>,
-    /// In the browser, the remote session the window polls as it paints.
+    /// In the browser, what takes in the remote session's messages (its timer stops when
+    /// this is dropped).
     #[cfg(target_arch = "wasm32")]
-    driver: Option<crate::remote::Driver>,
+    _driver: Option<crate::remote::Driver>,
 }
 
 impl Ingest {
@@ -193,20 +186,8 @@ impl Ingest {
             handle: None,
             link: Some(link),
             #[cfg(target_arch = "wasm32")]
-            driver,
+            _driver: driver,
         }
-    }
-
-    /// Takes in what a remote log's socket received, for at most `budget` (in the browser,
-    /// where nothing runs beside the window; natively the ingest has threads of its own and
-    /// this does nothing).
-    pub fn poll(&mut self, budget: Duration) {
-        #[cfg(target_arch = "wasm32")]
-        if let Some(d) = &mut self.driver {
-            d.poll(budget);
-        }
-        #[cfg(not(target_arch = "wasm32"))]
-        let _ = budget;
     }
 
     /// Where the log comes from.
@@ -317,6 +298,8 @@ pub(crate) struct Applier {
     labels: LabelMap,
     compacted: bool,
     last: ReadState,
+    /// Record bytes received through a viewer session (its batches' credit).
+    received: u64,
 }
 
 impl Default for Applier {
@@ -326,6 +309,7 @@ impl Default for Applier {
             labels: LabelMap::default(),
             compacted: false,
             last: ReadState::default(),
+            received: 0,
         }
     }
 }
@@ -341,13 +325,22 @@ impl Applier {
     ) {
         self.last = state;
         shared.backlog.store(!state.at_end, Ordering::Relaxed);
-        if state.bytes_read > 0 && !buf.is_empty() {
+        // Bytes of records taken in: a session's credit counts what this side received (its
+        // server's `bytes_read` runs up to a credit window ahead); a directory's reader
+        // reads no further than it hands over.
+        self.received += buf.credit;
+        let taken_in = if self.received > 0 {
+            self.received
+        } else {
+            state.bytes_read
+        };
+        if taken_in > 0 && !buf.is_empty() {
             // Frames per byte so far, times the log's size: what the model will hold (its
             // rows then grow by their share of it, not by doubling).
             let mut model = shared.model.lock();
             let frames = model.frame_count() + buf.events.len() as u64 / 2;
-            let total = state.total_bytes.max(state.bytes_read);
-            model.expect_frames((frames as u128 * total as u128 / state.bytes_read as u128) as u64);
+            let total = state.total_bytes.max(taken_in);
+            model.expect_frames((frames as u128 * total as u128 / taken_in as u128) as u64);
         }
         if buf.has_news() {
             apply(shared, buf, &mut self.labels, stopped);
