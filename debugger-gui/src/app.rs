@@ -456,6 +456,13 @@ impl DebuggerApp {
         self.search.matches()
     }
 
+    /// True while the window asks for the token a server wants (File > Open remote…).
+    pub fn asks_for_token(&self) -> bool {
+        self.remote_dialog
+            .as_ref()
+            .is_some_and(|d| d.token_needed.is_some())
+    }
+
     /// CPU time the last `ui` call took.
     pub fn ui_cpu_time(&self) -> Duration {
         self.ui_cpu

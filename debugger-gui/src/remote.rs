@@ -140,13 +140,22 @@ impl Driver {
 
     fn new(receiver: ewebsock::WsReceiver, mut session: Session) -> Driver {
         use eframe::wasm_bindgen::JsCast as _;
+        // The browser may deliver a socket's close before the message that came just ahead
+        // of it (a refusal, say): a close is acted on only once nothing else is waiting.
+        let mut closed = false;
         let tick = eframe::wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
             let started = web_time::Instant::now();
             while started.elapsed() < Self::SLICE {
-                let Some(event) = receiver.try_recv() else {
-                    break;
-                };
-                let _ = session.on_event(event);
+                match receiver.try_recv() {
+                    Some(WsEvent::Closed) => closed = true,
+                    Some(event) => {
+                        let _ = session.on_event(event);
+                    }
+                    None if std::mem::take(&mut closed) => {
+                        let _ = session.on_event(WsEvent::Closed);
+                    }
+                    None => break,
+                }
             }
         });
         let timer = eframe::web_sys::window()

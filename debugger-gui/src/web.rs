@@ -140,6 +140,7 @@ fn publish(window: &web_sys::Window, app: &DebuggerApp, frame_secs: Option<f32>)
         "writers": status.writers,
         "first_frames_ms": since_opened(status.first_frames_at),
         "caught_up_ms": since_opened(status.caught_up_at),
+        "asks_for_token": app.asks_for_token(),
         "selected": selected,
         "data_ready": data_ready,
         "data": data,

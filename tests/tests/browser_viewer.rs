@@ -64,18 +64,84 @@ fn frames_in(dir: &Path) -> u64 {
     n
 }
 
-#[test]
-fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
-    let (web, _) = match browser_env() {
-        Ok(env) => env,
+/// One browser at a time: two pages loading at once on a 2-core machine would each wait on
+/// the other (and on the demo) for no part of what is tested.
+static ONE_BROWSER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The built viewer's directory; `None` (the test returns) if the tools are missing outside
+/// CI, having said which; under CI a missing tool fails the test.
+fn web_or_skip() -> Option<String> {
+    match browser_env() {
+        Ok((web, _)) => Some(web.to_str().expect("a UTF-8 path to the viewer").to_owned()),
         Err(why) if std::env::var_os("CI").is_some() => {
             panic!("the browser test cannot run: {why}")
         }
         Err(why) => {
             eprintln!("skipped: {why}");
-            return;
+            None
         }
+    }
+}
+
+#[test]
+fn the_page_asks_for_the_token_a_server_wants_and_then_shows_the_log() {
+    let Some(web) = web_or_skip() else {
+        return;
     };
+    let _one = ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let status = Command::new(env!("CARGO_BIN_EXE_async_child"))
+        .arg("demo")
+        .arg(&dir)
+        .arg("1")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (mut view, page) = view(&dir, &["--web", &web, "--token", "s3cret-token"]);
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-viewer-token.png");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/viewer_check.mjs");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(&page)
+        .arg(&shot)
+        .env("TOKEN", "s3cret-token")
+        .output()
+        .expect("run node");
+    let _ = view.kill();
+    let _ = view.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the page failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let phases: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let state = |name: &str| {
+        &phases
+            .iter()
+            .find(|p| p["phase"] == name)
+            .unwrap_or_else(|| panic!("no {name} phase in {stdout}"))["state"]
+    };
+    // Refused first, saying so (not a bare "closed the connection"), with nothing shown.
+    let refused = state("refused");
+    assert_eq!(refused["frames"], 0, "{refused}");
+    // Then, with the token typed in, the whole log.
+    let done = state("finished");
+    assert_eq!(done["frames"].as_u64(), Some(frames_in(&dir)), "{done}");
+    assert!(done["errors"].as_array().unwrap().is_empty(), "{done}");
+}
+
+#[test]
+fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
+    let Some(web) = web_or_skip() else {
+        return;
+    };
+    let _one = ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
     // The demo, recording until its stdin closes.
@@ -100,8 +166,7 @@ fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
     let key = key.unwrap();
 
     // Served as the README runs it: loopback, a free port, the built viewer at `/`.
-    let web = web.to_str().expect("a UTF-8 path to the viewer");
-    let (mut view, page) = view(&dir, &["--web", web]);
+    let (mut view, page) = view(&dir, &["--web", &web]);
 
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-viewer.png");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/viewer_check.mjs");

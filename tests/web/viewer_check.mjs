@@ -2,8 +2,11 @@
 // Chromium and reports what the app shows, read from the state it publishes on `window`
 // (`framelog_state`, see debugger-gui/src/web.rs).
 //
-// Usage: node viewer_check.mjs PAGE_URL SCREENSHOT.png [WORKER:ID]
+// Usage: [TOKEN=SECRET] node viewer_check.mjs PAGE_URL SCREENSHOT.png [WORKER:ID]
+// With TOKEN, the server is expected to refuse the page first; the token is then typed into
+// the box the page asks for it in, as a user would.
 // Prints one JSON line per phase:
+//   {"phase":"refused", ...}       (with TOKEN) the page was refused and asks for the token
 //   {"phase":"first_frames", ...}  the first frames on screen, and the server's list of the
 //                                  processes writing the log
 //   {"phase":"selected", ...}      WORKER:ID selected and its data answered (if given)
@@ -50,6 +53,13 @@ try {
   const report = (phase, s, extra = {}) =>
     console.log(JSON.stringify({ phase, ms: Date.now() - opened, ...extra, state: s }));
 
+  if (process.env.TOKEN) {
+    // Refused, and the page asks for the token (its box has the keyboard focus).
+    report('refused', await until('the refusal', 60,
+      (s) => s.asks_for_token && s.errors.some((e) => e.includes('refused this window'))));
+    await page.keyboard.type(process.env.TOKEN);
+    await page.keyboard.press('Enter');
+  }
   report('first_frames', await until('the first frames', 60,
     (s) => s.frames > 0 && Array.isArray(s.writers)));
   if (select) {
