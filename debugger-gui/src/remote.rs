@@ -135,26 +135,32 @@ pub(crate) struct Driver {
 impl Driver {
     /// The most one tick takes in before the page may paint and handle input.
     const SLICE: std::time::Duration = std::time::Duration::from_millis(12);
+    /// How long a close waits for messages the browser delivers after it.
+    const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
     /// Milliseconds between ticks (browsers clamp repeating timers to about 4 ms).
     const EVERY_MS: i32 = 4;
 
     fn new(receiver: ewebsock::WsReceiver, mut session: Session) -> Driver {
         use eframe::wasm_bindgen::JsCast as _;
         // The browser may deliver a socket's close before the message that came just ahead
-        // of it (a refusal, say): a close is acted on only once nothing else is waiting.
-        let mut closed = false;
+        // of it (a refusal, say): a close is acted on once nothing else has arrived for
+        // `CLOSE_GRACE`.
+        let mut closed_at: Option<web_time::Instant> = None;
         let tick = eframe::wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
             let started = web_time::Instant::now();
             while started.elapsed() < Self::SLICE {
                 match receiver.try_recv() {
-                    Some(WsEvent::Closed) => closed = true,
+                    Some(WsEvent::Closed) => closed_at = Some(web_time::Instant::now()),
                     Some(event) => {
                         let _ = session.on_event(event);
                     }
-                    None if std::mem::take(&mut closed) => {
-                        let _ = session.on_event(WsEvent::Closed);
+                    None => {
+                        if closed_at.is_some_and(|t| t.elapsed() >= Self::CLOSE_GRACE) {
+                            closed_at = None;
+                            let _ = session.on_event(WsEvent::Closed);
+                        }
+                        break;
                     }
-                    None => break,
                 }
             }
         });
