@@ -83,6 +83,70 @@ fn web_or_skip() -> Option<String> {
     }
 }
 
+/// What `tests/web/viewer_check.mjs` reported, phase by phase (one JSON object each).
+struct Phases {
+    phases: Vec<serde_json::Value>,
+    stdout: String,
+}
+
+impl Phases {
+    /// The report of `name` (`first_frames`, `selected`, `finished`, …).
+    fn get(&self, name: &str) -> &serde_json::Value {
+        self.phases
+            .iter()
+            .find(|p| p["phase"] == name)
+            .unwrap_or_else(|| panic!("no {name} phase in {}", self.stdout))
+    }
+
+    /// The app's state at `name`.
+    fn state(&self, name: &str) -> &serde_json::Value {
+        &self.get(name)["state"]
+    }
+}
+
+/// Opens `page` in headless Chromium with `viewer_check.mjs` (selecting `select`, typing
+/// `token` when refused), calls `on_phase` with each phase's name as it is reported, and
+/// returns them all; panics with what the script said if the page failed.
+fn check_page(
+    page: &str,
+    shot: &Path,
+    select: Option<FrameKey>,
+    token: Option<&str>,
+    mut on_phase: impl FnMut(&str),
+) -> Phases {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/viewer_check.mjs");
+    let mut cmd = Command::new("node");
+    cmd.arg(&script).arg(page).arg(shot);
+    if let Some(k) = select {
+        cmd.arg(format!("{}:{}", k.worker, k.id));
+    }
+    if let Some(t) = token {
+        cmd.env("TOKEN", t);
+    }
+    let mut node = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run node");
+    let mut phases = Vec::new();
+    let mut stdout = String::new();
+    for line in std::io::BufReader::new(node.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let phase: serde_json::Value = serde_json::from_str(&line).unwrap();
+        on_phase(phase["phase"].as_str().unwrap_or_default());
+        phases.push(phase);
+        stdout.push_str(&line);
+        stdout.push('\n');
+    }
+    let out = node.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the page failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Phases { phases, stdout }
+}
+
 #[test]
 fn the_page_asks_for_the_token_a_server_wants_and_then_shows_the_log() {
     let Some(web) = web_or_skip() else {
@@ -101,32 +165,10 @@ fn the_page_asks_for_the_token_a_server_wants_and_then_shows_the_log() {
     assert!(status.success());
     let (mut view, page) = view(&dir, &["--web", &web, "--token", "s3cret-token"]);
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-viewer-token.png");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/viewer_check.mjs");
-    let out = Command::new("node")
-        .arg(&script)
-        .arg(&page)
-        .arg(&shot)
-        .env("TOKEN", "s3cret-token")
-        .output()
-        .expect("run node");
+    let phases = check_page(&page, &shot, None, Some("s3cret-token"), |_| {});
     let _ = view.kill();
     let _ = view.wait();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the page failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let phases: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let state = |name: &str| {
-        &phases
-            .iter()
-            .find(|p| p["phase"] == name)
-            .unwrap_or_else(|| panic!("no {name} phase in {stdout}"))["state"]
-    };
+    let state = |name| phases.state(name);
     // Refused first, saying so (not a bare "closed the connection"), with nothing shown.
     let refused = state("refused");
     assert_eq!(refused["frames"], 0, "{refused}");
@@ -169,49 +211,20 @@ fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
     let (mut view, page) = view(&dir, &["--web", &web]);
 
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-viewer.png");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/viewer_check.mjs");
-    let mut node = Command::new("node")
-        .arg(&script)
-        .arg(&page)
-        .arg(&shot)
-        .arg(format!("{}:{}", key.worker, key.id))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run node");
     // The demo writes until the page has shown its first frames and the selected frame's
     // data; then it ends, and the page must notice and take in the rest.
-    let mut stdout = String::new();
     let mut demo_stdin = demo.stdin.take();
-    for line in std::io::BufReader::new(node.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if line.contains(r#""phase":"selected""#) {
+    let phases = check_page(&page, &shot, Some(key), None, |phase| {
+        if phase == "selected" {
             drop(demo_stdin.take());
         }
-        stdout.push_str(&line);
-        stdout.push('\n');
-    }
+    });
     drop(demo_stdin);
-    let node_out = node.wait_with_output().unwrap();
     let demo_status = demo.wait().unwrap();
     let _ = view.kill();
     let _ = view.wait();
-    assert!(
-        node_out.status.success(),
-        "the page failed: {}\n{stdout}",
-        String::from_utf8_lossy(&node_out.stderr)
-    );
     assert!(demo_status.success());
-    let phases: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let phase = |name: &str| {
-        phases
-            .iter()
-            .find(|p| p["phase"] == name)
-            .unwrap_or_else(|| panic!("no {name} phase in {stdout}"))
-    };
+    let phase = |name| phases.get(name);
 
     // The first frames arrived while the demo was still writing (the server says so).
     let live = &phase("first_frames")["state"];

@@ -86,3 +86,25 @@ export async function launch(puppeteer, name, { gpuProcess = false } = {}) {
     },
   };
 }
+
+// The state framelog's browser viewer publishes on `window` after each paint
+// (debugger-gui/src/web.rs), parsed; undefined before its first paint.
+export function appState(page) {
+  return page.evaluate(() => window.framelog_state && JSON.parse(window.framelog_state));
+}
+
+// Polls `appState` every `everyMs` until `cond(state)` holds and returns that state; throws
+// when `secs` pass first, or as soon as `problems` (page errors collected by the caller) has
+// one.
+export async function untilState(page, problems, what, secs, cond, everyMs = 50) {
+  const deadline = Date.now() + secs * 1000;
+  for (;;) {
+    if (problems.length) throw new Error(problems.join('; '));
+    const s = await appState(page);
+    if (s && cond(s)) return s;
+    if (Date.now() > deadline) {
+      throw new Error(`${what} did not happen within ${secs} s; last state: ${JSON.stringify(s)}`);
+    }
+    await new Promise((ok) => setTimeout(ok, everyMs));
+  }
+}

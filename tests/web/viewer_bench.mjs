@@ -7,7 +7,7 @@
 //   node viewer_bench.mjs follow PAGE_URL SECS   a live log: each paint's CPU time (eframe's
 //       frame time), sampled every 10 ms for SECS seconds once the page has caught up
 
-import { webTools, launch } from './browser.mjs';
+import { webTools, launch, appState, untilState } from './browser.mjs';
 
 const [mode, page_url, arg] = process.argv.slice(2);
 const { puppeteer } = webTools();
@@ -19,19 +19,10 @@ try {
   await page.setViewport({ width: w, height: h });
   const problems = [];
   page.on('pageerror', (e) => problems.push(e.message));
-  const state = () => page.evaluate(() => window.framelog_state && JSON.parse(window.framelog_state));
+  const state = () => appState(page);
   const heap = async () => (await page.metrics()).JSHeapUsedSize;
   const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
-  const until = async (what, secs, cond) => {
-    const deadline = Date.now() + secs * 1000;
-    for (;;) {
-      if (problems.length) throw new Error(problems.join('; '));
-      const s = await state();
-      if (s && cond(s)) return s;
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${secs} s (${JSON.stringify(s)})`);
-      await sleep(10);
-    }
-  };
+  const until = (what, secs, cond) => untilState(page, problems, what, secs, cond, 10);
   const opened = Date.now();
   await page.goto(page_url, { waitUntil: 'load' });
   if (mode === 'load') {

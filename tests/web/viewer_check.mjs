@@ -15,7 +15,7 @@
 //   {"phase":"screenshot", ...}    the PNG written, with its count of distinct colours
 // Exits 1 with a message on the first problem (a page error, a phase that never comes).
 
-import { webTools, launch } from './browser.mjs';
+import { webTools, launch, appState, untilState } from './browser.mjs';
 
 const [page_url, shot, select] = process.argv.slice(2);
 if (!page_url || !shot) {
@@ -36,20 +36,8 @@ try {
   const opened = Date.now();
   await page.goto(page_url, { waitUntil: 'load' });
 
-  const state = () => page.evaluate(() => window.framelog_state && JSON.parse(window.framelog_state));
-  // Polls the page's state until `cond` holds, for at most `secs`.
-  const until = async (what, secs, cond) => {
-    const deadline = Date.now() + secs * 1000;
-    for (;;) {
-      if (problems.length) throw new Error(problems.join('; '));
-      const s = await state();
-      if (s && cond(s)) return s;
-      if (Date.now() > deadline) {
-        throw new Error(`${what} did not happen within ${secs} s; last state: ${JSON.stringify(s)}`);
-      }
-      await new Promise((ok) => setTimeout(ok, 50));
-    }
-  };
+  const state = () => appState(page);
+  const until = (what, secs, cond) => untilState(page, problems, what, secs, cond);
   const report = (phase, s, extra = {}) =>
     console.log(JSON.stringify({ phase, ms: Date.now() - opened, ...extra, state: s }));
 
