@@ -3,18 +3,23 @@
 
 use parking_lot::MutexGuard;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use egui::{Color32, Key, RichText, TextEdit, Ui};
 use formats::Category;
 
 use crate::data_loader::DataLoader;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::demo::Demo;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::export_job::{ExportFormat, ExportJob};
 use crate::ingest::{Ingest, IngestStatus};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::listen::Listener;
 use crate::model::search::{Matches, Pattern, SearchFrom};
 use crate::model::{FrameInfo, FrameRef, Model};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::recent::RecentLogs;
 use crate::source::LogSource;
 use crate::ui::aggregated::{self, AggregatedState, ScopeInput};
@@ -95,33 +100,44 @@ pub struct DebuggerApp {
     /// A second log to compare the open one with (the baseline), read once.
     compare: Option<(PathBuf, Ingest)>,
     compare_panel: ComparePanel,
+    #[cfg(not(target_arch = "wasm32"))]
     /// The open dialog opens a baseline to compare with, not a log.
     open_for_compare: bool,
+    #[cfg(not(target_arch = "wasm32"))]
     /// The native folder dialog, while it is open (on its own thread: it blocks).
     folder_pick: Option<std::sync::mpsc::Receiver<Option<PathBuf>>>,
+    #[cfg(not(target_arch = "wasm32"))]
     /// Recently opened logs.
     recent: RecentLogs,
     tab: BottomTab,
     show_bottom: bool,
     show_data: bool,
+    #[cfg(not(target_arch = "wasm32"))]
     open_dialog: Option<String>,
     /// The File > Open remote… dialog, while it is open.
     remote_dialog: Option<RemoteDialog>,
     /// The path box should take the keyboard focus (it was just opened).
     focus_path: bool,
     messages: Vec<String>,
+    #[cfg(not(target_arch = "wasm32"))]
     demo: Option<Demo>,
+    #[cfg(not(target_arch = "wasm32"))]
     listener: Option<Listener>,
+    #[cfg(not(target_arch = "wasm32"))]
     /// The File > Listen… dialog's address box, while it is open.
     listen_dialog: Option<String>,
+    #[cfg(not(target_arch = "wasm32"))]
     /// The last error of a Processes tab button.
     process_message: Option<String>,
     /// Limit statistics and contexts to the selected time range.
     limit_to_selection: bool,
+    #[cfg(not(target_arch = "wasm32"))]
     /// The File > Export… dialog (format, output path), while it is open.
     export_dialog: Option<(ExportFormat, String)>,
+    #[cfg(not(target_arch = "wasm32"))]
     /// The running export, and the last one's outcome.
     export: Option<ExportJob>,
+    #[cfg(not(target_arch = "wasm32"))]
     export_note: Option<String>,
     ui_cpu: Duration,
     title: String,
@@ -151,23 +167,34 @@ impl DebuggerApp {
             histogram: HistogramPanel::default(),
             compare: None,
             compare_panel: ComparePanel::default(),
+            #[cfg(not(target_arch = "wasm32"))]
             open_for_compare: false,
+            #[cfg(not(target_arch = "wasm32"))]
             folder_pick: None,
+            #[cfg(not(target_arch = "wasm32"))]
             recent: RecentLogs::default(),
             tab: BottomTab::Contexts,
             show_bottom: true,
             show_data: true,
+            #[cfg(not(target_arch = "wasm32"))]
             open_dialog: None,
             remote_dialog: None,
             focus_path: false,
             messages: Vec::new(),
+            #[cfg(not(target_arch = "wasm32"))]
             demo: None,
+            #[cfg(not(target_arch = "wasm32"))]
             listener: None,
+            #[cfg(not(target_arch = "wasm32"))]
             listen_dialog: None,
+            #[cfg(not(target_arch = "wasm32"))]
             process_message: None,
             limit_to_selection: true,
+            #[cfg(not(target_arch = "wasm32"))]
             export_dialog: None,
+            #[cfg(not(target_arch = "wasm32"))]
             export: None,
+            #[cfg(not(target_arch = "wasm32"))]
             export_note: None,
             ui_cpu: Duration::ZERO,
             title: String::new(),
@@ -175,6 +202,7 @@ impl DebuggerApp {
     }
 
     /// A window showing (and following) the log in `dir`. Problems are shown in the window.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open(dir: impl AsRef<Path>) -> Self {
         let mut app = Self::new();
         app.open_log(dir);
@@ -182,6 +210,7 @@ impl DebuggerApp {
     }
 
     /// A window following a freshly started demo workload.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn demo() -> Self {
         let mut app = Self::new();
         app.start_demo();
@@ -190,6 +219,7 @@ impl DebuggerApp {
 
     /// A window recording the programs that connect to `addr` into `dir` (a temporary
     /// directory if `None`), and following that log.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn listen(addr: &str, dir: Option<&Path>, token: Option<String>) -> Self {
         let mut app = Self::new();
         app.start_listening(addr, dir, token);
@@ -197,6 +227,7 @@ impl DebuggerApp {
     }
 
     /// Starts listening on `addr` (see [`DebuggerApp::listen`]); a failure is shown.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn start_listening(&mut self, addr: &str, dir: Option<&Path>, token: Option<String>) {
         match Listener::start(addr, dir, token) {
             Ok(listener) => {
@@ -213,6 +244,7 @@ impl DebuggerApp {
     }
 
     /// The recording server, while the window listens.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn listener(&self) -> Option<&Listener> {
         self.listener.as_ref()
     }
@@ -223,6 +255,7 @@ impl DebuggerApp {
     }
 
     /// Starts the demo workload and opens its log.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn start_demo(&mut self) {
         match Demo::start() {
             Ok(demo) => {
@@ -237,6 +270,7 @@ impl DebuggerApp {
     }
 
     /// Opens (and follows) another log, replacing the current one.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open_log(&mut self, dir: impl AsRef<Path>) {
         self.open_source(LogSource::Dir(dir.as_ref().to_owned()), "");
     }
@@ -256,19 +290,31 @@ impl DebuggerApp {
 
     /// Opens (and follows) a log from a directory or a server, replacing the current one.
     pub fn open_source(&mut self, source: LogSource, token: &str) {
-        let dir = source.dir();
-        if self.demo.as_ref().is_some_and(|d| Some(d.dir()) != dir) {
-            self.demo = None;
-        }
-        // Opening another log stops listening (the window follows one log at a time).
-        if self.listener.as_ref().is_some_and(|l| Some(l.dir()) != dir) {
-            self.listener = None;
-            if self.tab == BottomTab::Processes {
-                self.tab = BottomTab::Contexts;
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let dir = source.dir();
+            if self.demo.as_ref().is_some_and(|d| Some(d.dir()) != dir) {
+                self.demo = None;
+            }
+            // Opening another log stops listening (the window follows one log at a time).
+            if self.listener.as_ref().is_some_and(|l| Some(l.dir()) != dir) {
+                self.listener = None;
+                if self.tab == BottomTab::Processes {
+                    self.tab = BottomTab::Contexts;
+                }
             }
         }
         let ingest = match &source {
+            #[cfg(not(target_arch = "wasm32"))]
             LogSource::Dir(dir) => Ingest::start(dir, true),
+            #[cfg(target_arch = "wasm32")]
+            LogSource::Dir(dir) => {
+                self.messages.push(format!(
+                    "{} is a log directory: the browser opens only served logs (ws://HOST:PORT/ws)",
+                    dir.display()
+                ));
+                return;
+            }
             LogSource::Remote(url) => Ingest::connect(url, token),
         };
         let data = DataLoader::for_log(&ingest);
@@ -287,7 +333,9 @@ impl DebuggerApp {
         self.contexts = ContextsPanel::default();
         self.stats = StatsPanel::default();
         self.messages.clear();
+        #[cfg(not(target_arch = "wasm32"))]
         let opened = self.log_source().cloned();
+        #[cfg(not(target_arch = "wasm32"))]
         if let Some(log) = opened
             && let Err(e) = self.recent.record(&log)
         {
@@ -297,6 +345,7 @@ impl DebuggerApp {
     }
 
     /// Keeps the recent logs list in `file` (loading what it holds); `None`: in memory only.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn set_recent_file(&mut self, file: Option<PathBuf>) {
         let current = self.log_source().cloned();
         self.recent = RecentLogs::load(file);
@@ -306,12 +355,14 @@ impl DebuggerApp {
     }
 
     /// Recently opened logs (directories and URLs), newest first.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn recent_logs(&self) -> &[LogSource] {
         self.recent.paths()
     }
 
     /// Reads `dir` (once, not followed) as the baseline the open log is compared with: the
     /// Compare tab and the flame graph's difference colors.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn compare_with(&mut self, dir: impl AsRef<Path>) {
         let dir = dir.as_ref().to_owned();
         let ingest = Ingest::start(&dir, false);
@@ -340,6 +391,11 @@ impl DebuggerApp {
         self.log.as_ref().map(|l| l.ingest.model())
     }
 
+    /// When the open log was opened.
+    pub fn opened_at(&self) -> Option<Instant> {
+        self.log.as_ref().map(|l| l.ingest.started())
+    }
+
     /// The ingest thread's status (default if no log is open).
     pub fn ingest_status(&self) -> IngestStatus {
         self.log
@@ -349,6 +405,7 @@ impl DebuggerApp {
     }
 
     /// Blocks until the open log has been read to its current end (for tests and tools).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn wait_loaded(&self, timeout: Duration) -> bool {
         self.log
             .as_ref()
@@ -399,6 +456,13 @@ impl DebuggerApp {
         self.search.matches()
     }
 
+    /// True while the window asks for the token a server wants (File > Open remote…).
+    pub fn asks_for_token(&self) -> bool {
+        self.remote_dialog
+            .as_ref()
+            .is_some_and(|d| d.token_needed.is_some())
+    }
+
     /// CPU time the last `ui` call took.
     pub fn ui_cpu_time(&self) -> Duration {
         self.ui_cpu
@@ -406,7 +470,9 @@ impl DebuggerApp {
 
     /// Problems to show: the app's own and the ingest thread's.
     pub fn problems(&self) -> Vec<String> {
+        #[cfg_attr(target_arch = "wasm32", allow(unused_mut))]
         let mut v = self.messages.clone();
+        #[cfg(not(target_arch = "wasm32"))]
         v.extend(self.demo.as_ref().and_then(Demo::error));
         if let Some(l) = &self.log {
             v.extend(l.ingest.status().errors);
@@ -425,6 +491,7 @@ impl DebuggerApp {
                 self.data.answer(key, result);
             }
         }
+        #[cfg(not(target_arch = "wasm32"))]
         self.handle_dropped_files(ui);
         let status = self.ingest_status();
 
@@ -440,14 +507,19 @@ impl DebuggerApp {
                 // A remote log's writers are the server's to say.
                 let writing = |l: &OpenLog| match (&status.writers, l.dir()) {
                     (Some(writers), _) => !writers.is_empty(),
+                    #[cfg(not(target_arch = "wasm32"))]
                     (None, Some(dir)) => (0..=u8::MAX).any(|w| {
                         !model.worker(w).name.is_empty()
                             && matches!(framelog::is_writing(dir, w), Ok(true))
                     }),
-                    (None, None) => false,
+                    _ => false,
                 };
+                #[cfg(not(target_arch = "wasm32"))]
+                let listening = self.listener.is_some();
+                #[cfg(target_arch = "wasm32")]
+                let listening = false;
                 if let Some(l) = &log
-                    && self.listener.is_none()
+                    && !listening
                     && !writing(l)
                 {
                     self.flame.set_follow(false);
@@ -511,6 +583,7 @@ impl DebuggerApp {
             }
             egui::CentralPanel::default().show(ui, |ui| {
                 self.problems_banner(ui, log.as_ref());
+                #[cfg(not(target_arch = "wasm32"))]
                 if let Some(note) = &self.export_note {
                     let mut dismiss = false;
                     ui.horizontal(|ui| {
@@ -526,9 +599,12 @@ impl DebuggerApp {
                     ui.vertical_centered(|ui| {
                         ui.add_space(60.0);
                         ui.heading("No log open");
+                        #[cfg(not(target_arch = "wasm32"))]
                         ui.label(
                             "Open a log directory from File > Open log…, or drop a folder here; a served log from File > Open remote….",
                         );
+                        #[cfg(target_arch = "wasm32")]
+                        ui.label("Open a served log from File > Open remote….");
                     });
                     return;
                 }
@@ -573,10 +649,13 @@ impl DebuggerApp {
                     }
                 }
             });
-            self.open_dialog(&ctx);
-            self.listen_dialog(&ctx);
+            #[cfg(not(target_arch = "wasm32"))]
+            {
+                self.open_dialog(&ctx);
+                self.listen_dialog(&ctx);
+                self.export_dialog(&ctx, log.as_ref().and_then(OpenLog::dir));
+            }
             self.remote_dialog(&ctx, log.as_ref());
-            self.export_dialog(&ctx, log.as_ref().and_then(OpenLog::dir));
         }
         // A log opened while drawing (File > Open log…, Open demo, a dropped folder) replaces
         // the one taken out above, which is dropped (its threads stop).
@@ -680,6 +759,7 @@ impl DebuggerApp {
         }
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn handle_dropped_files(&mut self, ui: &Ui) {
         let dropped: Vec<PathBuf> = ui.input(|i| {
             i.raw
@@ -716,73 +796,34 @@ impl DebuggerApp {
         self.selected_info = info;
     }
 
+    #[cfg_attr(target_arch = "wasm32", allow(unused_variables))]
     fn menu_bar(&mut self, ui: &mut Ui, current: Option<&Path>) {
         egui::MenuBar::new().ui(ui, |ui| {
             ui.menu_button("File", |ui| {
-                if ui.button("Open log…").clicked() {
-                    // `self.log` is taken out while the window is drawn: the caller passes it.
-                    self.open_dialog =
-                        Some(current.map(|d| d.display().to_string()).unwrap_or_default());
-                    self.open_for_compare = false;
-                    self.focus_path = true;
-                    ui.close();
+                #[cfg(not(target_arch = "wasm32"))]
+                {
+                    if ui.button("Open log…").clicked() {
+                        // `self.log` is taken out while the window is drawn: the caller passes it.
+                        self.open_dialog =
+                            Some(current.map(|d| d.display().to_string()).unwrap_or_default());
+                        self.open_for_compare = false;
+                        self.focus_path = true;
+                        ui.close();
+                    }
                 }
                 if ui
                     .button("Open remote…")
-                    .on_hover_text("A log served by `framelog view --http` or `framelog serve --http`")
+                    .on_hover_text(
+                        "A log served by `framelog view --http` or `framelog serve --http`",
+                    )
                     .clicked()
                 {
                     self.remote_dialog = Some(RemoteDialog::default());
                     self.focus_path = true;
                     ui.close();
                 }
-                let recent: Vec<LogSource> = self.recent.paths().to_vec();
-                ui.add_enabled_ui(!recent.is_empty(), |ui| {
-                    ui.menu_button("Open recent", |ui| {
-                        for log in recent {
-                            if ui.button(log.to_string()).clicked() {
-                                self.open_source(log, "");
-                                ui.close();
-                            }
-                        }
-                    });
-                });
-                if ui.button("Open demo").clicked() {
-                    self.start_demo();
-                    ui.close();
-                }
-                if ui
-                    .button("Compare with log…")
-                    .on_hover_text("Read another log as a baseline: per-label changes, and the flame graph's difference")
-                    .clicked()
-                {
-                    self.open_dialog = Some(String::new());
-                    self.open_for_compare = true;
-                    self.focus_path = true;
-                    ui.close();
-                }
-                if ui
-                    .add_enabled(current.is_some(), egui::Button::new("Export…"))
-                    .on_hover_text("Write the log for Perfetto UI or speedscope")
-                    .clicked()
-                    && let Some(dir) = current
-                {
-                    let f = ExportFormat::Chrome;
-                    self.export_dialog = Some((f, f.default_path(dir).display().to_string()));
-                    ui.close();
-                }
-                if ui
-                    .button("Listen…")
-                    .on_hover_text("Record programs that connect with FRAMELOG_CONNECT")
-                    .clicked()
-                {
-                    self.listen_dialog = Some("127.0.0.1:7878".to_owned());
-                    ui.close();
-                }
-                ui.separator();
-                if ui.button("Quit").clicked() {
-                    ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
-                }
+                #[cfg(not(target_arch = "wasm32"))]
+                self.desktop_file_menu(ui, current);
             });
             ui.menu_button("View", |ui| {
                 ui.checkbox(&mut self.show_data, "Frame data panel");
@@ -800,6 +841,59 @@ impl DebuggerApp {
                 ui.label("Search: Enter = next, Shift+Enter = previous");
             });
         });
+    }
+
+    /// The File menu's desktop items: recent logs, the demo, comparing, exporting,
+    /// listening and quitting.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn desktop_file_menu(&mut self, ui: &mut Ui, current: Option<&Path>) {
+        let recent: Vec<LogSource> = self.recent.paths().to_vec();
+        ui.add_enabled_ui(!recent.is_empty(), |ui| {
+            ui.menu_button("Open recent", |ui| {
+                for log in recent {
+                    if ui.button(log.to_string()).clicked() {
+                        self.open_source(log, "");
+                        ui.close();
+                    }
+                }
+            });
+        });
+        if ui.button("Open demo").clicked() {
+            self.start_demo();
+            ui.close();
+        }
+        if ui
+            .button("Compare with log…")
+            .on_hover_text("Read another log as a baseline: per-label changes, and the flame graph's difference")
+            .clicked()
+        {
+            self.open_dialog = Some(String::new());
+            self.open_for_compare = true;
+            self.focus_path = true;
+            ui.close();
+        }
+        if ui
+            .add_enabled(current.is_some(), egui::Button::new("Export…"))
+            .on_hover_text("Write the log for Perfetto UI or speedscope")
+            .clicked()
+            && let Some(dir) = current
+        {
+            let f = ExportFormat::Chrome;
+            self.export_dialog = Some((f, f.default_path(dir).display().to_string()));
+            ui.close();
+        }
+        if ui
+            .button("Listen…")
+            .on_hover_text("Record programs that connect with FRAMELOG_CONNECT")
+            .clicked()
+        {
+            self.listen_dialog = Some("127.0.0.1:7878".to_owned());
+            ui.close();
+        }
+        ui.separator();
+        if ui.button("Quit").clicked() {
+            ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+        }
     }
 
     fn toolbar(&mut self, ui: &mut Ui, model: &Model) {
@@ -854,6 +948,7 @@ impl DebuggerApp {
 
     fn problems_banner(&mut self, ui: &mut Ui, log: Option<&OpenLog>) {
         let mut problems = self.messages.clone();
+        #[cfg(not(target_arch = "wasm32"))]
         problems.extend(self.demo.as_ref().and_then(Demo::error));
         if let Some(l) = log {
             let status = l.ingest.status();
@@ -896,16 +991,20 @@ impl DebuggerApp {
             if self.compare.is_some() {
                 ui.selectable_value(&mut self.tab, BottomTab::Compare, "Compare");
             }
+            #[cfg(not(target_arch = "wasm32"))]
             if self.listener.is_some() {
                 ui.selectable_value(&mut self.tab, BottomTab::Processes, "Processes");
             }
         });
         ui.separator();
         match self.tab {
+            #[cfg(not(target_arch = "wasm32"))]
             BottomTab::Processes => match &mut self.listener {
                 Some(l) => crate::ui::processes::show(ui, l, &mut self.process_message),
                 None => self.tab = BottomTab::Contexts,
             },
+            #[cfg(target_arch = "wasm32")]
+            BottomTab::Processes => self.tab = BottomTab::Contexts,
             BottomTab::Contexts => {
                 if let Some(row) = contexts::show(ui, &mut self.contexts, model) {
                     self.select(Some(row.root));
@@ -947,6 +1046,7 @@ impl DebuggerApp {
         }
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn open_dialog(&mut self, ctx: &egui::Context) {
         let Some(mut path) = self.open_dialog.take() else {
             return;
@@ -1032,6 +1132,7 @@ impl DebuggerApp {
 
 /// Opens the desktop's folder dialog on its own thread (it blocks until closed); the
 /// receiver gets the chosen folder, or `None` if cancelled or no dialog is available.
+#[cfg(not(target_arch = "wasm32"))]
 fn pick_folder(title: &str) -> std::sync::mpsc::Receiver<Option<PathBuf>> {
     let (tx, rx) = std::sync::mpsc::channel();
     let title = title.to_owned();
@@ -1043,12 +1144,14 @@ fn pick_folder(title: &str) -> std::sync::mpsc::Receiver<Option<PathBuf>> {
 
 impl DebuggerApp {
     /// The running or last export: (output path, outcome so far: None while running).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn export_state(&self) -> Option<(&Path, Option<&str>)> {
         self.export
             .as_ref()
             .map(|j| (j.path.as_path(), self.export_note.as_deref()))
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn export_dialog(&mut self, ctx: &egui::Context, log: Option<&Path>) {
         if let Some(job) = &mut self.export
             && let Some(outcome) = job.poll()
@@ -1165,6 +1268,7 @@ impl DebuggerApp {
                     go = ui.button("Connect").clicked() || enter;
                     cancel = ui.button("Cancel").clicked();
                 });
+                #[cfg(not(target_arch = "wasm32"))]
                 if d.token_needed.is_none() && self.recent.urls().next().is_some() {
                     ui.separator();
                     ui.label("Recent remote logs:");
@@ -1183,6 +1287,7 @@ impl DebuggerApp {
         }
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn listen_dialog(&mut self, ctx: &egui::Context) {
         let Some(mut addr) = self.listen_dialog.take() else {
             return;

@@ -4,13 +4,17 @@
 //! when a key is not found yet (a live log's data may arrive after its frames). For a remote
 //! log, the requests go to the server as DataRequests and its DataReplies come back here.
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
+#[cfg(not(target_arch = "wasm32"))]
+use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, channel};
 
 use parking_lot::Mutex;
 
 use formats::FrameKey;
+#[cfg(not(target_arch = "wasm32"))]
 use framelog::DataStore;
 
 use crate::ingest::Ingest;
@@ -20,6 +24,7 @@ pub use crate::feed::viewer::DataResult;
 
 /// Where requests go: the data thread of a log directory, or a remote log's server.
 enum Asks {
+    #[cfg(not(target_arch = "wasm32"))]
     Thread(Sender<FrameKey>),
     Server(Arc<Link>),
 }
@@ -33,6 +38,7 @@ pub struct DataLoader {
 
 impl DataLoader {
     /// Starts the thread for the log in `dir` (nothing is read until the first request).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn start(dir: impl AsRef<Path>) -> Self {
         let dir: PathBuf = dir.as_ref().to_owned();
         let (req_tx, req_rx) = channel::<FrameKey>();
@@ -80,9 +86,10 @@ impl DataLoader {
     pub fn for_log(ingest: &Ingest) -> Self {
         match (ingest.dir(), ingest.link()) {
             (_, Some(link)) => Self::remote(link.clone()),
+            #[cfg(not(target_arch = "wasm32"))]
             (Some(dir), None) => Self::start(dir),
             // An ingest is one or the other; nothing to ask otherwise.
-            (None, None) => Self::remote(Arc::default()),
+            _ => Self::remote(Arc::default()),
         }
     }
 
@@ -97,6 +104,7 @@ impl DataLoader {
     /// Asks for the data of `key`.
     pub fn request(&self, key: FrameKey) {
         match &self.requests {
+            #[cfg(not(target_arch = "wasm32"))]
             Asks::Thread(t) => {
                 let _ = t.send(key);
             }
@@ -110,6 +118,7 @@ impl DataLoader {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn lookup(dir: &Path, store: &mut Option<DataStore>, key: FrameKey) -> DataResult {
     if store.is_none() {
         match DataStore::open(dir) {

@@ -12,6 +12,11 @@
 //! - [`listen`]: the window as a recording server for programs that connect to it.
 //! - [`ui`]: the egui widgets; [`DebuggerApp`] puts them together.
 //! - [`synth`] and [`demo`]: synthetic workloads for tests, benchmarks and `--demo`.
+//! - [`web`]: the debugger in a browser (WebAssembly): a served log, and its test hooks.
+//!
+//! The browser build (`target_arch = "wasm32"`) has no files, threads or processes: it opens
+//! only a served log, and leaves out log directories, the demo, listening, exports and the
+//! recent logs list (their menu items are hidden, not broken).
 
 // One `unsafe` call, in `memory` (glibc's malloc_trim: the README's memory numbers).
 #![deny(unsafe_code)]
@@ -19,18 +24,25 @@
 
 pub mod app;
 pub mod data_loader;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod demo;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod export_job;
 pub mod feed;
 pub mod ingest;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod listen;
 mod memory;
 pub mod model;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod recent;
 pub mod remote;
 pub mod source;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod synth;
 pub mod timefmt;
 pub mod ui;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use app::DebuggerApp;

@@ -1,16 +1,17 @@
-//! A remote log, natively: a viewer session over a WebSocket (`ewebsock`, whose thread owns
-//! the socket) feeding the same applier thread as a log directory's reader.
+//! A remote log: a viewer session over a WebSocket (`ewebsock`).
 //!
-//! The socket thread digests each server message with [`ViewerFeed`] (the I/O-free session
-//! logic the browser build shares) and hands the batches to the applier; the applier grants
-//! their bytes back as credit once they are in the model, so the server never sends more
-//! than [`crate::feed::viewer::CREDIT_WINDOW`] ahead of what the window took in. Frame data
+//! Natively, the socket has a thread of its own: it digests each server message with
+//! [`ViewerFeed`] (the I/O-free session logic) and hands the batches to the same applier
+//! thread a log directory's reader feeds. In the browser there are no threads: the page's
+//! event loop calls the message handler, which digests and applies each batch itself. Either
+//! way a batch's bytes are granted back as credit once they are in the model, so the server
+//! never sends more than [`crate::feed::viewer::CREDIT_WINDOW`] ahead of what the window
+//! took in. Frame data
 //! requests go out on the same socket and their answers come back to the
 //! [`crate::data_loader::DataLoader`].
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 
 use ewebsock::{WsEvent, WsMessage};
@@ -21,7 +22,7 @@ use parking_lot::Mutex;
 
 use crate::feed::viewer::{CreditWindow, DataRequests, DataResult, Incoming, ViewerFeed};
 use crate::feed::{Batch, ReadState};
-use crate::ingest::{Shared, applier};
+use crate::ingest::{Applier, Shared};
 
 /// The sending half of a session, shared by the socket thread (Hello, data requests waiting
 /// their turn), the applier (credit) and the window (data requests).
@@ -54,6 +55,14 @@ impl Link {
         *self.answers.lock() = Some(to);
     }
 
+    /// Gives `bytes` of applied records back to the server as credit.
+    fn grant(&self, bytes: u64) {
+        let credit = self.credit.lock().consumed(bytes);
+        if let Some(m) = credit {
+            self.send(m);
+        }
+    }
+
     /// Closes the connection (its socket thread then ends).
     pub fn close(&self) {
         self.sender.lock().take();
@@ -62,48 +71,21 @@ impl Link {
 
 /// Connects to `url` and starts the applier thread; returns the session's link and the
 /// applier's handle. Everything that goes wrong is reported in `shared`'s status.
-pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, JoinHandle<()>) {
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn start(
+    url: &str,
+    token: &str,
+    shared: Arc<Shared>,
+) -> (Arc<Link>, Option<JoinHandle<()>>) {
     let link = Arc::new(Link::default());
-    let (tx, rx) = sync_channel::<(Batch, ReadState)>(3);
-    let (recycle_tx, recycle_rx) = channel::<Batch>();
-    let handle = {
-        let shared = shared.clone();
-        let link = link.clone();
-        std::thread::Builder::new()
-            .name("framelog-remote-apply".into())
-            .spawn(move || {
-                let stopped = || shared.stop.load(Ordering::Relaxed);
-                let grant = |bytes| {
-                    let credit = link.credit.lock().consumed(bytes);
-                    if let Some(m) = credit {
-                        link.send(m);
-                    }
-                };
-                applier(&shared, rx, recycle_tx, &stopped, &grant);
-            })
-            .expect("spawn the remote applier thread")
-    };
+    let (sink, handle) = Sink::new(&shared, &link);
     shared.status().waiting = Some(format!("Connecting to {url}…"));
-    let session = Mutex::new(Session {
-        url: url.to_owned(),
-        token: token.to_owned(),
-        feed: ViewerFeed::default(),
-        tx,
-        recycle: recycle_rx,
-        shared: shared.clone(),
-        link: link.clone(),
-        opened: false,
-        done: false,
-    });
-    let options = ewebsock::Options {
-        max_incoming_frame_size: MAX_SERVER_MESSAGE,
-        ..Default::default()
-    };
+    let session = Mutex::new(Session::new(url, token, sink, &shared, &link));
     // Held while connecting, so the socket thread's first event (which sends Hello) finds
     // the sender in place.
     let mut sender = link.sender.lock();
     let on_event = Box::new(move |event| session.lock().on_event(event));
-    match ewebsock::ws_connect(url.to_owned(), options, on_event) {
+    match ewebsock::ws_connect(url.to_owned(), options(), on_event) {
         Ok(s) => *sender = Some(s),
         Err(e) => {
             shared.push_error(format!("Could not connect to {url}: {e}"));
@@ -114,13 +96,178 @@ pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, 
     (link, handle)
 }
 
-/// The receiving half: lives in the socket thread's event handler.
+/// Connects to `url`; returns the session's link and the [`Driver`] that takes in what
+/// arrives. Everything that goes wrong is reported in `shared`'s status.
+// The browser's socket sender is not `Send` (a page has one thread), so neither is `Link`
+// there; it stays in an `Arc` because the data loader shares it as it does natively.
+#[cfg(target_arch = "wasm32")]
+#[allow(clippy::arc_with_non_send_sync)]
+pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, Option<Driver>) {
+    let link = Arc::new(Link::default());
+    let (sink, _) = Sink::new(&shared, &link);
+    shared.status().waiting = Some(format!("Connecting to {url}…"));
+    let session = Session::new(url, token, sink, &shared, &link);
+    // The driver's timer takes in what arrives; nothing to wake.
+    match ewebsock::connect_with_wakeup(url.to_owned(), options(), || {}) {
+        Ok((sender, receiver)) => {
+            *link.sender.lock() = Some(sender);
+            (link, Some(Driver::new(receiver, session)))
+        }
+        Err(e) => {
+            shared.push_error(format!("Could not connect to {url}: {e}"));
+            finish(&shared);
+            (link, None)
+        }
+    }
+}
+
+/// A browser's session: the page's event loop queues what the socket receives, and a timer
+/// of the page takes it in, a slice of at most [`Driver::SLICE`] per tick, so a big log
+/// loads between paints (not only during them) and the page stays responsive.
+#[cfg(target_arch = "wasm32")]
+pub(crate) struct Driver {
+    timer: i32,
+    // Owned here: the timer calls it until the driver is dropped.
+    _tick: eframe::wasm_bindgen::closure::Closure<dyn FnMut()>,
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Driver {
+    /// The most one tick takes in before the page may paint and handle input.
+    const SLICE: std::time::Duration = std::time::Duration::from_millis(12);
+    /// How long a close waits for messages the browser delivers after it.
+    const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+    /// Milliseconds between ticks (browsers clamp repeating timers to about 4 ms).
+    const EVERY_MS: i32 = 4;
+
+    fn new(receiver: ewebsock::WsReceiver, mut session: Session) -> Driver {
+        use eframe::wasm_bindgen::JsCast as _;
+        // The browser may deliver a socket's close before the message that came just ahead
+        // of it (a refusal, say): a close is acted on once nothing else has arrived for
+        // `CLOSE_GRACE`.
+        let mut closed_at: Option<web_time::Instant> = None;
+        let tick = eframe::wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
+            let started = web_time::Instant::now();
+            while started.elapsed() < Self::SLICE {
+                match receiver.try_recv() {
+                    Some(WsEvent::Closed) => closed_at = Some(web_time::Instant::now()),
+                    Some(event) => {
+                        let _ = session.on_event(event);
+                    }
+                    None => {
+                        if closed_at.is_some_and(|t| t.elapsed() >= Self::CLOSE_GRACE) {
+                            closed_at = None;
+                            let _ = session.on_event(WsEvent::Closed);
+                        }
+                        break;
+                    }
+                }
+            }
+        });
+        let timer = eframe::web_sys::window()
+            .and_then(|w| {
+                w.set_interval_with_callback_and_timeout_and_arguments_0(
+                    tick.as_ref().unchecked_ref(),
+                    Self::EVERY_MS,
+                )
+                .ok()
+            })
+            .unwrap_or(-1);
+        Driver { timer, _tick: tick }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(w) = eframe::web_sys::window() {
+            w.clear_interval_with_handle(self.timer);
+        }
+    }
+}
+
+fn options() -> ewebsock::Options {
+    ewebsock::Options {
+        max_incoming_frame_size: MAX_SERVER_MESSAGE,
+        ..Default::default()
+    }
+}
+
+/// Where digested batches go: the applier thread (natively), or straight into the model.
+enum Sink {
+    #[cfg(not(target_arch = "wasm32"))]
+    Thread {
+        tx: std::sync::mpsc::SyncSender<(Batch, ReadState)>,
+        recycle: std::sync::mpsc::Receiver<Batch>,
+    },
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    Inline { applier: Box<Applier>, spare: Batch },
+}
+
+impl Sink {
+    /// Natively, starts the applier thread; in the browser, applies inline.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn new(shared: &Arc<Shared>, link: &Arc<Link>) -> (Sink, Option<JoinHandle<()>>) {
+        use std::sync::atomic::Ordering;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Batch, ReadState)>(3);
+        let (recycle_tx, recycle) = std::sync::mpsc::channel::<Batch>();
+        let shared = shared.clone();
+        let link = link.clone();
+        let handle = std::thread::Builder::new()
+            .name("framelog-remote-apply".into())
+            .spawn(move || {
+                let stopped = || shared.stop.load(Ordering::Relaxed);
+                let grant = |bytes| link.grant(bytes);
+                crate::ingest::applier(&shared, rx, recycle_tx, &stopped, &grant);
+            })
+            .expect("spawn the remote applier thread");
+        (Sink::Thread { tx, recycle }, Some(handle))
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn new(_: &Arc<Shared>, _: &Arc<Link>) -> (Sink, Option<JoinHandle<()>>) {
+        let sink = Sink::Inline {
+            applier: Box::default(),
+            spare: Batch::default(),
+        };
+        (sink, None)
+    }
+
+    /// An empty batch to digest into (a used one, when one came back).
+    fn batch(&mut self) -> Batch {
+        let mut batch = match self {
+            #[cfg(not(target_arch = "wasm32"))]
+            Sink::Thread { recycle, .. } => recycle.try_recv().unwrap_or_default(),
+            Sink::Inline { spare, .. } => std::mem::take(spare),
+        };
+        batch.clear();
+        batch
+    }
+
+    /// Hands `batch` on; false once the applier is gone.
+    fn send(&mut self, shared: &Shared, link: &Link, batch: Batch, state: ReadState) -> bool {
+        match self {
+            // Blocks while the applier is behind: what waits is bounded by the credit.
+            #[cfg(not(target_arch = "wasm32"))]
+            Sink::Thread { tx, .. } => tx.send((batch, state)).is_ok(),
+            Sink::Inline { applier, spare } => {
+                applier.take(shared, &batch, state, &|| false);
+                if batch.credit > 0 {
+                    link.grant(batch.credit);
+                }
+                *spare = batch;
+                true
+            }
+        }
+    }
+}
+
+/// The receiving half: lives in the socket's event handler.
 struct Session {
     url: String,
     token: String,
     feed: ViewerFeed,
-    tx: SyncSender<(Batch, ReadState)>,
-    recycle: Receiver<Batch>,
+    sink: Sink,
     shared: Arc<Shared>,
     link: Arc<Link>,
     /// The WebSocket handshake succeeded.
@@ -130,6 +277,19 @@ struct Session {
 }
 
 impl Session {
+    fn new(url: &str, token: &str, sink: Sink, shared: &Arc<Shared>, link: &Arc<Link>) -> Self {
+        Session {
+            url: url.to_owned(),
+            token: token.to_owned(),
+            feed: ViewerFeed::default(),
+            sink,
+            shared: shared.clone(),
+            link: link.clone(),
+            opened: false,
+            done: false,
+        }
+    }
+
     fn on_event(&mut self, event: WsEvent) -> std::ops::ControlFlow<()> {
         use std::ops::ControlFlow::{Break, Continue};
         if self.done {
@@ -174,8 +334,7 @@ impl Session {
 
     fn on_message(&mut self, bytes: &[u8]) -> std::ops::ControlFlow<()> {
         use std::ops::ControlFlow::{Break, Continue};
-        let mut batch = self.recycle.try_recv().unwrap_or_default();
-        batch.clear();
+        let mut batch = self.sink.batch();
         let incoming = match self.feed.on_message(bytes, &mut batch) {
             Ok(i) => i,
             Err(e) => {
@@ -226,16 +385,20 @@ impl Session {
 
     /// Hands a batch (and where the stream is) to the applier.
     fn hand_over(&mut self, batch: Batch) -> std::ops::ControlFlow<()> {
-        if let Some(s) = self.feed.status() {
+        {
+            // Records (or the server's word on them) arrived: no longer waiting for them.
             let mut status = self.shared.status();
             status.waiting = None;
-            status.pruned_segments = s.pruned;
-            status.writers = Some(s.writers.clone());
+            if let Some(s) = self.feed.status() {
+                status.pruned_segments = s.pruned;
+                status.writers = Some(s.writers.clone());
+            }
         }
-        // Blocks while the applier is behind: what waits is bounded by the credit.
-        match self.tx.send((batch, self.feed.read_state())) {
-            Ok(()) => std::ops::ControlFlow::Continue(()),
-            Err(_) => std::ops::ControlFlow::Break(()),
+        let state = self.feed.read_state();
+        if self.sink.send(&self.shared, &self.link, batch, state) {
+            std::ops::ControlFlow::Continue(())
+        } else {
+            std::ops::ControlFlow::Break(())
         }
     }
 

@@ -1233,6 +1233,97 @@ fn a_killed_writer_is_shown_as_stopped_and_its_open_frames_cut() {
     });
 }
 
+/// Where `child_program_waits_to_be_killed` connects (the listening window's address).
+const CHILD_CONNECT_ENV: &str = "FRAMELOG_TEST_CHILD_CONNECT";
+
+/// Not a test on its own: the program
+/// `a_program_killed_while_the_window_listens_is_shown_as_stopped` starts and kills. It
+/// streams one finished and one running frame to the window, says `ready`, and waits.
+#[test]
+#[ignore = "a child process of another test"]
+fn child_program_waits_to_be_killed() {
+    let Some(addr) = std::env::var_os(CHILD_CONNECT_ENV) else {
+        return;
+    };
+    let rec = stopwatch::Stopwatch::builder()
+        .connect(format!("{},timeout=60s", addr.to_str().unwrap()))
+        .build()
+        .unwrap();
+    drop(rec.start_with("request: finished", Category::HTTP));
+    let running = rec.start_with("request: stuck", Category::HTTP);
+    rec.flush(Duration::from_secs(10));
+    println!("ready");
+    // Still running when the process is killed.
+    std::mem::forget(running);
+    loop {
+        std::thread::park();
+    }
+}
+
+/// The first frame labelled `label`.
+fn frame_labelled(m: &debugger_gui::model::Model, label: &str) -> debugger_gui::model::FrameRef {
+    let mut found = None;
+    m.for_each_frame(|at, _, _| {
+        if found.is_none() && m.info(at).is_some_and(|i| i.label == label) {
+            found = Some(at);
+        }
+    });
+    found.unwrap_or_else(|| panic!("no frame labelled {label}"))
+}
+
+/// A listening window (`--listen`) says a program stopped writing as a window on a log
+/// directory does: not while it runs, and once it is killed, with its running frame cut.
+#[test]
+fn a_program_killed_while_the_window_listens_is_shown_as_stopped() {
+    let mut h = harness(DebuggerApp::listen("127.0.0.1:0", None, None));
+    let addr = h.state().listener().expect("listening").addr().to_string();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_program_waits_to_be_killed",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_CONNECT_ENV, &addr)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    step_until(&mut h, "the program's running frame", |h| {
+        h.state()
+            .model()
+            .is_some_and(|m| m.frame_count() == 2 && m.open_count() == 1)
+    });
+    // Alive: still running after a liveness probe or two, and nothing says it stopped.
+    let probes = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < probes {
+        h.step();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    {
+        let m = h.state().model().unwrap();
+        assert_eq!(m.open_count(), 1, "a live program's frame runs");
+        let stuck = frame_labelled(&m, "request: stuck");
+        assert!(
+            !debugger_gui::ui::present::lane_title(&m, stuck.lane).contains("stopped writing"),
+            "a running program is not said to have stopped"
+        );
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    step_until(&mut h, "the running frame cut", |h| {
+        h.state().model().is_some_and(|m| m.cut_count() == 1)
+    });
+    let m = h.state().model().unwrap();
+    assert_eq!(m.open_count(), 0);
+    let stuck = frame_labelled(&m, "request: stuck");
+    assert!(m.is_cut(stuck));
+    assert!(!m.is_cut(frame_labelled(&m, "request: finished")));
+    assert!(
+        debugger_gui::ui::present::lane_title(&m, stuck.lane).ends_with("· stopped writing"),
+        "the lane says its process stopped writing"
+    );
+}
+
 /// Drags with the primary button from `a` to `b`, a few steps apart.
 fn drag(h: &mut Harness<'_, DebuggerApp>, a: egui::Pos2, b: egui::Pos2) {
     h.hover_at(a);

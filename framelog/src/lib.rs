@@ -26,7 +26,7 @@ mod error;
 pub mod export;
 pub mod follow;
 #[cfg(feature = "analysis")]
-pub mod label_match;
+pub use analysis::label_pattern as label_match;
 pub mod pairing;
 mod pread;
 pub mod reader;

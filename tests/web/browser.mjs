@@ -62,13 +62,18 @@ export function fileUrl(base, i, file) {
 
 // Headless Chromium ($CHROMIUM, else /usr/bin/chromium) with a fresh profile, launched with
 // the flags this machine's closed network needs; `close()` also removes the profile.
-export async function launch(puppeteer, name) {
+// `gpuProcess`: WebGL in the GPU process on SwiftShader (software), as a browser without a
+// usable GPU runs it, instead of `--disable-gpu`'s software compositing, which copies every
+// frame of a large WebGL canvas back and made each paint of a 1280×800 egui page take
+// ~200 ms here.
+export async function launch(puppeteer, name, { gpuProcess = false } = {}) {
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
   const browser = await puppeteer.launch({
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     headless: true,
     userDataDir,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    args: ['--headless', '--no-sandbox', gpuProcess ? '--use-angle=swiftshader' : '--disable-gpu',
+      '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
       // WebGL in software (the apps draw with WebGL), without the deprecation warning.
       '--enable-unsafe-swiftshader'],
@@ -80,4 +85,26 @@ export async function launch(puppeteer, name) {
       fs.rmSync(userDataDir, { recursive: true, force: true });
     },
   };
+}
+
+// The state framelog's browser viewer publishes on `window` after each paint
+// (debugger-gui/src/web.rs), parsed; undefined before its first paint.
+export function appState(page) {
+  return page.evaluate(() => window.framelog_state && JSON.parse(window.framelog_state));
+}
+
+// Polls `appState` every `everyMs` until `cond(state)` holds and returns that state; throws
+// when `secs` pass first, or as soon as `problems` (page errors collected by the caller) has
+// one.
+export async function untilState(page, problems, what, secs, cond, everyMs = 50) {
+  const deadline = Date.now() + secs * 1000;
+  for (;;) {
+    if (problems.length) throw new Error(problems.join('; '));
+    const s = await appState(page);
+    if (s && cond(s)) return s;
+    if (Date.now() > deadline) {
+      throw new Error(`${what} did not happen within ${secs} s; last state: ${JSON.stringify(s)}`);
+    }
+    await new Promise((ok) => setTimeout(ok, everyMs));
+  }
 }

@@ -19,7 +19,7 @@ pub struct Histogram {
     /// Mean duration (ns).
     pub mean_ns: f64,
     /// Median and 99th percentile (ns), computed as the Statistics panel and `framelog stats`
-    /// compute them (`framelog::stats::Durations`, within 1 %), so all three agree.
+    /// compute them (`analysis::Durations`, within 1 %), so all three agree.
     pub p50_ns: u64,
     /// See `p50_ns`.
     pub p99_ns: u64,
@@ -64,7 +64,7 @@ impl Model {
         h.min_ns = durations[0];
         h.max_ns = durations[n - 1];
         h.mean_ns = durations.iter().map(|&d| d as f64).sum::<f64>() / n as f64;
-        let mut percentiles = framelog::stats::Durations::new();
+        let mut percentiles = analysis::Durations::new();
         for &d in &durations {
             percentiles.record(d);
         }

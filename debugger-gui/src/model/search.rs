@@ -1,6 +1,6 @@
 //! Search: a label pattern selects a set of interned labels; frames with those labels match.
 //!
-//! Patterns follow `framelog::label_match` (case-insensitive; `"text"` exactly, globs with
+//! Patterns follow `analysis::LabelPattern` (case-insensitive; `"text"` exactly, globs with
 //! `*`, `?` or `[`, anything else as a substring), the same rule as `framelog dump --label`.
 //! Matching is decided once per distinct label, so highlighting costs one bit lookup per
 //! drawn frame, and next/previous walk the rows by start time.
@@ -8,7 +8,7 @@
 use super::{FrameRef, Model};
 
 /// A label pattern: the one rule shared with `framelog dump --label`.
-pub use framelog::label_match::LabelPattern as Pattern;
+pub use analysis::LabelPattern as Pattern;
 
 /// The labels a pattern selects, as a bitset over interned label ids.
 #[derive(Clone, Debug, Default)]

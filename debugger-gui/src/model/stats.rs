@@ -1,8 +1,8 @@
 //! Per-label statistics, kept up to date as frames close: count, total, self time, mean, p99
-//! and max. Percentiles come from `framelog::stats::Durations` (an HDR histogram, within 1 %),
+//! and max. Percentiles come from `analysis::Durations` (an HDR histogram, within 1 %),
 //! the same method `framelog stats` uses, so the window and the CLI agree.
 
-use framelog::stats::Durations;
+use analysis::Durations;
 
 /// Running statistics of one label.
 #[derive(Clone, Debug, Default)]

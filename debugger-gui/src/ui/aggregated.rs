@@ -2,7 +2,8 @@
 //! log, the visible time range, or a set of contexts. Click a box to focus its subtree, click
 //! one of the full-width rows above it (or Reset) to go back up.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use egui::{
     Color32, CornerRadius, FontId, Rect, RichText, Role, Sense, Stroke, StrokeKind, Ui, WidgetInfo,

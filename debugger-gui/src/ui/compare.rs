@@ -1,7 +1,8 @@
 //! The Compare tab: every label's count, mean and p99 in the compared log (the baseline) and
 //! the open one, side by side with their changes, the worst regression first.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use egui::{Color32, RichText, Ui};
 use egui_extras::{Column, TableBuilder};

@@ -2,7 +2,8 @@
 //! frame count; sortable by any column, filterable by label and minimum duration. Selecting a
 //! row zooms the flamegraph to it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use egui::{DragValue, Sense, TextEdit, Ui};
 use egui_extras::{Column, TableBuilder};

@@ -1,7 +1,8 @@
 //! The histogram tab (Tracy's find zone): how one label's durations spread, on a log scale;
 //! click a bar to list its frames, "Go to slowest" to jump to the worst one.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use egui::{
     Align2, Color32, CornerRadius, FontId, Rect, RichText, Role, Sense, Stroke, Ui, WidgetInfo,

@@ -11,6 +11,7 @@ pub mod frame_info;
 pub mod histogram;
 pub mod overview;
 pub mod present;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod processes;
 pub mod search_bar;
 pub mod stats;

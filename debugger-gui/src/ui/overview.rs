@@ -1,7 +1,8 @@
 //! The overview strip above the timeline: the whole log's activity at a glance, the view's
 //! window drawn on it; click or drag in it to move the view there.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use egui::{
     CornerRadius, Rect, Response, Role, Sense, Stroke, StrokeKind, Ui, WidgetInfo, pos2, vec2,

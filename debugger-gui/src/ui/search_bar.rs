@@ -1,7 +1,8 @@
 //! The search bar: a label pattern (the rule `framelog dump --label` uses), its matches, and
 //! the buttons that walk them.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use egui::{Color32, Key, Modifiers, RichText, TextEdit, Ui};
 

@@ -1,7 +1,8 @@
 //! The statistics table: per label count, total, self time, mean, p99 and max; sortable;
 //! clicking a label searches for it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 use egui::{Sense, Ui};
 use egui_extras::{Column, TableBuilder};
@@ -148,7 +149,7 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
             .on_hover_text(if matches!(col, StatSort::P50 | StatSort::P99) {
                 format!(
                     "Sort by {name} (HDR histogram, {}: the method `framelog stats` uses)",
-                    framelog::stats::Durations::PRECISION
+                    analysis::Durations::PRECISION
                 )
             } else {
                 format!("Sort by {}", name.to_lowercase())

@@ -1,7 +1,8 @@
 //! A child process recording logs with async work, for the export tests:
 //!
-//! - `async_child demo DIR SECONDS|forever`: stopwatch's demo workload (requests, db
-//!   queries, async tasks that move threads across `.await`, jobs);
+//! - `async_child demo DIR SECONDS|forever|stdin`: stopwatch's demo workload (requests, db
+//!   queries, async tasks that move threads across `.await`, jobs); `stdin` runs it until
+//!   its stdin closes, then ends it cleanly;
 //! - `async_child traced DIR REQUESTS`: a tokio service instrumented only with `tracing`,
 //!   recorded by `TracingLayer` (three spans a request, fields, an event with the HTTP status;
 //!   every 7th request fails with status 503 and every 11th records an `error` field).
@@ -71,26 +72,32 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["demo", dir, secs] => {
             let duration = match secs {
-                "forever" => None,
+                "forever" | "stdin" => None,
                 s => s.parse::<f64>().ok().map(Duration::from_secs_f64),
             };
-            println!("started");
-            let _ = std::io::stdout().flush();
-            run(DemoOptions {
+            let opts = DemoOptions {
                 dir: Some(PathBuf::from(dir)),
                 duration,
                 threads: 2,
                 requests_per_sec: 400,
                 ..Default::default()
-            })
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            };
+            if secs == "stdin" {
+                let stop = opts.stop.clone();
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+            println!("started");
+            let _ = std::io::stdout().flush();
+            run(opts).map(|_| ()).map_err(|e| e.to_string())
         }
         ["traced", dir, n] => match n.parse() {
             Ok(n) => traced(PathBuf::from(dir), n),
             Err(_) => Err("REQUESTS must be a number".into()),
         },
-        _ => Err("usage: async_child demo DIR SECONDS|forever | traced DIR REQUESTS".into()),
+        _ => Err("usage: async_child demo DIR SECONDS|forever|stdin | traced DIR REQUESTS".into()),
     };
     match result {
         Ok(()) => {

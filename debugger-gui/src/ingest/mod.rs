@@ -1,31 +1,30 @@
-//! The ingest threads: tail a log with [`framelog::LogReader`] and feed the shared model
-//! (a remote log's socket feeds the same applier: [`crate::remote`]). What records do to the
-//! model is [`crate::feed`]'s, shared by both sources.
+//! The ingest: a log's records into the shared model, from a log directory (`dir`, desktop
+//! only) or a remote log's socket ([`crate::remote`]); both feed the same [`Applier`]. What
+//! records do to the model is [`crate::feed`]'s.
 //!
-//! The reader runs on its own thread (`read_some` in slices of a few MiB, then
+//! For a directory, the reader runs on its own thread (`read_some` in slices of a few MiB, then
 //! `wait_for_growth` once caught up) and copies each slice's records into a buffer; a second
 //! thread applies the buffers to the model, taking the model lock in chunks short enough that
 //! the UI thread never waits long and never waits on disk I/O. After each chunk it asks egui
 //! to repaint. Reading and indexing overlap, so loading uses both cores.
 
+#[cfg(not(target_arch = "wasm32"))]
+mod dir;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel, sync_channel};
 
 use parking_lot::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
-use framelog::{Error, LogReader};
-
-use crate::feed::{self, Batch, Digest, LabelMap, ReadState, WriterWatch};
+use crate::feed::{self, Batch, LabelMap, ReadState};
 use crate::model::Model;
 use crate::remote::Link;
 use crate::source::LogSource;
 
-/// Bytes the reader delivers per `read_some` call.
-const SLICE_BYTES: usize = 4 << 20;
 /// Records applied per model-lock acquisition.
 const RECORDS_PER_LOCK: usize = 65_536;
 /// While a backlog loads, the window is asked to repaint for new frames at most this often:
@@ -139,10 +138,15 @@ pub struct Ingest {
     handle: Option<JoinHandle<()>>,
     /// The viewer session of a remote log (frame data is asked for through it).
     link: Option<Arc<Link>>,
+    /// In the browser, what takes in the remote session's messages (its timer stops when
+    /// this is dropped).
+    #[cfg(target_arch = "wasm32")]
+    _driver: Option<crate::remote::Driver>,
 }
 
 impl Ingest {
     /// Starts reading `dir`; with `follow`, keeps tailing it after catching up.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn start(dir: impl AsRef<Path>, follow: bool) -> Self {
         let dir = dir.as_ref().to_owned();
         let shared = Arc::new(Shared::default());
@@ -151,7 +155,7 @@ impl Ingest {
             let dir = dir.clone();
             std::thread::Builder::new()
                 .name("framelog-ingest".into())
-                .spawn(move || run(&dir, follow, &shared))
+                .spawn(move || dir::run(&dir, follow, &shared))
                 .expect("spawn ingest thread")
         };
         Self {
@@ -168,13 +172,21 @@ impl Ingest {
     /// shown in the status, never a panic.
     pub fn connect(url: &str, token: &str) -> Self {
         let shared = Arc::new(Shared::default());
+        #[cfg(not(target_arch = "wasm32"))]
         let (link, handle) = crate::remote::start(url, token, shared.clone());
+        #[cfg(target_arch = "wasm32")]
+        let (link, driver) = crate::remote::start(url, token, shared.clone());
         Self {
             source: LogSource::Remote(url.to_owned()),
             shared,
             started: Instant::now(),
-            handle: Some(handle),
+            #[cfg(not(target_arch = "wasm32"))]
+            handle,
+            #[cfg(target_arch = "wasm32")]
+            handle: None,
             link: Some(link),
+            #[cfg(target_arch = "wasm32")]
+            _driver: driver,
         }
     }
 
@@ -221,6 +233,7 @@ impl Ingest {
     }
 
     /// Blocks until the thread has caught up with the log (or stopped), or `timeout` passes.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn wait_caught_up(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
@@ -246,236 +259,19 @@ impl Drop for Ingest {
     }
 }
 
-fn run(dir: &Path, follow: bool, shared: &Shared) {
-    let stopped = || shared.stop.load(Ordering::Relaxed);
-    // Open, waiting for the log to appear if it is not there yet.
-    let mut reader = loop {
-        match LogReader::open(dir) {
-            Ok(r) => {
-                let mut status = shared.status();
-                status.errors.clear();
-                status.waiting = None;
-                drop(status);
-                break r;
-            }
-            Err(Error::NotALog(p)) if follow && is_empty_or_missing(&p) => {
-                let note = format!(
-                    "{} holds no frames yet: waiting for programs to write or connect",
-                    p.display()
-                );
-                let mut status = shared.status();
-                if status.waiting.as_ref() != Some(&note) {
-                    status.waiting = Some(note);
-                    drop(status);
-                    shared.repaint();
-                }
-                for _ in 0..10 {
-                    if stopped() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-            Err(e) => {
-                let waiting = if follow {
-                    "; waiting for a log to appear"
-                } else {
-                    ""
-                };
-                let msg = match &e {
-                    Error::NotALog(p) => format!("{}{waiting}", why_not_a_log(p)),
-                    other => other.to_string(),
-                };
-                shared.push_error(msg);
-                shared.repaint();
-                if !follow {
-                    shared.status().finished = true;
-                    return;
-                }
-                for _ in 0..10 {
-                    if stopped() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
-    };
-    // Two stages on two threads: this one reads and copies records, the applier indexes them
-    // into the model, so disk reads and decoding overlap with model updates.
-    let (tx, rx) = sync_channel::<(Batch, ReadState)>(3);
-    let (recycle_tx, recycle_rx) = channel::<Batch>();
-    let mut digest = Digest::default();
-    std::thread::scope(|scope| {
-        scope.spawn(|| applier(shared, rx, recycle_tx, &stopped, &|_| {}));
-        let mut last_sent: Option<(ReadState, Instant)> = None;
-        let mut liveness = Liveness::default();
-        // (segment, offset, newest time before it) of each record of the current slice read
-        // after a gap.
-        let mut marks: Vec<(u32, u64, u64)> = Vec::new();
-        loop {
-            if stopped() {
-                return;
-            }
-            let mut buf = recycle_rx.try_recv().unwrap_or_default();
-            buf.clear();
-            marks.clear();
-            let mut next_at: Option<(u32, u64)> = None;
-            let result = reader.read_some(SLICE_BYTES, |pos, rec| {
-                // A record that does not follow its predecessor's last byte comes after a gap
-                // (a batch header, or skipped damage): note the newest time before it, to
-                // place damage found in this slice.
-                let at = (pos.segment, pos.offset);
-                if next_at != Some(at) {
-                    marks.push((at.0, at.1, digest.newest()));
-                }
-                next_at = Some((at.0, at.1 + rec.encoded_len() as u64));
-                digest.push(&rec, &mut buf);
-            });
-            // Segments deleted (retention) before they were read: say the log starts later.
-            let pruned = reader.pruned_segments();
-            if pruned != shared.status().pruned_segments {
-                shared.status().pruned_segments = pruned;
-                shared.repaint();
-            }
-            // Damaged bytes were skipped (reading went on at the next valid batch): say where,
-            // and when (the newest time read before them) for the frames whose ends they held.
-            for d in reader.take_damage() {
-                let at = d
-                    .path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| formats::FileKind::FrameLog.parse_file_name(n))
-                    .map(|seg| (seg, d.offset));
-                // The newest time before the first record read after the damage.
-                let time = marks
-                    .iter()
-                    .find(|(seg, off, _)| at.is_some_and(|a| (*seg, *off) > a))
-                    .map_or(digest.newest(), |m| m.2);
-                buf.damage.push((time, d.to_string()));
-                shared.push_error(d.to_string());
-                shared.repaint();
-            }
-            let delivered = match result {
-                Ok(n) => n,
-                Err(e) => {
-                    // A segment this reader refuses (bad header, newer version): skip it.
-                    shared.push_error(e.to_string());
-                    shared.repaint();
-                    if matches!(e, Error::Corrupt { .. }) {
-                        reader.skip_segment();
-                    } else {
-                        std::thread::sleep(Duration::from_millis(200));
-                    }
-                    u64::MAX
-                }
-            };
-            let state = ReadState {
-                bytes_read: reader.bytes_read(),
-                total_bytes: reader.total_bytes().unwrap_or(0),
-                at_end: delivered == 0 || (delivered != u64::MAX && !reader.has_new_bytes()),
-            };
-            let caught_up = delivered == 0;
-            if caught_up && follow {
-                // Everything the writers found stopped wrote has been read now.
-                digest.stop_writers(&mut buf);
-            }
-            // Send data, state changes, and a heartbeat once a second (for the rate display).
-            let due = last_sent.is_none_or(|(st, at)| st != state || at.elapsed().as_secs() >= 1);
-            if !buf.is_empty() || !buf.stopped_workers.is_empty() || !buf.damage.is_empty() || due {
-                if tx.send((buf, state)).is_err() {
-                    return;
-                }
-                last_sent = Some((state, Instant::now()));
-            }
-            if delivered == 0 {
-                if !follow {
-                    drop(tx);
-                    return;
-                }
-                // A live tail reads small slices: let the load's big buffers go.
-                while recycle_rx.try_recv().is_ok() {}
-                if liveness.probe(dir, &mut digest.writers) {
-                    // Read to the end once more before calling them stopped.
-                    continue;
-                }
-                // Caught up: wait for the log to grow (notify, with a polling fallback).
-                if reader.wait_for_growth(Duration::from_millis(200)).is_err() {
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            }
-        }
-    });
-    if !follow {
-        shared.status().finished = true;
-        shared.repaint();
-    }
-}
-
-/// Which writing processes are still alive: a process holds its worker slot's lock while it
-/// writes, and the OS releases it when the process dies, even by SIGKILL.
-#[derive(Default)]
-struct Liveness {
-    last_probe: Option<Instant>,
-}
-
-impl Liveness {
-    /// At most once a second: looks at each writer's slot lock; true if any was found
-    /// stopped (and not reported yet).
-    fn probe(&mut self, dir: &Path, watch: &mut WriterWatch) -> bool {
-        if self
-            .last_probe
-            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
-        {
-            return false;
-        }
-        self.last_probe = Some(Instant::now());
-        for w in watch.writers() {
-            // An unreadable slot file is not proof of death: keep the worker.
-            if let Ok(writing) = framelog::is_writing(dir, w) {
-                watch.observe(w, writing);
-            }
-        }
-        watch.any_stopped()
-    }
-}
-
-/// True if `dir` does not exist yet or holds nothing: a log still to come, not a problem.
-fn is_empty_or_missing(dir: &Path) -> bool {
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => entries.next().is_none(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-    }
-}
-
-/// Says plainly why `dir` holds no log: it does not exist, is empty, or holds other files.
-fn why_not_a_log(dir: &Path) -> String {
-    let shown = dir.display();
-    match std::fs::read_dir(dir).map(|mut entries| entries.next().is_none()) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
-        Err(e) => format!("{shown} cannot be read: {e}"),
-        Ok(true) => format!("{shown} is empty: no frames-NNNNNN.framelog files yet"),
-        Ok(false) => format!(
-            "{shown} is not a framelog log directory (it holds no frames-NNNNNN.framelog files)"
-        ),
-    }
-}
-
 /// The applier stage: takes digested batches from `rx` (a reader thread's, or a viewer
-/// session's), applies them to the model a chunk per lock, keeps the status, and hands each
-/// batch back through `recycle` after passing its credit to `applied` (a session grants it
-/// again).
+/// session's), applies each with an [`Applier`], and hands it back through `recycle` after
+/// passing its credit to `applied` (a session grants it again).
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn applier(
     shared: &Shared,
-    rx: Receiver<(Batch, ReadState)>,
-    recycle: Sender<Batch>,
+    rx: std::sync::mpsc::Receiver<(Batch, ReadState)>,
+    recycle: std::sync::mpsc::Sender<Batch>,
     stopped: &dyn Fn() -> bool,
     applied: &dyn Fn(u64),
 ) {
-    let mut rate_mark = (Instant::now(), 0u64);
-    let mut labels = LabelMap::default();
-    let mut compacted = false;
-    let mut last = ReadState::default();
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut applier = Applier::default();
     // Ends when its source does, or when the window closes the log (a socket's thread may
     // take a moment to notice).
     while !stopped() {
@@ -483,25 +279,72 @@ pub(crate) fn applier(
             Ok(got) => got,
             // A quiet source (a server sends nothing while its log is idle): the rate still
             // falls back to 0 a second later.
-            Err(RecvTimeoutError::Timeout) => (Batch::default(), last),
+            Err(RecvTimeoutError::Timeout) => (Batch::default(), applier.last),
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        last = state;
+        applier.take(shared, &buf, state, stopped);
+        if buf.credit > 0 {
+            applied(buf.credit);
+        }
+        let _ = recycle.send(buf);
+    }
+}
+
+/// The applier stage's state from one batch to the next: it puts each batch into the model a
+/// chunk per lock and keeps the status (progress, rate, catching up). The file ingest runs it
+/// on a thread of its own; the browser runs it in the socket's message handler.
+pub(crate) struct Applier {
+    rate_mark: (Instant, u64),
+    labels: LabelMap,
+    compacted: bool,
+    last: ReadState,
+    /// Record bytes received through a viewer session (its batches' credit).
+    received: u64,
+}
+
+impl Default for Applier {
+    fn default() -> Self {
+        Self {
+            rate_mark: (Instant::now(), 0),
+            labels: LabelMap::default(),
+            compacted: false,
+            last: ReadState::default(),
+            received: 0,
+        }
+    }
+}
+
+impl Applier {
+    /// Applies `buf`, read up to `state`, to the shared model and status.
+    pub(crate) fn take(
+        &mut self,
+        shared: &Shared,
+        buf: &Batch,
+        state: ReadState,
+        stopped: &dyn Fn() -> bool,
+    ) {
+        self.last = state;
         shared.backlog.store(!state.at_end, Ordering::Relaxed);
-        if state.bytes_read > 0 && !buf.is_empty() {
+        // Bytes of records taken in: a session's credit counts what this side received (its
+        // server's `bytes_read` runs up to a credit window ahead); a directory's reader
+        // reads no further than it hands over.
+        self.received += buf.credit;
+        let taken_in = if self.received > 0 {
+            self.received
+        } else {
+            state.bytes_read
+        };
+        if taken_in > 0 && !buf.is_empty() {
             // Frames per byte so far, times the log's size: what the model will hold (its
             // rows then grow by their share of it, not by doubling).
             let mut model = shared.model.lock();
             let frames = model.frame_count() + buf.events.len() as u64 / 2;
-            let total = state.total_bytes.max(state.bytes_read);
-            model.expect_frames((frames as u128 * total as u128 / state.bytes_read as u128) as u64);
+            let total = state.total_bytes.max(taken_in);
+            model.expect_frames((frames as u128 * total as u128 / taken_in as u128) as u64);
         }
         if buf.has_news() {
-            apply(shared, &buf, &mut labels, stopped);
-            feed::apply_marks(&mut shared.model.lock(), &buf);
-        }
-        if buf.credit > 0 {
-            applied(buf.credit);
+            apply(shared, buf, &mut self.labels, stopped);
+            feed::apply_marks(&mut shared.model.lock(), buf);
         }
         let frames = shared.model.lock().frame_count();
         let changed = !buf.is_empty() || !buf.stopped_workers.is_empty();
@@ -514,18 +357,18 @@ pub(crate) fn applier(
             if s.first_frames_at.is_none() && frames > 0 {
                 s.first_frames_at = Some(now);
             }
-            let dt = now.duration_since(rate_mark.0).as_secs_f64();
+            let dt = now.duration_since(self.rate_mark.0).as_secs_f64();
             if dt >= 1.0 {
-                s.frames_per_sec = (frames - rate_mark.1) as f64 / dt;
-                rate_mark = (now, frames);
+                s.frames_per_sec = (frames - self.rate_mark.1) as f64 / dt;
+                self.rate_mark = (now, frames);
             }
             s.caught_up = state.at_end;
             if state.at_end {
                 s.caught_up_at.get_or_insert(now);
             }
         }
-        if state.at_end && !compacted {
-            compacted = true;
+        if state.at_end && !self.compacted {
+            self.compacted = true;
             compact(shared, stopped);
         }
         // Repaint only for news: an idle window on a finished log draws nothing (a heartbeat
@@ -533,7 +376,6 @@ pub(crate) fn applier(
         if changed || *shared.status() != before {
             shared.repaint();
         }
-        let _ = recycle.send(buf);
     }
 }
 
@@ -663,7 +505,7 @@ mod tests {
         };
         // The model already knows a label the reader never saw: their ids are one apart.
         shared.model.lock().intern_label("seen only by the model");
-        let mut digest = Digest::default();
+        let mut digest = crate::feed::Digest::default();
         let mut batch = Batch::default();
         let mut bytes = Vec::new();
         let mut log = crate::model::test_log::Log::default();

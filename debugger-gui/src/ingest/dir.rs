@@ -1,0 +1,232 @@
+//! The directory reader: tails a log directory with [`framelog::LogReader`] on its own
+//! thread and hands digested slices to the applier thread (desktop only).
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{channel, sync_channel};
+use std::time::Duration;
+use web_time::Instant;
+
+use framelog::{Error, LogReader};
+
+use super::{Shared, applier};
+use crate::feed::{Batch, Digest, ReadState, WriterWatch};
+
+/// Bytes the reader delivers per `read_some` call.
+const SLICE_BYTES: usize = 4 << 20;
+
+/// Reads (and with `follow`, tails) the log in `dir` into `shared`'s model.
+pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
+    let stopped = || shared.stop.load(Ordering::Relaxed);
+    // Open, waiting for the log to appear if it is not there yet.
+    let mut reader = loop {
+        match LogReader::open(dir) {
+            Ok(r) => {
+                let mut status = shared.status();
+                status.errors.clear();
+                status.waiting = None;
+                drop(status);
+                break r;
+            }
+            Err(Error::NotALog(p)) if follow && is_empty_or_missing(&p) => {
+                let note = format!(
+                    "{} holds no frames yet: waiting for programs to write or connect",
+                    p.display()
+                );
+                let mut status = shared.status();
+                if status.waiting.as_ref() != Some(&note) {
+                    status.waiting = Some(note);
+                    drop(status);
+                    shared.repaint();
+                }
+                for _ in 0..10 {
+                    if stopped() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            Err(e) => {
+                let waiting = if follow {
+                    "; waiting for a log to appear"
+                } else {
+                    ""
+                };
+                let msg = match &e {
+                    Error::NotALog(p) => format!("{}{waiting}", why_not_a_log(p)),
+                    other => other.to_string(),
+                };
+                shared.push_error(msg);
+                shared.repaint();
+                if !follow {
+                    shared.status().finished = true;
+                    return;
+                }
+                for _ in 0..10 {
+                    if stopped() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    };
+    // Two stages on two threads: this one reads and copies records, the applier indexes them
+    // into the model, so disk reads and decoding overlap with model updates.
+    let (tx, rx) = sync_channel::<(Batch, ReadState)>(3);
+    let (recycle_tx, recycle_rx) = channel::<Batch>();
+    let mut digest = Digest::default();
+    std::thread::scope(|scope| {
+        scope.spawn(|| applier(shared, rx, recycle_tx, &stopped, &|_| {}));
+        let mut last_sent: Option<(ReadState, Instant)> = None;
+        let mut liveness = Liveness::default();
+        // (segment, offset, newest time before it) of each record of the current slice read
+        // after a gap.
+        let mut marks: Vec<(u32, u64, u64)> = Vec::new();
+        loop {
+            if stopped() {
+                return;
+            }
+            let mut buf = recycle_rx.try_recv().unwrap_or_default();
+            buf.clear();
+            marks.clear();
+            let mut next_at: Option<(u32, u64)> = None;
+            let result = reader.read_some(SLICE_BYTES, |pos, rec| {
+                // A record that does not follow its predecessor's last byte comes after a gap
+                // (a batch header, or skipped damage): note the newest time before it, to
+                // place damage found in this slice.
+                let at = (pos.segment, pos.offset);
+                if next_at != Some(at) {
+                    marks.push((at.0, at.1, digest.newest()));
+                }
+                next_at = Some((at.0, at.1 + rec.encoded_len() as u64));
+                digest.push(&rec, &mut buf);
+            });
+            // Segments deleted (retention) before they were read: say the log starts later.
+            let pruned = reader.pruned_segments();
+            if pruned != shared.status().pruned_segments {
+                shared.status().pruned_segments = pruned;
+                shared.repaint();
+            }
+            // Damaged bytes were skipped (reading went on at the next valid batch): say where,
+            // and when (the newest time read before them) for the frames whose ends they held.
+            for d in reader.take_damage() {
+                let at = d
+                    .path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| formats::FileKind::FrameLog.parse_file_name(n))
+                    .map(|seg| (seg, d.offset));
+                // The newest time before the first record read after the damage.
+                let time = marks
+                    .iter()
+                    .find(|(seg, off, _)| at.is_some_and(|a| (*seg, *off) > a))
+                    .map_or(digest.newest(), |m| m.2);
+                buf.damage.push((time, d.to_string()));
+                shared.push_error(d.to_string());
+                shared.repaint();
+            }
+            let delivered = match result {
+                Ok(n) => n,
+                Err(e) => {
+                    // A segment this reader refuses (bad header, newer version): skip it.
+                    shared.push_error(e.to_string());
+                    shared.repaint();
+                    if matches!(e, Error::Corrupt { .. }) {
+                        reader.skip_segment();
+                    } else {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    u64::MAX
+                }
+            };
+            let state = ReadState {
+                bytes_read: reader.bytes_read(),
+                total_bytes: reader.total_bytes().unwrap_or(0),
+                at_end: delivered == 0 || (delivered != u64::MAX && !reader.has_new_bytes()),
+            };
+            let caught_up = delivered == 0;
+            if caught_up && follow {
+                // Everything the writers found stopped wrote has been read now.
+                digest.stop_writers(&mut buf);
+            }
+            // Send data, state changes, and a heartbeat once a second (for the rate display).
+            let due = last_sent.is_none_or(|(st, at)| st != state || at.elapsed().as_secs() >= 1);
+            if !buf.is_empty() || !buf.stopped_workers.is_empty() || !buf.damage.is_empty() || due {
+                if tx.send((buf, state)).is_err() {
+                    return;
+                }
+                last_sent = Some((state, Instant::now()));
+            }
+            if delivered == 0 {
+                if !follow {
+                    drop(tx);
+                    return;
+                }
+                // A live tail reads small slices: let the load's big buffers go.
+                while recycle_rx.try_recv().is_ok() {}
+                if liveness.probe(dir, &mut digest.writers) {
+                    // Read to the end once more before calling them stopped.
+                    continue;
+                }
+                // Caught up: wait for the log to grow (notify, with a polling fallback).
+                if reader.wait_for_growth(Duration::from_millis(200)).is_err() {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    });
+    if !follow {
+        shared.status().finished = true;
+        shared.repaint();
+    }
+}
+
+/// Which writing processes are still alive: a process holds its worker slot's lock while it
+/// writes, and the OS releases it when the process dies, even by SIGKILL.
+#[derive(Default)]
+struct Liveness {
+    last_probe: Option<Instant>,
+}
+
+impl Liveness {
+    /// At most once a second: looks at each writer's slot lock; true if any was found
+    /// stopped (and not reported yet).
+    fn probe(&mut self, dir: &Path, watch: &mut WriterWatch) -> bool {
+        if self
+            .last_probe
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return false;
+        }
+        self.last_probe = Some(Instant::now());
+        for w in watch.writers() {
+            // An unreadable slot file is not proof of death: keep the worker.
+            if let Ok(writing) = framelog::is_writing(dir, w) {
+                watch.observe(w, writing);
+            }
+        }
+        watch.any_stopped()
+    }
+}
+
+/// True if `dir` does not exist yet or holds nothing: a log still to come, not a problem.
+fn is_empty_or_missing(dir: &Path) -> bool {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
+/// Says plainly why `dir` holds no log: it does not exist, is empty, or holds other files.
+fn why_not_a_log(dir: &Path) -> String {
+    let shown = dir.display();
+    match std::fs::read_dir(dir).map(|mut entries| entries.next().is_none()) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
+        Err(e) => format!("{shown} cannot be read: {e}"),
+        Ok(true) => format!("{shown} is empty: no frames-NNNNNN.framelog files yet"),
+        Ok(false) => format!(
+            "{shown} is not a framelog log directory (it holds no frames-NNNNNN.framelog files)"
+        ),
+    }
+}
