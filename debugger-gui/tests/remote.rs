@@ -242,6 +242,60 @@ fn a_log_many_credit_windows_long_loads_whole_and_the_window_exits_when_loaded()
     assert!(view.wait().unwrap().success());
 }
 
+/// Damaged bytes in the middle of a served log: the remote window skips what the reader on
+/// disk skips, says the same, and holds the same model (frames whose ends were lost included).
+#[test]
+fn damage_in_a_served_log_costs_what_it_costs_on_disk_and_is_said_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = debugger_gui::synth::SynthOptions {
+        frames: 50_000,
+        ..Default::default()
+    };
+    debugger_gui::synth::write_log(dir.path(), &opts).unwrap();
+    // 64 random-looking bytes over the middle of the first frame segment.
+    let seg = dir.path().join(formats::FileKind::FrameLog.file_name(1));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let mid = bytes.len() / 2;
+    for (i, b) in bytes[mid..mid + 64].iter_mut().enumerate() {
+        *b ^= 0x5a ^ (i as u8).wrapping_mul(37);
+    }
+    std::fs::write(&seg, &bytes).unwrap();
+
+    // Both followed, as the window opens them: the writer is found gone, and the frames
+    // whose ends were in the damaged bytes end there.
+    let local = Ingest::start(dir.path(), true);
+    let (mut view, page) = viewer_client::view(dir.path(), &[]);
+    let _reap_view = Reap(view.id());
+    let remote = Ingest::connect(&ws_url(&page), "");
+    let stopped = |i: &Ingest| {
+        let m = i.model();
+        let w = workers(&m);
+        !w.is_empty() && w.iter().all(|&w| m.worker(w).stopped)
+    };
+    wait_until(120, "both logs loaded and their writer found gone", || {
+        stopped(&local) && stopped(&remote) && remote.status().caught_up
+    });
+    let (r, l) = (remote.model(), local.model());
+    assert!(
+        l.frame_count() > 0 && l.frame_count() < 50_000,
+        "damage cost frames"
+    );
+    assert_eq!(r.frame_count(), l.frame_count());
+    assert_eq!(debugger_gui::model::same::difference(&r, &l), None);
+    drop((r, l));
+    let (re, le) = (remote.status().errors, local.status().errors);
+    assert!(
+        le.iter().any(|e| e.contains("frames-000001")),
+        "the damage names its file: {le:?}"
+    );
+    // The same words; a server names its files, never its directory.
+    let prefix = format!("{}/", dir.path().display());
+    let le: Vec<String> = le.iter().map(|e| e.replace(&prefix, "")).collect();
+    assert_eq!(re, le, "the window says what a reader on disk says");
+    framelog_tests::signal(view.id(), "TERM");
+    assert!(view.wait().unwrap().success());
+}
+
 #[test]
 fn a_token_is_asked_for_and_a_dead_server_is_said_plainly() {
     let dir = tempfile::tempdir().unwrap();

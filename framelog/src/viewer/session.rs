@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use formats::protocol::viewer::{
     DamageNote, DataAnswer, MAX_RECORDS_BYTES, ReadFrom, StreamStatus, ToViewer,
 };
-use formats::{FrameKey, Record};
+use formats::{FileKind, FrameKey, Record};
 
 use crate::data_store::DataStore;
 use crate::error::Result;
@@ -39,6 +39,8 @@ pub struct ViewerSession {
     sent_since_probe: bool,
     last_status: Option<(Instant, StreamStatus)>,
     buf: Vec<u8>,
+    /// The records of the step being sent (kept for their buffers).
+    step_records: StepRecords,
 }
 
 impl ViewerSession {
@@ -56,6 +58,7 @@ impl ViewerSession {
             sent_since_probe: false,
             last_status: None,
             buf: Vec::new(),
+            step_records: StepRecords::default(),
         }
     }
 
@@ -98,40 +101,48 @@ impl ViewerSession {
         if self.credit > 0 {
             let from_time = self.from_time;
             let budget = STEP.min(usize::try_from(self.credit).unwrap_or(STEP));
-            let mut chunk = Chunk::default();
-            let buf = &mut self.buf;
-            let mut used = 0i64;
+            // The step's records with their positions, sent once the step's damage is known,
+            // so each Damage goes out between the records before and after it (a viewer
+            // places damage by the newest time it read before the note).
+            let step = &mut self.step_records;
+            step.clear();
             let read = reader.read_some(budget, |pos, rec| {
                 if let Some(t) = from_time
                     && skip_before(&rec, t)
                 {
                     return;
                 }
-                let len = rec.encoded_len();
-                if chunk.bytes.len() + len > MAX_RECORDS_BYTES {
-                    used += chunk.flush(buf, send);
-                }
-                chunk.push(pos, &rec);
+                step.push(pos, &rec);
             });
-            used += chunk.flush(buf, send);
-            sent_any = used > 0;
-            self.credit -= used;
-            read?;
-            for d in reader.take_damage() {
-                let mut out = Vec::new();
-                ToViewer::Damage(DamageNote {
-                    offset: d.offset,
-                    len: d.len,
-                    file: d
+            let mut damage: Vec<(Position, Vec<u8>)> = reader
+                .take_damage()
+                .into_iter()
+                .map(|d| {
+                    let file = d
                         .path
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                    why: d.why.to_string(),
+                        .unwrap_or_default();
+                    let at = Position {
+                        segment: FileKind::FrameLog.parse_file_name(&file).unwrap_or(0),
+                        offset: d.offset,
+                    };
+                    let mut out = Vec::new();
+                    ToViewer::Damage(DamageNote {
+                        offset: d.offset,
+                        len: d.len,
+                        file,
+                        why: d.why.to_string(),
+                    })
+                    .encode(&mut out);
+                    (at, out)
                 })
-                .encode(&mut out);
-                send(out);
-            }
+                .collect();
+            damage.sort_by_key(|(at, _)| (at.segment, at.offset));
+            let used = step.send(damage, &mut self.buf, send);
+            sent_any = used > 0;
+            self.credit -= used;
+            read?;
         }
         self.sent_since_probe |= sent_any;
         self.send_status(!sent_any, send)?;
@@ -223,38 +234,78 @@ fn skip_before(rec: &Record<'_>, t: u64) -> bool {
     matches!(rec, Record::Start(s) if s.timestamp < t)
 }
 
-/// Records collected for one Records message.
+/// The records one step read, with their positions, before they are sent.
 #[derive(Default)]
-struct Chunk {
-    first: Option<Position>,
-    count: u32,
+struct StepRecords {
+    /// Encoded records, back to back.
     bytes: Vec<u8>,
+    /// Each record's position and where its bytes end in `bytes`.
+    records: Vec<(Position, usize)>,
 }
 
-impl Chunk {
-    fn push(&mut self, pos: Position, rec: &Record<'_>) {
-        self.first.get_or_insert(pos);
-        self.count += 1;
-        rec.encode_to_vec(&mut self.bytes);
-    }
-
-    /// Sends the chunk as one Records message; returns its record bytes (the credit used).
-    fn flush(&mut self, out: &mut Vec<u8>, send: &mut dyn FnMut(Vec<u8>)) -> i64 {
-        let Some(first) = self.first.take() else {
-            return 0;
-        };
+impl StepRecords {
+    /// Sends records `recs` (their bytes `bytes`) as one Records message, if any.
+    fn message(
+        &self,
+        recs: std::ops::Range<usize>,
+        bytes: std::ops::Range<usize>,
+        out: &mut Vec<u8>,
+        send: &mut dyn FnMut(Vec<u8>),
+    ) {
+        if recs.is_empty() {
+            return;
+        }
+        let first = self.records[recs.start].0;
         out.clear();
         ToViewer::Records {
             segment: first.segment,
             offset: first.offset,
-            count: self.count,
-            records: &self.bytes,
+            count: recs.len() as u32,
+            records: &self.bytes[bytes],
         }
         .encode(out);
-        let used = self.bytes.len() as i64;
         send(std::mem::take(out));
-        self.count = 0;
+    }
+
+    fn clear(&mut self) {
         self.bytes.clear();
-        used
+        self.records.clear();
+    }
+
+    fn push(&mut self, pos: Position, rec: &Record<'_>) {
+        rec.encode_to_vec(&mut self.bytes);
+        self.records.push((pos, self.bytes.len()));
+    }
+
+    /// Sends the records as Records messages of at most [`MAX_RECORDS_BYTES`], each of
+    /// `damage` (sorted by position) just before the first record after it; returns the
+    /// record bytes sent (the credit used).
+    fn send(
+        &self,
+        damage: Vec<(Position, Vec<u8>)>,
+        out: &mut Vec<u8>,
+        send: &mut dyn FnMut(Vec<u8>),
+    ) -> i64 {
+        let mut damage = damage.into_iter().peekable();
+        // The message being gathered: records `first..`, bytes `start..end`.
+        let (mut first, mut start, mut end) = (0usize, 0usize, 0usize);
+        for (i, &(pos, rec_end)) in self.records.iter().enumerate() {
+            let before = |at: &Position| (at.segment, at.offset) < (pos.segment, pos.offset);
+            let damage_first = damage.peek().is_some_and(|(at, _)| before(at));
+            if damage_first || rec_end - start > MAX_RECORDS_BYTES {
+                self.message(first..i, start..end, out, send);
+                (first, start) = (i, end);
+            }
+            while let Some((_, note)) = damage.next_if(|(at, _)| before(at)) {
+                send(note);
+            }
+            end = rec_end;
+        }
+        self.message(first..self.records.len(), start..end, out, send);
+        // Damage after the last record read (at the end of what was written so far).
+        for (_, note) in damage {
+            send(note);
+        }
+        self.bytes.len() as i64
     }
 }

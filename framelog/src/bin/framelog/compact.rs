@@ -46,16 +46,15 @@ pub fn run(args: &CompactArgs) -> anyhow::Result<ExitCode> {
                 compact_bytes,
                 items,
             } => {
-                let unit = if *kind == FileKind::FrameLog {
-                    "records"
+                let (units, unit) = if *kind == FileKind::FrameLog {
+                    ("records", "record")
                 } else {
-                    "entries"
+                    ("entries", "entry")
                 };
                 format!(
-                    "compacted: {raw_bytes} -> {compact_bytes} bytes ({:.1}x), {items} {unit}, {:.2} B/{}",
+                    "compacted: {raw_bytes} -> {compact_bytes} bytes ({:.1}x), {items} {units}, {:.2} B/{unit}",
                     *raw_bytes as f64 / (*compact_bytes).max(1) as f64,
                     *compact_bytes as f64 / (*items).max(1) as f64,
-                    unit.trim_end_matches('s'),
                 )
             }
             SegmentOutcome::AlreadyCompact => "already compact".to_owned(),
