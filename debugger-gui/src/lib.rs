@@ -4,15 +4,16 @@
 //!   statistics and contexts — plain Rust, no drawing.
 //! - [`feed`]: records into model updates, from files or a socket alike (no I/O, no
 //!   threads: it runs in the browser too).
-//! - [`ingest`]: the background threads that tail a log directory, or a remote log
-//!   ([`remote`]), into the model.
+//! - [`ingest`]: a log's records into the model through one applier: a log directory's
+//!   reader threads (desktop), or a remote log ([`remote`]).
 //! - [`data_loader`]: frame data on demand, off the UI thread.
 //! - [`export_job`]: File > Export… (Chrome JSON, speedscope) off the UI thread.
-//! - [`remote`]: a log served over a WebSocket (`debugger-gui ws://…`), natively.
+//! - [`remote`]: a log served over a WebSocket (`debugger-gui ws://…`, and the page in a
+//!   browser).
 //! - [`listen`]: the window as a recording server for programs that connect to it.
 //! - [`ui`]: the egui widgets; [`DebuggerApp`] puts them together.
 //! - [`synth`] and [`demo`]: synthetic workloads for tests, benchmarks and `--demo`.
-//! - [`web`]: the debugger in a browser (WebAssembly): a served log, and its test hooks.
+//! - `web`: the debugger in a browser (WebAssembly): a served log, and its test hooks.
 //!
 //! The browser build (`target_arch = "wasm32"`) has no files, threads or processes: it opens
 //! only a served log, and leaves out log directories, the demo, listening, exports and the
