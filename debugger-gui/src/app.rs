@@ -791,7 +791,7 @@ impl DebuggerApp {
             && let Some(i) = &info
         {
             // Newly selected: the histogram shows its label.
-            self.histogram.label = Some(model.row(i.at).label[i.at.index as usize]);
+            self.histogram.label = Some(model.label_of(i.at));
         }
         self.selected_info = info;
     }

@@ -256,6 +256,9 @@ impl Sink {
                     link.grant(batch.credit);
                 }
                 *spare = batch;
+                if state.at_end {
+                    applier.settle(shared);
+                }
                 true
             }
         }

@@ -57,7 +57,7 @@ pub struct IngestStatus {
     pub first_frames_at: Option<Instant>,
     /// When the thread first caught up with the log.
     pub caught_up_at: Option<Instant>,
-    /// The loaded log's memory was compacted (after the first catch-up).
+    /// The loaded log's memory was compacted and handed back (after the first catch-up).
     pub compacted: bool,
     /// A remote log's writing processes, as its server last listed them (`None` for a
     /// directory, whose writers the window looks up itself).
@@ -286,7 +286,14 @@ pub(crate) fn applier(
         if buf.credit > 0 {
             applied(buf.credit);
         }
-        let _ = recycle.send(buf);
+        if state.at_end {
+            // Caught up: a live tail reads small slices, so the load's big buffers go (before
+            // the memory is handed back, or they would stay in the window's RSS).
+            drop(buf);
+            applier.settle(shared);
+        } else {
+            let _ = recycle.send(buf);
+        }
     }
 }
 
@@ -300,6 +307,8 @@ pub(crate) struct Applier {
     last: ReadState,
     /// Record bytes received through a viewer session (its batches' credit).
     received: u64,
+    /// The loaded log's memory was handed back to the OS.
+    settled: bool,
 }
 
 impl Default for Applier {
@@ -310,11 +319,22 @@ impl Default for Applier {
             compacted: false,
             last: ReadState::default(),
             received: 0,
+            settled: false,
         }
     }
 }
 
 impl Applier {
+    /// Once the log has been loaded (and the model compacted), and the caller let go of the
+    /// load's buffers: hands free memory back to the OS and says the load is settled.
+    pub(crate) fn settle(&mut self, shared: &Shared) {
+        if self.compacted && !self.settled {
+            self.settled = true;
+            crate::memory::return_free_memory();
+            shared.status().compacted = true;
+        }
+    }
+
     /// Applies `buf`, read up to `state`, to the shared model and status.
     pub(crate) fn take(
         &mut self,
@@ -380,7 +400,7 @@ impl Applier {
 }
 
 /// The log is loaded: gives back the model's growth headroom, a lane per lock so the UI never
-/// waits long.
+/// waits long (the memory itself goes back to the OS in [`Applier::settle`]).
 fn compact(shared: &Shared, stopped: &dyn Fn() -> bool) {
     let lanes = shared.model.lock().lanes().len() as u32;
     for lane in 0..lanes {
@@ -390,8 +410,6 @@ fn compact(shared: &Shared, stopped: &dyn Fn() -> bool) {
         shared.model.lock().compact_lane(lane);
     }
     shared.model.lock().compact_indexes();
-    crate::memory::return_free_memory();
-    shared.status().compacted = true;
 }
 
 fn apply(shared: &Shared, buf: &Batch, labels: &mut LabelMap, stopped: &dyn Fn() -> bool) {

@@ -145,7 +145,7 @@ impl Aggregate {
                 for lane in model.lanes() {
                     for row in &lane.rows {
                         // Rows are sorted by end too: skip the frames that ended by `from`.
-                        let first = row.end.partition_point(|&e| e != OPEN && e <= *from);
+                        let first = row.end_partition_point(|e| e != OPEN && e <= *from);
                         for i in first..row.len() {
                             let s = row.start[i];
                             if s >= *to {
@@ -349,7 +349,7 @@ pub fn contexts_with_root_label(model: &Model, label: u32) -> FxHashSet<(u8, u32
     for lane in model.lanes() {
         for row in &lane.rows {
             for i in 0..row.len() {
-                if row.label[i] == label && row.id[i] == row.context[i] {
+                if row.id[i] == row.context[i] && model.call_tree().label(row.node[i]) == label {
                     set.insert((lane.worker, row.context[i]));
                 }
             }

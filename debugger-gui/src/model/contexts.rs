@@ -7,12 +7,12 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::{FrameRef, Model, OPEN};
+use super::{FrameRef, Model};
 
-/// Hashes `(worker << 32) | id` keys so that consecutive ids land in neighbouring buckets
-/// (low bits kept as they are) while the bits the table uses for its tag are well mixed:
-/// inserting a new context then touches memory near the previous one instead of a random
-/// cache line of a table with millions of entries.
+/// Hashes context values so that consecutive values land in neighbouring buckets (low bits
+/// kept as they are) while the bits the table uses for its tag are well mixed: inserting a
+/// new context then touches memory near the previous one instead of a random cache line of a
+/// table with millions of entries.
 #[derive(Default, Clone, Copy)]
 pub struct SeqHasher(u64);
 
@@ -27,39 +27,57 @@ impl Hasher for SeqHasher {
             self.0 = (self.0 << 8) | b as u64;
         }
     }
-    fn write_u64(&mut self, i: u64) {
-        self.0 = i;
+    fn write_u32(&mut self, i: u32) {
+        self.0 = u64::from(i);
     }
 }
 
-type SeqMap<V> = HashMap<u64, V, BuildHasherDefault<SeqHasher>>;
+/// Context value to its index in the list, for one worker (8 bytes a bucket: the worker is
+/// the map's, not the key's).
+type SeqMap = HashMap<u32, u32, BuildHasherDefault<SeqHasher>>;
 
-/// One context: its root frame (once seen) and how many frames carry it.
+/// No root frame seen yet (in [`ContextEntry`]'s `root`).
+const NO_ROOT: FrameRef = FrameRef {
+    lane: u32::MAX,
+    row: u32::MAX,
+    index: u32::MAX,
+};
+
+/// One context: its root frame (once seen) and how many frames carry it. 16 bytes: millions
+/// of requests make millions of these. Its worker and value are its root frame's lane's
+/// worker and id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContextEntry {
-    /// Worker that recorded it.
-    pub worker: u8,
-    /// Context value (the root frame's id).
-    pub context: u32,
+    root: FrameRef,
+    frames: u32,
+}
+
+impl ContextEntry {
     /// The root frame, once its start was seen.
-    pub root: Option<FrameRef>,
+    pub fn root(&self) -> Option<FrameRef> {
+        (self.root != NO_ROOT).then_some(self.root)
+    }
+
     /// Frames carrying this context.
-    pub frames: u32,
-    /// Earliest start among its frames.
-    pub first_start: u64,
+    pub fn frames(&self) -> u32 {
+        self.frames
+    }
 }
 
 /// All contexts, in order of first appearance.
 #[derive(Default, Debug)]
 pub struct Contexts {
-    map: SeqMap<u32>,
+    /// By worker.
+    maps: Vec<SeqMap>,
     list: Vec<ContextEntry>,
 }
 
 impl Contexts {
     /// Gives back spare capacity.
     pub(crate) fn shrink_to_fit(&mut self) {
-        self.map.shrink_to_fit();
+        for m in &mut self.maps {
+            m.shrink_to_fit();
+        }
         self.list.shrink_to_fit();
     }
 
@@ -72,33 +90,33 @@ impl Contexts {
         context: u32,
         id: u32,
         at: FrameRef,
-        t: u64,
         cache: &mut Option<(u64, u32)>,
     ) {
         let k = ((worker as u64) << 32) | context as u64;
         let idx = match *cache {
             Some((ck, ci)) if ck == k => ci,
             _ => {
+                if self.maps.len() <= worker as usize {
+                    self.maps.resize_with(worker as usize + 1, SeqMap::default);
+                }
                 let list = &mut self.list;
-                let idx = *self.map.entry(k).or_insert_with(|| {
-                    list.push(ContextEntry {
-                        worker,
-                        context,
-                        root: None,
-                        frames: 0,
-                        first_start: t,
+                let idx = *self.maps[worker as usize]
+                    .entry(context)
+                    .or_insert_with(|| {
+                        list.push(ContextEntry {
+                            root: NO_ROOT,
+                            frames: 0,
+                        });
+                        (list.len() - 1) as u32
                     });
-                    (list.len() - 1) as u32
-                });
                 *cache = Some((k, idx));
                 idx
             }
         };
         let e = &mut self.list[idx as usize];
         e.frames += 1;
-        e.first_start = e.first_start.min(t);
         if id == context {
-            e.root = Some(at);
+            e.root = at;
         }
     }
 
@@ -119,7 +137,12 @@ impl Contexts {
 
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.list.capacity() * std::mem::size_of::<ContextEntry>() + self.map.capacity() * 13
+        self.list.capacity() * std::mem::size_of::<ContextEntry>()
+            + self
+                .maps
+                .iter()
+                .map(|m| m.capacity() * (std::mem::size_of::<(u32, u32)>() + 1))
+                .sum::<usize>()
     }
 }
 
@@ -175,16 +198,16 @@ impl Model {
     /// Context `entry` as the list shows it (`None` until its root was seen).
     pub fn context_row(&self, entry: u32) -> Option<ContextRow> {
         let e = self.contexts().entries().get(entry as usize)?;
-        let root = e.root?;
+        let root = e.root()?;
         let row = self.row(root);
         let ix = root.index as usize;
         Some(ContextRow {
             entry,
             root,
-            label: row.label[ix],
+            label: self.call_tree().label(row.node[ix]),
             start: row.start[ix],
             duration: row.end_or(ix, self.newest()) - row.start[ix],
-            open: row.end[ix] == OPEN,
+            open: row.is_open(ix),
             frames: e.frames,
         })
     }

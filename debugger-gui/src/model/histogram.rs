@@ -1,7 +1,7 @@
 //! Duration histograms of one label (Tracy's find zone): how its frames' durations spread, on
 //! a log scale, and which frames fall in a bar.
 
-use super::{FrameRef, Model, OPEN};
+use super::{FrameRef, Model};
 
 /// Durations of one label's closed frames, binned on a log scale.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -129,6 +129,7 @@ impl Model {
         mut f: impl FnMut(FrameRef, u64),
     ) {
         let (from, to) = range.unwrap_or((0, u64::MAX));
+        let tree = self.call_tree();
         for (li, lane) in self.lanes().iter().enumerate() {
             for (ri, row) in lane.rows.iter().enumerate() {
                 let first = row.start.partition_point(|&s| s < from);
@@ -136,7 +137,7 @@ impl Model {
                     if row.start[i] >= to {
                         break;
                     }
-                    if row.label[i] != label || row.end[i] == OPEN {
+                    if row.is_open(i) || tree.label(row.node[i]) != label {
                         continue;
                     }
                     let at = FrameRef {
@@ -144,7 +145,7 @@ impl Model {
                         row: ri as u32,
                         index: i as u32,
                     };
-                    f(at, row.end[i] - row.start[i]);
+                    f(at, row.end(i) - row.start[i]);
                 }
             }
         }

@@ -42,18 +42,12 @@ impl StartRec {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct OpenFrame {
-    pub(crate) at: FrameRef,
-    parent: Option<FrameRef>,
-}
-
 /// A frame waiting for its end, in its pairing slot.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OpenSlot {
     pub(crate) key: FrameKey,
     pub(crate) start_ns: u64,
-    pub(crate) frame: OpenFrame,
+    pub(crate) at: FrameRef,
     /// False once ended (the slot is free until a new start takes it).
     pub(crate) live: bool,
 }
@@ -207,7 +201,7 @@ impl Model {
         let Lane { rows, active, .. } = lane;
         // Forget frames that ended by now: they cannot contain this one.
         active.retain(|a| {
-            let e = rows[a.at.row as usize].end[a.at.index as usize];
+            let e = rows[a.at.row as usize].end(a.at.index as usize);
             e == OPEN || e > t
         });
         // The parent: the most recently started running frame of the same context.
@@ -217,7 +211,7 @@ impl Model {
                 continue;
             }
             if let Some(e) = end {
-                let pe = rows[a.at.row as usize].end[a.at.index as usize];
+                let pe = rows[a.at.row as usize].end(a.at.index as usize);
                 if pe != OPEN && pe < e {
                     continue;
                 }
@@ -245,7 +239,6 @@ impl Model {
         let index = rows[row].push(NewFrame {
             start: t,
             end: end.unwrap_or(OPEN),
-            label,
             context: s.context,
             id: s.id,
             category: s.category,
@@ -261,13 +254,11 @@ impl Model {
             context: s.context,
             at,
         });
-        let parent = parent.map(|p| p.at);
         self.frames += 1;
         let cache = &mut self.lanes[lane_id as usize].last_context;
-        self.contexts
-            .on_start(s.worker, s.context, s.id, at, t, cache);
+        self.contexts.on_start(s.worker, s.context, s.id, at, cache);
         match (end, pair) {
-            (Some(e), _) => self.close(at, parent, e),
+            (Some(e), _) => self.close(at, e),
             (None, StartPair::Waits(slot)) => {
                 let slot = slot as usize;
                 if slot >= self.open.len() {
@@ -276,7 +267,7 @@ impl Model {
                         OpenSlot {
                             key: FrameKey::new(0, 0),
                             start_ns: 0,
-                            frame: OpenFrame { at, parent: None },
+                            at,
                             live: false,
                         },
                     );
@@ -284,7 +275,7 @@ impl Model {
                 self.open[slot] = OpenSlot {
                     key: key(s.worker, s.id),
                     start_ns: t,
-                    frame: OpenFrame { at, parent },
+                    at,
                     live: true,
                 };
             }
@@ -305,23 +296,24 @@ impl Model {
             && f.live
         {
             f.live = false;
-            let (of, start_ns) = (f.frame, f.start_ns);
-            self.close(of.at, of.parent, t.max(start_ns));
+            let (at, start_ns) = (f.at, f.start_ns);
+            self.close(at, t.max(start_ns));
         }
     }
 
-    fn close(&mut self, at: FrameRef, parent: Option<FrameRef>, end: u64) {
+    fn close(&mut self, at: FrameRef, end: u64) {
         let row = &mut self.lanes[at.lane as usize].rows[at.row as usize];
         let i = at.index as usize;
-        row.end[i] = end;
+        row.set_end(i, end);
         let dur = end - row.start[i];
-        let label = row.label[i];
-        self.calltree.on_close(row.node[i], dur);
+        let node = row.node[i];
+        let label = self.calltree.label(node);
+        self.calltree.on_close(node, dur);
         self.stats.on_close(label, dur);
-        if let Some(p) = parent {
-            let prow = &self.lanes[p.lane as usize].rows[p.row as usize];
-            let plabel = prow.label[p.index as usize];
-            self.stats.on_child(plabel, dur);
+        // The parent frame's label is its call-tree node's: the node of this one's parent.
+        let parent = self.calltree.parent(node);
+        if parent != calltree::ROOT {
+            self.stats.on_child(self.calltree.label(parent), dur);
         }
         self.closed += 1;
     }

@@ -11,6 +11,7 @@
 //! frames in view. The summary is appended to as frames arrive (half a byte per frame) and
 //! never rebuilt.
 
+use super::calltree::CallTree;
 use super::{Model, OPEN, Row, SUMMARY_LEVELS, SUMMARY_SHIFT};
 
 /// One box to draw.
@@ -42,7 +43,7 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
     }
     let px = px_ns.max(1.0).ceil() as u64;
     let end_of = |i: usize| {
-        let e = row.end[i];
+        let e = row.end(i);
         if e == OPEN {
             newest.max(row.start[i])
         } else {
@@ -51,7 +52,7 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
     };
     // Ends are sorted (open frames only at the tail), so the first visible frame is found by
     // binary search.
-    let mut i = row.end.partition_point(|&e| e != OPEN && e < t0);
+    let mut i = row.end_partition_point(|e| e != OPEN && e < t0);
     while i < n && row.start[i] < t1 {
         let s = row.start[i];
         let e = end_of(i);
@@ -89,7 +90,7 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
                         && row.start[j + b - 1] < t1
                     {
                         last = j + b - 1;
-                        run_end = row.end[last];
+                        run_end = row.end(last);
                         continue 'extend;
                     }
                 }
@@ -136,7 +137,7 @@ pub struct MergedSummary {
 
 /// The look of a merged box: the category most of its first frames have, and their label if
 /// they all share one (read over at most [`MERGED_SAMPLE`] frames; a bigger box has none).
-pub fn merged_look(row: &Row, b: &LodBox) -> (u8, Option<u32>) {
+pub fn merged_look(row: &Row, tree: &CallTree, b: &LodBox) -> (u8, Option<u32>) {
     let first = b.first as usize;
     let n = (b.count as usize).min(MERGED_SAMPLE);
     let mut counts = [0u32; 256];
@@ -144,9 +145,11 @@ pub fn merged_look(row: &Row, b: &LodBox) -> (u8, Option<u32>) {
         counts[c as usize] += 1;
     }
     let dominant = (0..256).max_by_key(|&c| counts[c]).unwrap_or(0) as u8;
-    let l0 = row.label[first];
-    let same =
-        (b.count as usize) <= MERGED_SAMPLE && row.label[first..first + n].iter().all(|&l| l == l0);
+    let l0 = tree.label(row.node[first]);
+    let same = (b.count as usize) <= MERGED_SAMPLE
+        && row.node[first..first + n]
+            .iter()
+            .all(|&node| tree.label(node) == l0);
     (dominant, same.then_some(l0))
 }
 
@@ -214,6 +217,7 @@ mod tests {
     #[test]
     fn a_merged_box_sums_its_frames_and_names_the_longest() {
         let mut r = Row::default();
+        let mut tree = CallTree::default();
         // Label 1 on all but the third frame; categories 8, 8, 0.
         for (k, (s, e, label, cat)) in [(0, 10, 1, 8), (12, 40, 1, 8), (41, 45, 2, 0)]
             .into_iter()
@@ -222,7 +226,7 @@ mod tests {
             r.push(NewFrame {
                 start: s,
                 end: e,
-                label,
+                node: tree.child(super::super::calltree::ROOT, label),
                 id: k as u32,
                 category: cat,
                 ..NewFrame::default()
@@ -240,7 +244,7 @@ mod tests {
             (3, 3, 42, (1, 28))
         );
         assert_eq!(
-            merged_look(&r, &b),
+            merged_look(&r, &tree, &b),
             (8, None),
             "dominant category, labels differ"
         );
@@ -250,7 +254,11 @@ mod tests {
             first: 0,
             count: 2,
         };
-        assert_eq!(merged_look(&r, &b2), (8, Some(1)), "all share a label");
+        assert_eq!(
+            merged_look(&r, &tree, &b2),
+            (8, Some(1)),
+            "all share a label"
+        );
     }
 
     /// Reference: the same merge rule, frame by frame.
@@ -359,11 +367,11 @@ mod tests {
                 if b.count > 1 {
                     // Merged boxes only hold narrow frames.
                     for i in b.first as usize..=last {
-                        assert!(row.end[i] - row.start[i] < px);
+                        assert!(row.end(i) - row.start[i] < px);
                     }
                 }
                 assert_eq!(b.start, row.start[b.first as usize]);
-                assert_eq!(b.end, row.end[last]);
+                assert_eq!(b.end, row.end(last));
             }
         }
     }

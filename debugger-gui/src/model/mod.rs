@@ -288,7 +288,7 @@ impl Model {
             let f = &mut self.open[slot];
             if f.live && f.key.worker == w {
                 f.live = false;
-                let (at, start_ns) = (f.frame.at, f.start_ns);
+                let (at, start_ns) = (f.at, f.start_ns);
                 // Open when damaged bytes were skipped: its end was in them (the process
                 // ended it), so it ends there, not at its process's last time.
                 let damage = self.damage.iter().position(|(dt, _)| *dt >= start_ns);
@@ -303,7 +303,8 @@ impl Model {
                         t
                     }
                 };
-                self.row_mut(at).end[at.index as usize] = end.max(start_ns);
+                self.row_mut(at)
+                    .set_end(at.index as usize, end.max(start_ns));
                 self.closed += 1;
             }
         }
@@ -344,6 +345,11 @@ impl Model {
         self.max_time
     }
 
+    /// The interned label of frame `at` (its call-tree node's).
+    pub fn label_of(&self, at: FrameRef) -> u32 {
+        self.calltree.label(self.row(at).node[at.index as usize])
+    }
+
     /// Gathers everything about one frame.
     pub fn info(&self, at: FrameRef) -> Option<FrameInfo> {
         let lane = self.lanes.get(at.lane as usize)?;
@@ -353,11 +359,14 @@ impl Model {
             return None;
         }
         let start = row.start[i];
-        let end = (row.end[i] != OPEN).then_some(row.end[i]);
+        let end = (!row.is_open(i)).then(|| row.end(i));
         let duration = row.end_or(i, self.max_time) - start;
         Some(FrameInfo {
             key: FrameKey::new(lane.worker, row.id[i]),
-            label: self.labels.name(row.label[i]).to_owned(),
+            label: self
+                .labels
+                .name(self.calltree.label(row.node[i]))
+                .to_owned(),
             category: Category(row.category[i]),
             start,
             end,
@@ -581,7 +590,7 @@ pub(crate) mod tests {
         // No row holds overlapping frames.
         for row in rows {
             for i in 1..row.len() {
-                assert!(row.end[i - 1] <= row.start[i]);
+                assert!(row.end(i - 1) <= row.start[i]);
             }
         }
         let a = m.find(FrameKey::new(0, 2)).unwrap();
@@ -724,7 +733,10 @@ pub(crate) mod tests {
             m.lanes()[0]
                 .rows
                 .iter()
-                .map(|r| (r.start.clone(), r.end.clone(), r.start.capacity()))
+                .map(|r| {
+                    let ends = (0..r.len()).map(|i| r.end(i)).collect();
+                    (r.start.clone(), ends, r.start.capacity())
+                })
                 .collect()
         };
         let (h, p) = (rows(&hinted), rows(&plain));

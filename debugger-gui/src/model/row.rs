@@ -1,24 +1,35 @@
 //! Row storage: the frames of one row of one lane as struct-of-arrays, with the per-row
 //! summaries the level-of-detail query reads, and the lanes that hold rows.
 
+use rustc_hash::FxHashMap;
+
 use super::{FrameRef, OPEN};
+
+/// A duration column entry for an open frame.
+const DUR_OPEN: u32 = u32::MAX;
+/// A duration column entry for a frame too long for 32 bits of ns (4.29 s): its end is in
+/// [`Row::long_ends`].
+const DUR_LONG: u32 = u32::MAX - 1;
 
 /// The frames of one row of one lane, sorted by start and never overlapping.
 #[derive(Default, Debug)]
 pub struct Row {
     /// Start times, ns since the Unix epoch.
     pub start: Vec<u64>,
-    /// End times ([`OPEN`] while unknown; only the last frame of a row can be open).
-    pub end: Vec<u64>,
-    /// Interned label ids.
-    pub label: Vec<u32>,
+    /// Durations in ns, [`DUR_OPEN`] while the end is unknown (only the last frame of a row
+    /// can be open) and [`DUR_LONG`] from 4.29 s up: 4 bytes a frame where an end time would
+    /// take 8. Read ends with [`Row::end`].
+    dur: Vec<u32>,
+    /// Ends of the frames whose duration does not fit the column, by index.
+    long_ends: FxHashMap<u32, u64>,
     /// Context values.
     pub context: Vec<u32>,
     /// Frame ids (with the lane's worker, the frame's key).
     pub id: Vec<u32>,
     /// Category bytes.
     pub category: Vec<u8>,
-    /// Call-tree nodes (the frame's call path, see [`calltree`](super::calltree)).
+    /// Call-tree nodes (the frame's call path, see [`calltree`](super::calltree)); the
+    /// frame's label is its node's (`CallTree::label`), so it is not stored twice.
     pub node: Vec<u32>,
     /// Level-of-detail summary: for aligned blocks of 16, 256, 4096 and 65,536 frames, the
     /// largest gap before a frame and the largest duration in the block (ns, saturating at
@@ -48,12 +59,62 @@ impl Row {
         self.start.is_empty()
     }
 
+    /// End of frame `i` ([`OPEN`] while unknown).
+    #[inline]
+    pub fn end(&self, i: usize) -> u64 {
+        match self.dur[i] {
+            DUR_OPEN => OPEN,
+            DUR_LONG => self.long_ends[&(i as u32)],
+            d => self.start[i] + u64::from(d),
+        }
+    }
+
+    /// True while frame `i`'s end is unknown.
+    #[inline]
+    pub fn is_open(&self, i: usize) -> bool {
+        self.dur[i] == DUR_OPEN
+    }
+
+    /// Sets frame `i`'s end (at or after its start; [`OPEN`]: unknown).
+    #[inline]
+    pub(crate) fn set_end(&mut self, i: usize, end: u64) {
+        self.dur[i] = if end == OPEN {
+            DUR_OPEN
+        } else {
+            let d = end - self.start[i];
+            if d < u64::from(DUR_LONG) {
+                d as u32
+            } else {
+                self.long_ends.insert(i as u32, end);
+                DUR_LONG
+            }
+        };
+    }
+
+    /// The index of the first frame for which `ends_before(end)` is false, given it holds for
+    /// a prefix of the row (as `partition_point` over the ends, which rows keep sorted).
+    pub fn end_partition_point(&self, ends_before: impl Fn(u64) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if ends_before(self.end(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// True if a frame starting at `t` can be appended (the last frame ended by `t`).
     #[inline]
     pub(crate) fn free_at(&self, t: u64) -> bool {
-        match self.end.last() {
-            None => true,
-            Some(&e) => e != OPEN && e <= t && self.start.last().is_none_or(|&s| s <= t),
+        match self.len() {
+            0 => true,
+            n => {
+                let e = self.end(n - 1);
+                e != OPEN && e <= t && self.start[n - 1] <= t
+            }
         }
     }
 
@@ -64,9 +125,9 @@ impl Row {
         let (mut g, mut d) = (0u64, 0u64);
         for f in a..len {
             if f > 0 {
-                g = g.max(self.start[f].saturating_sub(self.end[f - 1]));
+                g = g.max(self.start[f].saturating_sub(self.end(f - 1)));
             }
-            d = d.max(self.end[f].saturating_sub(self.start[f]));
+            d = d.max(self.end(f).saturating_sub(self.start[f]));
         }
         self.summary[0].push((sat32(g), sat32(d)));
         for lvl in 0..SUMMARY_LEVELS - 1 {
@@ -90,8 +151,10 @@ impl Row {
         }
         let i = len as u32;
         self.start.push(f.start);
-        self.end.push(f.end);
-        self.label.push(f.label);
+        self.dur.push(DUR_OPEN);
+        if f.end != OPEN {
+            self.set_end(len, f.end);
+        }
         self.context.push(f.context);
         self.id.push(f.id);
         self.category.push(f.category);
@@ -102,7 +165,7 @@ impl Row {
     /// End of frame `i`, with open frames ending at `newest`.
     #[inline]
     pub fn end_or(&self, i: usize, newest: u64) -> u64 {
-        let e = self.end[i];
+        let e = self.end(i);
         if e == OPEN {
             newest.max(self.start[i])
         } else {
@@ -113,8 +176,7 @@ impl Row {
     /// Room for `additional` more frames, exactly (no doubling).
     pub(crate) fn reserve_exact(&mut self, additional: usize) {
         self.start.reserve_exact(additional);
-        self.end.reserve_exact(additional);
-        self.label.reserve_exact(additional);
+        self.dur.reserve_exact(additional);
         self.context.reserve_exact(additional);
         self.id.reserve_exact(additional);
         self.category.reserve_exact(additional);
@@ -130,8 +192,8 @@ impl Row {
     /// Gives back the arrays' spare capacity.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.start.shrink_to_fit();
-        self.end.shrink_to_fit();
-        self.label.shrink_to_fit();
+        self.dur.shrink_to_fit();
+        self.long_ends.shrink_to_fit();
         self.context.shrink_to_fit();
         self.id.shrink_to_fit();
         self.category.shrink_to_fit();
@@ -144,8 +206,8 @@ impl Row {
     /// Heap bytes held by the row's arrays.
     pub fn heap_bytes(&self) -> usize {
         self.start.capacity() * 8
-            + self.end.capacity() * 8
-            + self.label.capacity() * 4
+            + self.dur.capacity() * 4
+            + self.long_ends.capacity() * 13
             + self.context.capacity() * 4
             + self.id.capacity() * 4
             + self.category.capacity()
@@ -159,7 +221,6 @@ impl Row {
 pub(crate) struct NewFrame {
     pub(crate) start: u64,
     pub(crate) end: u64,
-    pub(crate) label: u32,
     pub(crate) context: u32,
     pub(crate) id: u32,
     pub(crate) category: u8,
@@ -193,5 +254,54 @@ impl Lane {
     /// Number of frames in the lane.
     pub fn frame_count(&self) -> usize {
         self.rows.iter().map(Row::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_round_trip_through_the_duration_column_whatever_their_length() {
+        let mut r = Row::default();
+        // Short, exactly at the column's limit, just past it, hours long, then open.
+        let durs = [
+            0u64,
+            1_000,
+            u64::from(DUR_LONG) - 1,
+            u64::from(DUR_LONG),
+            3_600_000_000_000,
+        ];
+        let mut t = 1_700_000_000_000_000_000u64;
+        let mut ends = Vec::new();
+        for d in durs {
+            r.push(NewFrame {
+                start: t,
+                end: t + d,
+                ..NewFrame::default()
+            });
+            ends.push(t + d);
+            t += d + 10;
+        }
+        r.push(NewFrame {
+            start: t,
+            end: OPEN,
+            ..NewFrame::default()
+        });
+        let got: Vec<u64> = (0..r.len()).map(|i| r.end(i)).collect();
+        assert_eq!(&got[..5], &ends[..]);
+        assert_eq!(got[5], OPEN);
+        assert!(r.is_open(5) && !r.is_open(4));
+        assert_eq!(r.end_or(5, t + 7), t + 7, "open: drawn to the newest time");
+        assert!(!r.free_at(t + 1_000_000), "the open frame holds the row");
+        // The open frame ends after 5 s (long again); the ends stay sorted for searches.
+        r.set_end(5, t + 5_000_000_000);
+        assert_eq!(r.end(5), t + 5_000_000_000);
+        assert!(r.free_at(t + 5_000_000_000));
+        for (i, &e) in ends.iter().enumerate() {
+            assert_eq!(r.end_partition_point(|x| x < e), i);
+            assert_eq!(r.end_partition_point(|x| x <= e), i + 1);
+        }
+        assert_eq!(r.end_partition_point(|_| true), r.len());
     }
 }

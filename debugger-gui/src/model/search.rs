@@ -52,6 +52,7 @@ impl Model {
     /// The first matching frame after `from` in (start, lane, row) order, wrapping around.
     /// With `backward`, the last one before it.
     pub fn next_match(&self, m: &Matches, from: SearchFrom, backward: bool) -> Option<FrameRef> {
+        let tree = self.call_tree();
         let cur = match from {
             SearchFrom::Frame(at) => Some((
                 self.row(at).start[at.index as usize],
@@ -86,15 +87,15 @@ impl Model {
                         None => 0,
                         Some(c) => row.start.partition_point(|&s| s < c.0),
                     };
-                    if let Some(i) = (p..n)
-                        .find(|&i| m.contains(row.label[i]) && cur.is_none_or(|c| mk(i).0 > c))
-                    {
+                    if let Some(i) = (p..n).find(|&i| {
+                        m.contains(tree.label(row.node[i])) && cur.is_none_or(|c| mk(i).0 > c)
+                    }) {
                         let k = mk(i);
                         if best.is_none_or(|b| k.0 < b.0) {
                             best = Some(k);
                         }
                     }
-                    if let Some(i) = (0..n).find(|&i| m.contains(row.label[i])) {
+                    if let Some(i) = (0..n).find(|&i| m.contains(tree.label(row.node[i]))) {
                         let k = mk(i);
                         if wrap.is_none_or(|b| k.0 < b.0) {
                             wrap = Some(k);
@@ -105,16 +106,15 @@ impl Model {
                         None => n,
                         Some(c) => row.start.partition_point(|&s| s <= c.0),
                     };
-                    if let Some(i) = (0..p)
-                        .rev()
-                        .find(|&i| m.contains(row.label[i]) && cur.is_none_or(|c| mk(i).0 < c))
-                    {
+                    if let Some(i) = (0..p).rev().find(|&i| {
+                        m.contains(tree.label(row.node[i])) && cur.is_none_or(|c| mk(i).0 < c)
+                    }) {
                         let k = mk(i);
                         if best.is_none_or(|b| k.0 > b.0) {
                             best = Some(k);
                         }
                     }
-                    if let Some(i) = (0..n).rev().find(|&i| m.contains(row.label[i])) {
+                    if let Some(i) = (0..n).rev().find(|&i| m.contains(tree.label(row.node[i]))) {
                         let k = mk(i);
                         if wrap.is_none_or(|b| k.0 > b.0) {
                             wrap = Some(k);

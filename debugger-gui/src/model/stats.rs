@@ -125,11 +125,11 @@ impl super::Model {
                     if row.start[i] >= to {
                         break;
                     }
-                    if row.end[i] == super::OPEN {
+                    if row.is_open(i) {
                         continue;
                     }
-                    let dur = row.end[i] - row.start[i];
-                    st.on_close(row.label[i], dur);
+                    let dur = row.end(i) - row.start[i];
+                    st.on_close(tree.label(row.node[i]), dur);
                     let parent = tree.parent(row.node[i]);
                     if parent != super::calltree::ROOT {
                         st.on_child(tree.label(parent), dur);

@@ -428,6 +428,7 @@ pub fn show(
             FontId::proportional(12.0),
             visuals.strong_text_color(),
         );
+        let tree = model.call_tree();
         let all_rows = &model.lanes()[lane as usize].rows;
         let lane_rows = if folded {
             &all_rows[..0]
@@ -449,10 +450,14 @@ pub fn show(
                 // A merged box stands for many frames: the dominant category's colour, lighter
                 // and thinner than a frame, labeled only if all its frames share a label.
                 let (cat, label_id, brect) = if b.is_merged() {
-                    let (dominant, same) = merged_look(row, b);
+                    let (dominant, same) = merged_look(row, tree, b);
                     (Category(dominant), same, brect.shrink2(vec2(0.0, 3.0)))
                 } else {
-                    (Category(row.category[i]), Some(row.label[i]), brect)
+                    (
+                        Category(row.category[i]),
+                        Some(tree.label(row.node[i])),
+                        brect,
+                    )
                 };
                 let mut fill = category_color(cat);
                 let at = FrameRef {
@@ -469,11 +474,11 @@ pub fn show(
                     }
                     if let Some(m) = matches {
                         let end = (i + b.count as usize).min(i + 512);
-                        hit = row.label[i..end].iter().any(|&l| m.contains(l));
+                        hit = row.node[i..end].iter().any(|&n| m.contains(tree.label(n)));
                         dim = !hit;
                     }
                 } else if let Some(m) = matches {
-                    hit = m.contains(row.label[i]);
+                    hit = m.contains(tree.label(row.node[i]));
                     dim = !hit;
                 }
                 if dim {
@@ -733,7 +738,7 @@ fn merged_tooltip(response: &Response, model: &Model, lane: u32, row: u32, b: &L
     let s = merged_summary(r, b, model.newest());
     let largest = model
         .labels()
-        .name(r.label[s.largest.0 as usize])
+        .name(model.call_tree().label(r.node[s.largest.0 as usize]))
         .to_owned();
     response.clone().on_hover_ui_at_pointer(|ui| {
         ui.strong(format!(
