@@ -494,6 +494,10 @@ impl DebuggerApp {
         #[cfg(not(target_arch = "wasm32"))]
         self.handle_dropped_files(ui);
         let status = self.ingest_status();
+        crate::ui::set_loading(
+            &ctx,
+            self.log.is_some() && !status.caught_up && !status.finished,
+        );
 
         let log = self.log.take();
         {
@@ -609,14 +613,16 @@ impl DebuggerApp {
                     return;
                 }
                 if !status.caught_up && !status.finished && status.total_bytes > 0 {
+                    // Not animated: an animated bar asks egui for a frame after every frame,
+                    // and those paints took the load a third of the machine. It moves with
+                    // the ingest's own repaints (a few a second) instead.
                     ui.add(
                         egui::ProgressBar::new(status.progress())
                             .text(format!(
                                 "Loading… {} of {} MiB",
                                 status.bytes_read >> 20,
                                 status.total_bytes >> 20
-                            ))
-                            .animate(true),
+                            )),
                     );
                 }
                 ui.horizontal(|ui| {

@@ -31,7 +31,7 @@ const RECORDS_PER_LOCK: usize = 65_536;
 /// every paint costs the UI thread (and a software renderer) CPU that the load needs, and a
 /// few paints a second show the progress as well. Input still repaints at once; a live tail
 /// (caught up) asks at once.
-const LOAD_REPAINT_EVERY: Duration = Duration::from_millis(125);
+const LOAD_REPAINT_EVERY: Duration = Duration::from_millis(250);
 
 /// How the ingest thread is doing (shown in the status bar).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -89,7 +89,7 @@ pub struct Shared {
     ui_waiting: AtomicBool,
     /// Set while the reader is behind the log's end (loading a backlog): repaints are spaced.
     backlog: AtomicBool,
-    /// When a repaint was last asked for at once.
+    /// When the last repaint was asked for (at once, or for later: then that later time).
     last_repaint: Mutex<Option<Instant>>,
 }
 
@@ -106,9 +106,14 @@ impl Shared {
         let now = Instant::now();
         let mut last = self.last_repaint.lock();
         match *last {
-            Some(t) if now.duration_since(t) < gap => {
-                // Not lost, only later: the news is painted within `gap`.
-                ctx.request_repaint_after(gap - now.duration_since(t));
+            // A paint is asked for later already: it shows this news too (asked again, in case
+            // a paint for input in between took the request).
+            Some(t) if now < t => ctx.request_repaint_after(t - now),
+            Some(t) if now < t + gap => {
+                // Not lost, only later: the news is painted within `gap`. That paint counts
+                // as the last one, or the next news just after it would paint again at once.
+                ctx.request_repaint_after(t + gap - now);
+                *last = Some(t + gap);
             }
             _ => {
                 *last = Some(now);
@@ -332,6 +337,7 @@ impl Applier {
             self.settled = true;
             crate::memory::return_free_memory();
             shared.status().compacted = true;
+            shared.repaint();
         }
     }
 

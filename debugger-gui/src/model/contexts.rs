@@ -230,7 +230,8 @@ impl Model {
             rank[*id as usize] = r as u32;
         }
         // (primary key, start, entry): sorted, then only the entries are kept.
-        let mut keyed: Vec<(u64, u64, u32)> = Vec::new();
+        // Sized up front: grown by doubling, its copies would stay in the UI thread's heap.
+        let mut keyed: Vec<(u64, u64, u32)> = Vec::with_capacity(self.contexts().len());
         for i in 0..self.contexts().len() as u32 {
             let Some(r) = self.context_row(i) else {
                 continue;

@@ -64,9 +64,14 @@ impl Row {
     pub fn end(&self, i: usize) -> u64 {
         match self.dur[i] {
             DUR_OPEN => OPEN,
-            DUR_LONG => self.long_ends[&(i as u32)],
+            DUR_LONG => self.long_end(i),
             d => self.start[i] + u64::from(d),
         }
+    }
+
+    #[cold]
+    fn long_end(&self, i: usize) -> u64 {
+        self.long_ends[&(i as u32)]
     }
 
     /// True while frame `i`'s end is unknown.

@@ -28,8 +28,8 @@ pub struct ContextsPanel {
 }
 
 impl ContextsPanel {
-    /// The rows shown, recomputed when the query changes, and when the model grows at most
-    /// every ten times the last computation's cost (so big live logs stay smooth); a change
+    /// The rows shown, recomputed when the query changes, and when the model grows as often
+    /// as [`super::refresh_due`] allows (so big live logs stay smooth); a change
     /// left for later asks `ctx` for a frame when it is due (an idle window would otherwise
     /// show the list stale, e.g. after a big load's last frames).
     /// (Context entry indices; [`Model::context_row`] makes the row shown.)
@@ -38,11 +38,11 @@ impl ContextsPanel {
             None => true,
             Some((generation, q, at)) => {
                 let grown = *generation != model.generation();
-                let wait = (self.cost * 10).saturating_sub(at.elapsed());
-                if grown && !wait.is_zero() {
-                    ctx.request_repaint_after(wait);
+                let due = super::refresh_due(at.elapsed(), self.cost);
+                if grown && !due {
+                    super::repaint_when_due(ctx, at.elapsed(), self.cost);
                 }
-                *q != self.query || (grown && wait.is_zero())
+                *q != self.query || (grown && due)
             }
         };
         if stale {
@@ -191,7 +191,7 @@ mod tests {
         };
         frame(&mut panel, &model);
         assert_eq!(panel.rows.len(), 1);
-        // As if the list took 40 ms to compute (a big log): refreshed at most every 400 ms.
+        // As if the list took 40 ms to compute (a big log): refreshed at most every 500 ms.
         panel.cost = Duration::from_millis(40);
         // egui's own first frames ask for more frames: paint until it is idle.
         for _ in 0..10 {

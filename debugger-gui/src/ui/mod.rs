@@ -70,7 +70,25 @@ fn refresh_interval(cost: Duration) -> Duration {
 
 /// A view of a changed model was left stale by [`refresh_due`]: asks for a frame when it is
 /// due, or an idle window (a load that just finished, a log that stopped growing) would show
-/// it stale until the next input.
+/// it stale until the next input. Not while a log loads: its ingest repaints a few times a
+/// second and once more when done, and each view asking for frames of its own would paint
+/// the window several times as often, with the CPU the load needs.
 pub fn repaint_when_due(ctx: &egui::Context, age: Duration, cost: Duration) {
-    ctx.request_repaint_after(refresh_interval(cost).saturating_sub(age));
+    if !loading(ctx) {
+        ctx.request_repaint_after(refresh_interval(cost).saturating_sub(age));
+    }
+}
+
+fn loading_id() -> egui::Id {
+    egui::Id::unique("framelog-loading")
+}
+
+/// Says whether the open log is still loading (its backlog not read yet), for this frame.
+pub fn set_loading(ctx: &egui::Context, loading: bool) {
+    ctx.data_mut(|d| d.insert_temp(loading_id(), loading));
+}
+
+/// Whether the open log is still loading (see [`set_loading`]).
+pub fn loading(ctx: &egui::Context) -> bool {
+    ctx.data(|d| d.get_temp(loading_id())).unwrap_or(false)
 }
