@@ -25,7 +25,12 @@ pub struct ContextsPanel {
     rows: Vec<u32>,
     computed: Option<(u64, ContextQuery, Instant)>,
     cost: Duration,
+    /// The list is behind the model and waits for the load to finish.
+    waits_for_load: bool,
 }
+
+/// While a log loads, the list is remade only if making it took at most this long.
+const LOADING_BUDGET: Duration = Duration::from_millis(50);
 
 impl ContextsPanel {
     /// The rows shown, recomputed when the query changes, and when the model grows as often
@@ -38,10 +43,15 @@ impl ContextsPanel {
             None => true,
             Some((generation, q, at)) => {
                 let grown = *generation != model.generation();
-                let due = super::refresh_due(at.elapsed(), self.cost);
+                // A list that takes long to make (millions of contexts) waits for the load
+                // to finish: made meanwhile, it would hold the model for that long each
+                // time, freezing the window and stalling the load.
+                let deferred = super::loading(ctx) && self.cost > LOADING_BUDGET;
+                let due = super::refresh_due(at.elapsed(), self.cost) && !deferred;
                 if grown && !due {
                     super::repaint_when_due(ctx, at.elapsed(), self.cost);
                 }
+                self.waits_for_load = grown && deferred;
                 *q != self.query || (grown && due)
             }
         };
@@ -102,7 +112,14 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
     let selected = panel.selected;
     panel.rows(model, ui.ctx());
     let rows = std::mem::take(&mut panel.rows);
-    ui.label(format!("{} contexts", rows.len()));
+    if panel.waits_for_load {
+        ui.label(format!(
+            "{} contexts so far (the list is completed when the log has loaded)",
+            rows.len()
+        ));
+    } else {
+        ui.label(format!("{} contexts", rows.len()));
+    }
     let names = model.labels();
     TableBuilder::new(ui)
         .id_salt("contexts-table")
