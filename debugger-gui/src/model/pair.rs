@@ -20,13 +20,28 @@ pub enum StartPair {
     Waits(u32),
 }
 
+/// Open frames kept in [`Pairer`]'s short list before the hash map.
+const RECENT: usize = 16;
+
 /// Pairs starts with ends by key and hands out slots (see the module docs).
+///
+/// Most frames end shortly after they start, with few others opened in between (nested
+/// scopes), so the most recently opened ones are kept in a short list searched from its newest
+/// end; older ones move to a hash map. A key is in one of the two, never both.
 #[derive(Debug, Default, Clone)]
 pub struct Pairer {
-    open: FxHashMap<FrameKey, u32>,
+    /// The newest open frames, oldest first: `(key, slot)`.
+    recent: Vec<(u64, u32)>,
+    /// Older open frames.
+    open: FxHashMap<u64, u32>,
     early_ends: FxHashMap<FrameKey, u64>,
     free: Vec<u32>,
     slots: u32,
+}
+
+#[inline]
+fn packed(key: FrameKey) -> u64 {
+    (u64::from(key.worker) << 32) | u64::from(key.id)
 }
 
 impl Pairer {
@@ -40,20 +55,38 @@ impl Pairer {
         {
             return StartPair::Ended(end);
         }
-        let (free, slots) = (&mut self.free, &mut self.slots);
-        StartPair::Waits(*self.open.entry(key).or_insert_with(|| {
-            free.pop().unwrap_or_else(|| {
-                *slots += 1;
-                *slots - 1
-            })
-        }))
+        let k = packed(key);
+        if let Some(&(_, slot)) = self.recent.iter().rev().find(|(rk, _)| *rk == k) {
+            return StartPair::Waits(slot);
+        }
+        if !self.open.is_empty()
+            && let Some(&slot) = self.open.get(&k)
+        {
+            return StartPair::Waits(slot);
+        }
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots += 1;
+            self.slots - 1
+        });
+        if self.recent.len() == RECENT {
+            let (old, old_slot) = self.recent.remove(0);
+            self.open.insert(old, old_slot);
+        }
+        self.recent.push((k, slot));
+        StartPair::Waits(slot)
     }
 
     /// A frame ends at `end_ns`: the slot its start waits in, or `None` (the end then waits
     /// for its start).
     #[inline]
     pub fn end(&mut self, key: FrameKey, end_ns: u64) -> Option<u32> {
-        match self.open.remove(&key) {
+        let k = packed(key);
+        let slot = match self.recent.iter().rposition(|(rk, _)| *rk == k) {
+            Some(i) => Some(self.recent.remove(i).1),
+            None if !self.open.is_empty() => self.open.remove(&k),
+            None => None,
+        };
+        match slot {
             Some(slot) => {
                 self.free.push(slot);
                 Some(slot)
@@ -69,8 +102,17 @@ impl Pairer {
     /// and slots freed.
     pub fn stop_worker(&mut self, w: u8) {
         let free = &mut self.free;
-        self.open.retain(|k, slot| {
-            if k.worker == w {
+        let mine = |k: u64| (k >> 32) as u8 == w;
+        self.recent.retain(|&(k, slot)| {
+            if mine(k) {
+                free.push(slot);
+                false
+            } else {
+                true
+            }
+        });
+        self.open.retain(|&k, slot| {
+            if mine(k) {
                 free.push(*slot);
                 false
             } else {
@@ -84,9 +126,10 @@ impl Pairer {
         self.slots
     }
 
-    /// Heap bytes held by the maps and the free list.
+    /// Heap bytes held by the lists and maps.
     pub fn heap_bytes(&self) -> usize {
-        self.open.capacity() * (std::mem::size_of::<(FrameKey, u32)>() + 1)
+        self.recent.capacity() * std::mem::size_of::<(u64, u32)>()
+            + self.open.capacity() * (std::mem::size_of::<(u64, u32)>() + 1)
             + self.early_ends.capacity() * (std::mem::size_of::<(FrameKey, u64)>() + 1)
             + self.free.capacity() * 4
     }
@@ -114,5 +157,67 @@ mod tests {
         p.stop_worker(1);
         assert_eq!(p.end(FrameKey::new(1, 9), 70), None);
         assert_eq!(p.slots(), 2);
+    }
+
+    /// The rule, plainly: one map from key to (start number, slot), one of early ends.
+    #[derive(Default)]
+    struct Reference {
+        open: std::collections::HashMap<FrameKey, usize>,
+        early: std::collections::HashMap<FrameKey, u64>,
+    }
+
+    #[test]
+    fn pairs_as_the_plain_rule_does_with_many_frames_open_and_stopped_workers() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..40u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let (mut p, mut r) = (Pairer::default(), Reference::default());
+            // Which start (by number) waits in each slot, for the pairer under test.
+            let mut in_slot: Vec<Option<usize>> = Vec::new();
+            // Few keys, so keys are reused, ended twice, started twice; sometimes many open
+            // at once (past the short list), sometimes ends out of order or before starts.
+            let keys = rng.gen_range(4..80u32);
+            for n in 0..3_000usize {
+                let key = FrameKey::new(rng.gen_range(0..3u8), rng.gen_range(0..keys));
+                match rng.gen_range(0..100) {
+                    0..=49 => {
+                        let want = match r.early.remove(&key) {
+                            Some(e) => Err(e),
+                            None => Ok(*r.open.entry(key).or_insert(n)),
+                        };
+                        match (p.start(key), want) {
+                            (StartPair::Ended(e), Err(w)) => assert_eq!(e, w, "seed {seed}"),
+                            (StartPair::Waits(slot), Ok(first)) => {
+                                let slot = slot as usize;
+                                if slot >= in_slot.len() {
+                                    in_slot.resize(slot + 1, None);
+                                }
+                                // A new start takes the slot; a repeated one keeps the first's.
+                                let owner = in_slot[slot].get_or_insert(n);
+                                if first == n {
+                                    *owner = n;
+                                }
+                                assert_eq!(*owner, first, "seed {seed} step {n}");
+                            }
+                            (got, want) => panic!("seed {seed} step {n}: {got:?} vs {want:?}"),
+                        }
+                    }
+                    50..=97 => {
+                        let t = n as u64;
+                        let want = r.open.remove(&key);
+                        if want.is_none() {
+                            r.early.insert(key, t);
+                        }
+                        let got = p.end(key, t).map(|slot| in_slot[slot as usize].take());
+                        assert_eq!(got, want.map(Some), "seed {seed} step {n}");
+                    }
+                    _ => {
+                        let w = rng.gen_range(0..3u8);
+                        r.open.retain(|k, _| k.worker != w);
+                        p.stop_worker(w);
+                    }
+                }
+            }
+        }
     }
 }

@@ -33,8 +33,8 @@ pub struct ContextsPanel {
 const LOADING_BUDGET: Duration = Duration::from_millis(50);
 
 impl ContextsPanel {
-    /// The rows shown, recomputed when the query changes, and when the model grows as often
-    /// as [`super::refresh_due`] allows (so big live logs stay smooth); a change
+    /// The rows shown, recomputed when the query changes, and when the model grows at most
+    /// every ten times the last computation's cost (so big live logs stay smooth); a change
     /// left for later asks `ctx` for a frame when it is due (an idle window would otherwise
     /// show the list stale, e.g. after a big load's last frames).
     /// (Context entry indices; [`Model::context_row`] makes the row shown.)
@@ -46,10 +46,13 @@ impl ContextsPanel {
                 // A list that takes long to make (millions of contexts) waits for the load
                 // to finish: made meanwhile, it would hold the model for that long each
                 // time, freezing the window and stalling the load.
-                let deferred = super::loading(ctx) && self.cost > LOADING_BUDGET;
-                let due = super::refresh_due(at.elapsed(), self.cost) && !deferred;
-                if grown && !due {
-                    super::repaint_when_due(ctx, at.elapsed(), self.cost);
+                let loading = super::loading(ctx);
+                let deferred = loading && self.cost > LOADING_BUDGET;
+                let wait = (self.cost * 10).saturating_sub(at.elapsed());
+                let due = wait.is_zero() && !deferred;
+                // While loading, the ingest's own repaints (and the one at its end) come.
+                if grown && !due && !loading {
+                    ctx.request_repaint_after(wait);
                 }
                 self.waits_for_load = grown && deferred;
                 *q != self.query || (grown && due)
@@ -208,7 +211,7 @@ mod tests {
         };
         frame(&mut panel, &model);
         assert_eq!(panel.rows.len(), 1);
-        // As if the list took 40 ms to compute (a big log): refreshed at most every 500 ms.
+        // As if the list took 40 ms to compute (a big log): refreshed at most every 400 ms.
         panel.cost = Duration::from_millis(40);
         // egui's own first frames ask for more frames: paint until it is idle.
         for _ in 0..10 {
