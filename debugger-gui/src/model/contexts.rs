@@ -229,9 +229,11 @@ impl Model {
         for (r, (_, id)) in by_name.iter().enumerate() {
             rank[*id as usize] = r as u32;
         }
-        // (primary key, start, entry): sorted, then only the entries are kept.
+        // (primary key, entry), sorted by the key, then start, then entry; only the entries
+        // are kept. 16 bytes a context (a 100 M-frame log has tens of millions): the start
+        // is looked up again for ties only, which sorting by start (the default) has few of.
         // Sized up front: grown by doubling, its copies would stay in the UI thread's heap.
-        let mut keyed: Vec<(u64, u64, u32)> = Vec::with_capacity(self.contexts().len());
+        let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(self.contexts().len());
         for i in 0..self.contexts().len() as u32 {
             let Some(r) = self.context_row(i) else {
                 continue;
@@ -248,13 +250,23 @@ impl Model {
                 ContextSort::Duration => r.duration,
                 ContextSort::Frames => u64::from(r.frames),
             };
-            keyed.push((primary, r.start, i));
+            keyed.push((primary, i));
         }
-        keyed.sort_unstable();
+        let entries = self.contexts().entries();
+        let start = |i: u32| {
+            entries[i as usize]
+                .root()
+                .map_or(0, |at| self.row(at).start[at.index as usize])
+        };
+        keyed.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| start(a.1).cmp(&start(b.1)))
+                .then(a.1.cmp(&b.1))
+        });
         if q.descending {
             keyed.reverse();
         }
-        keyed.into_iter().map(|(.., i)| i).collect()
+        keyed.into_iter().map(|(_, i)| i).collect()
     }
 }
 
