@@ -418,6 +418,7 @@ fn bench_stress_load(summary: &mut Vec<String>) {
     let mut events = Vec::new();
     let mut labels = debugger_gui::model::intern::Interner::default();
     let mut pairer = Pairer::default();
+    let mut contexts = debugger_gui::model::contexts::ContextIndex::default();
     let mut model = Model::new();
     // As the ingest does (it estimates the total from the log's size).
     model.expect_frames(frames);
@@ -430,7 +431,11 @@ fn bench_stress_load(summary: &mut Vec<String>) {
             .read_some(4 << 20, |_, rec| {
                 events.push(match &rec {
                     formats::Record::Start(s) => Ev::Start(
-                        StartRec::new(s, labels.intern(s.label)),
+                        StartRec::new(
+                            s,
+                            labels.intern(s.label),
+                            contexts.index(s.worker, s.context),
+                        ),
                         pairer.start(formats::FrameKey::new(s.worker, s.id)),
                     ),
                     formats::Record::End(e) => Ev::End(

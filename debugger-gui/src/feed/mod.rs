@@ -21,6 +21,7 @@ use std::collections::BTreeSet;
 
 use formats::{Decoded, FrameKey, Record, decode_record};
 
+use crate::model::contexts::ContextIndex;
 use crate::model::intern::Interner;
 use crate::model::pair::{Pairer, StartPair};
 use crate::model::{Model, StartRec};
@@ -94,7 +95,13 @@ impl Batch {
             || !self.damage.is_empty()
     }
 
-    fn push(&mut self, rec: &Record<'_>, labels: &mut Interner, pairer: &mut Pairer) {
+    fn push(
+        &mut self,
+        rec: &Record<'_>,
+        labels: &mut Interner,
+        contexts: &mut ContextIndex,
+        pairer: &mut Pairer,
+    ) {
         match rec {
             Record::Start(s) => {
                 let before = labels.len();
@@ -105,9 +112,10 @@ impl Batch {
                     }
                     self.new_labels.push(s.label.into());
                 }
+                let context = contexts.index(s.worker, s.context);
                 let pair = pairer.start(FrameKey::new(s.worker, s.id));
                 self.events
-                    .push(Event::Start(StartRec::new(s, label), pair));
+                    .push(Event::Start(StartRec::new(s, label, context), pair));
             }
             Record::End(e) => {
                 let slot = pairer.end(FrameKey::new(e.worker, e.id), e.timestamp);
@@ -130,6 +138,8 @@ impl Batch {
 #[derive(Default)]
 pub struct Digest {
     labels: Interner,
+    /// Contexts are indexed here, so the applier looks nothing up for them either.
+    contexts: ContextIndex,
     /// Starts and ends are paired here, so the applier looks nothing up.
     pairer: Pairer,
     newest: u64,
@@ -146,7 +156,7 @@ impl Digest {
             Record::End(e) => self.newest = self.newest.max(e.timestamp),
             _ => {}
         }
-        batch.push(rec, &mut self.labels, &mut self.pairer);
+        batch.push(rec, &mut self.labels, &mut self.contexts, &mut self.pairer);
     }
 
     /// The newest frame time read so far (ns since the epoch; 0 before any frame).

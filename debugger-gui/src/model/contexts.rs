@@ -64,58 +64,84 @@ impl ContextEntry {
     }
 }
 
+/// Context values to their places in the list: `(worker, context)` to an index, in order of
+/// first appearance. Whoever reads the records in order keeps one (the ingest's reader stage,
+/// or a model applying records itself), so the model's thread looks nothing up: a frame comes
+/// with its context's index, as with labels.
+#[derive(Default, Debug, Clone)]
+pub struct ContextIndex {
+    /// By worker.
+    maps: Vec<SeqMap>,
+    len: u32,
+    /// The last `(worker << 32 | context, index)` looked up: the frames of one request come
+    /// together, so they rarely touch a map.
+    last: Option<(u64, u32)>,
+}
+
+impl ContextIndex {
+    /// The index of `context` of `worker` (the next one if it is new).
+    #[inline]
+    pub fn index(&mut self, worker: u8, context: u32) -> u32 {
+        let k = ((worker as u64) << 32) | context as u64;
+        if let Some((lk, li)) = self.last
+            && lk == k
+        {
+            return li;
+        }
+        if self.maps.len() <= worker as usize {
+            self.maps.resize_with(worker as usize + 1, SeqMap::default);
+        }
+        let len = &mut self.len;
+        let idx = *self.maps[worker as usize]
+            .entry(context)
+            .or_insert_with(|| {
+                *len += 1;
+                *len - 1
+            });
+        self.last = Some((k, idx));
+        idx
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.maps
+            .iter()
+            .map(|m| m.capacity() * (std::mem::size_of::<(u32, u32)>() + 1))
+            .sum()
+    }
+}
+
 /// All contexts, in order of first appearance.
 #[derive(Default, Debug)]
 pub struct Contexts {
-    /// By worker.
-    maps: Vec<SeqMap>,
     list: Vec<ContextEntry>,
 }
 
 impl Contexts {
     /// Gives back spare capacity.
     pub(crate) fn shrink_to_fit(&mut self) {
-        for m in &mut self.maps {
-            m.shrink_to_fit();
-        }
         self.list.shrink_to_fit();
     }
 
-    /// Counts a frame of `context`; `cache` (one per lane) remembers the last context looked
-    /// up there, so the frames of one request rarely touch the hash map.
+    /// Counts a frame of the context at `index` (from a [`ContextIndex`]); `is_root`: the
+    /// frame is the context's root (its id is the context value).
     #[inline]
-    pub(crate) fn on_start(
-        &mut self,
-        worker: u8,
-        context: u32,
-        id: u32,
-        at: FrameRef,
-        cache: &mut Option<(u64, u32)>,
-    ) {
-        let k = ((worker as u64) << 32) | context as u64;
-        let idx = match *cache {
-            Some((ck, ci)) if ck == k => ci,
-            _ => {
-                if self.maps.len() <= worker as usize {
-                    self.maps.resize_with(worker as usize + 1, SeqMap::default);
-                }
-                let list = &mut self.list;
-                let idx = *self.maps[worker as usize]
-                    .entry(context)
-                    .or_insert_with(|| {
-                        list.push(ContextEntry {
-                            root: NO_ROOT,
-                            frames: 0,
-                        });
-                        (list.len() - 1) as u32
-                    });
-                *cache = Some((k, idx));
-                idx
-            }
-        };
-        let e = &mut self.list[idx as usize];
+    pub(crate) fn on_start(&mut self, index: u32, is_root: bool, at: FrameRef) {
+        let i = index as usize;
+        if i >= self.list.len() {
+            // In order, a new context is the next index; anything else still lands somewhere
+            // valid rather than panicking.
+            self.list.resize(
+                i + 1,
+                ContextEntry {
+                    root: NO_ROOT,
+                    frames: 0,
+                },
+            );
+        }
+        let e = &mut self.list[i];
         e.frames += 1;
-        if id == context {
+        if is_root {
             e.root = at;
         }
     }
@@ -138,11 +164,6 @@ impl Contexts {
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.list.capacity() * std::mem::size_of::<ContextEntry>()
-            + self
-                .maps
-                .iter()
-                .map(|m| m.capacity() * (std::mem::size_of::<(u32, u32)>() + 1))
-                .sum::<usize>()
     }
 }
 

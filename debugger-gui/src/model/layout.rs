@@ -26,11 +26,15 @@ pub struct StartRec {
     pub category: u8,
     /// Interned label id.
     pub label: u32,
+    /// Index of its context (worker and context value) from a
+    /// [`ContextIndex`](super::contexts::ContextIndex).
+    pub context_index: u32,
 }
 
 impl StartRec {
-    /// The compact form of `s`, whose label was interned as `label`.
-    pub fn new(s: &FrameStart<'_>, label: u32) -> Self {
+    /// The compact form of `s`, whose label was interned as `label` and whose context was
+    /// indexed as `context_index`.
+    pub fn new(s: &FrameStart<'_>, label: u32, context_index: u32) -> Self {
         Self {
             worker: s.worker,
             id: s.id,
@@ -38,6 +42,7 @@ impl StartRec {
             context: s.context,
             category: s.category.0,
             label,
+            context_index,
         }
     }
 }
@@ -107,7 +112,8 @@ impl Model {
     }
 
     /// Interns a label (labels must be interned in the order the ids were handed out by the
-    /// caller's own interner when it uses [`Model::apply_start`]).
+    /// caller's own interner when it uses [`Model::apply_start`]; contexts are indexed by the
+    /// caller's own [`ContextIndex`](super::contexts::ContextIndex) then).
     pub fn intern_label(&mut self, name: &str) -> u32 {
         self.labels.intern(name)
     }
@@ -157,7 +163,6 @@ impl Model {
             thread_name: String::new(),
             rows: Vec::new(),
             active: Vec::new(),
-            last_context: None,
         });
         self.lane_map.insert((worker, thread), l);
         l
@@ -171,7 +176,8 @@ impl Model {
 
     fn start(&mut self, s: &FrameStart<'_>) {
         let label = self.labels.intern(s.label);
-        self.start_interned(&StartRec::new(s, label));
+        let context = self.context_index.index(s.worker, s.context);
+        self.start_interned(&StartRec::new(s, label, context));
     }
 
     fn start_interned(&mut self, s: &StartRec) {
@@ -255,8 +261,8 @@ impl Model {
             at,
         });
         self.frames += 1;
-        let cache = &mut self.lanes[lane_id as usize].last_context;
-        self.contexts.on_start(s.worker, s.context, s.id, at, cache);
+        self.contexts
+            .on_start(s.context_index, s.id == s.context, at);
         match (end, pair) {
             (Some(e), _) => self.close(at, e),
             (None, StartPair::Waits(slot)) => {

@@ -37,7 +37,7 @@ use formats::{Category, FrameKey};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use calltree::CallTree;
-use contexts::Contexts;
+use contexts::{ContextIndex, Contexts};
 use intern::Interner;
 use layout::OpenSlot;
 use pair::Pairer;
@@ -128,6 +128,8 @@ pub struct Model {
     /// The frames waiting for their ends, by slot (see [`pair`]).
     open: Vec<OpenSlot>,
     contexts: Contexts,
+    /// Context indices for records applied here (the ingest indexes on its reader thread).
+    context_index: ContextIndex,
     calltree: CallTree,
     /// Frames cut when their process stopped writing.
     cut: FxHashSet<FrameRef>,
@@ -164,6 +166,7 @@ impl Model {
             pairer: Pairer::default(),
             open: Vec::new(),
             contexts: Contexts::default(),
+            context_index: ContextIndex::default(),
             calltree: CallTree::default(),
             cut: FxHashSet::default(),
             damage: Vec::new(),
@@ -469,6 +472,7 @@ impl Model {
             + self.labels.heap_bytes()
             + self.stats.heap_bytes()
             + self.contexts.heap_bytes()
+            + self.context_index.heap_bytes()
             + self.calltree.heap_bytes()
     }
 }

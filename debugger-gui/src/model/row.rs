@@ -252,7 +252,6 @@ pub struct Lane {
     /// Rows by depth.
     pub rows: Vec<Row>,
     pub(crate) active: Vec<Active>,
-    pub(crate) last_context: Option<(u64, u32)>,
 }
 
 impl Lane {
