@@ -76,10 +76,10 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
             if j >= n || row.start[j] >= t1 {
                 break;
             }
-            if j % 16 == 0 {
+            if j.is_multiple_of(16) {
                 for lvl in (0..SUMMARY_LEVELS).rev() {
                     let b = 1usize << (SUMMARY_SHIFT * (lvl as u32 + 1));
-                    if j % b != 0 {
+                    if !j.is_multiple_of(b) {
                         continue;
                     }
                     if let Some(&(g, d)) = row.summary[lvl].get(j / b)
