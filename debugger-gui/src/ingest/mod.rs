@@ -33,6 +33,20 @@ const RECORDS_PER_LOCK: usize = 65_536;
 /// (caught up) asks at once.
 const LOAD_REPAINT_EVERY: Duration = Duration::from_millis(250);
 
+/// When news arriving at `now` is painted: `(delay, time of that paint)`, given the time of
+/// the last paint asked for (`last`, possibly still to come) and the least gap between paints.
+fn paint_after(last: Option<Instant>, now: Instant, gap: Duration) -> (Duration, Instant) {
+    match last {
+        // A paint is asked for later already: it shows this news too (asked again, in case a
+        // paint for input in between took the request).
+        Some(t) if now < t => (t - now, t),
+        // Not lost, only later. That paint counts as the last one, or news just after it
+        // would paint again at once.
+        Some(t) if now < t + gap => (t + gap - now, t + gap),
+        _ => (Duration::ZERO, now),
+    }
+}
+
 /// How the ingest thread is doing (shown in the status bar).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct IngestStatus {
@@ -103,22 +117,14 @@ impl Shared {
         } else {
             Duration::ZERO
         };
-        let now = Instant::now();
         let mut last = self.last_repaint.lock();
-        match *last {
-            // A paint is asked for later already: it shows this news too (asked again, in case
-            // a paint for input in between took the request).
-            Some(t) if now < t => ctx.request_repaint_after(t - now),
-            Some(t) if now < t + gap => {
-                // Not lost, only later: the news is painted within `gap`. That paint counts
-                // as the last one, or the next news just after it would paint again at once.
-                ctx.request_repaint_after(t + gap - now);
-                *last = Some(t + gap);
-            }
-            _ => {
-                *last = Some(now);
-                ctx.request_repaint();
-            }
+        let (delay, at) = paint_after(*last, Instant::now(), gap);
+        *last = Some(at);
+        drop(last);
+        if delay.is_zero() {
+            ctx.request_repaint();
+        } else {
+            ctx.request_repaint_after(delay);
         }
     }
 
@@ -461,6 +467,36 @@ mod tests {
         let mut direct = Model::new();
         direct.apply_bytes(&bytes);
         direct
+    }
+
+    #[test]
+    fn a_loading_log_is_painted_at_most_once_per_gap_and_its_news_is_never_dropped() {
+        let (t0, gap) = (Instant::now(), LOAD_REPAINT_EVERY);
+        let ms = |n: u64| Duration::from_millis(n);
+        // News every 10 ms for 2 s (a backlog loading): the paints asked for.
+        let mut last = None;
+        let mut paints = std::collections::BTreeSet::new();
+        for i in 0..200 {
+            let now = t0 + ms(i * 10);
+            let (delay, at) = paint_after(last, now, gap);
+            assert_eq!(now + delay, at, "each news is painted, at the time said");
+            assert!(delay <= gap, "within a gap of its arrival: {delay:?}");
+            paints.insert(at);
+            last = Some(at);
+        }
+        // One at once, then one a gap: not two per gap (a paint, then the next news at once).
+        assert_eq!(paints.len() as u64, 1 + 2000 / gap.as_millis() as u64);
+        for (a, b) in paints.iter().zip(paints.iter().skip(1)) {
+            assert!(*b - *a >= gap, "{:?}", *b - *a);
+        }
+        // Quiet for longer than a gap: the next news is painted at once; a live tail (no gap)
+        // too.
+        let later = *paints.last().unwrap() + gap + ms(1);
+        assert_eq!(paint_after(last, later, gap), (Duration::ZERO, later));
+        assert_eq!(
+            paint_after(Some(later), later + ms(1), Duration::ZERO).0,
+            Duration::ZERO
+        );
     }
 
     #[test]

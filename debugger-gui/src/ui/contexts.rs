@@ -241,4 +241,48 @@ mod tests {
         frame(&mut panel, &model);
         assert_eq!(panel.rows.len(), 2);
     }
+
+    #[test]
+    fn a_costly_list_waits_for_the_load_to_finish_and_then_shows_everything() {
+        let mut log = Log::default();
+        log.start(0, 1, 100, 1, "request").end(0, 1, 200);
+        let mut model = log.model();
+        let ctx = egui::Context::default();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let a = asked.clone();
+        ctx.set_request_repaint_callback(move |info| a.lock().unwrap().push(info.delay));
+        let mut panel = ContextsPanel::default();
+        let frame = |panel: &mut ContextsPanel, model: &Model| {
+            let mut out = ctx.run_ui(egui::RawInput::default(), |ui| {
+                show(ui, panel, model);
+            });
+            out.textures_delta.clear();
+        };
+        crate::ui::set_loading(&ctx, true);
+        frame(&mut panel, &model);
+        assert_eq!(panel.rows.len(), 1);
+        // As if the list took 60 ms to make (millions of contexts): while the log loads, it
+        // is not made again, and asks for no frames of its own (the load paints).
+        panel.cost = Duration::from_millis(60);
+        let mut more = Log::default();
+        more.start(0, 2, 300, 2, "request").end(0, 2, 400);
+        model.apply_bytes(&more.bytes);
+        asked.lock().unwrap().clear();
+        frame(&mut panel, &model);
+        assert!(
+            asked.lock().unwrap().iter().all(|d| d.is_zero()),
+            "no frames of its own: {:?}",
+            asked.lock().unwrap()
+        );
+        // Even once a refresh would be due (ten times its cost later).
+        std::thread::sleep(Duration::from_millis(700));
+        frame(&mut panel, &model);
+        assert_eq!(panel.rows.len(), 1, "not remade while loading");
+        assert!(panel.waits_for_load, "and says so");
+        // Loaded: the next frame shows the whole log.
+        crate::ui::set_loading(&ctx, false);
+        frame(&mut panel, &model);
+        assert_eq!(panel.rows.len(), 2);
+        assert!(!panel.waits_for_load);
+    }
 }
