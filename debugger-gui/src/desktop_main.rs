@@ -102,13 +102,16 @@ impl eframe::App for Window {
         let heap = self.app.model().map_or(0, |m| m.heap_bytes());
         if (status.compacted && frames > 0) || status.finished {
             let rss = rss_bytes();
+            let caught_up = status
+                .caught_up_at
+                .map_or(0.0, |t| t.duration_since(self.started).as_secs_f64());
             let first_paint = status
                 .first_frames_at
                 .map_or(0.0, |t| t.duration_since(self.started).as_secs_f64() * 1e3);
             println!(
                 // RSS whole: per-frame memory is (RSS − an empty window's RSS) / frames, as
                 // the README measures it; dividing the whole RSS would count the window itself.
-                "first frames painted after {first_paint:.0} ms; loaded {frames} frames in {:.2} s ({} paints); model heap {heap} bytes; window RSS {rss} bytes ({:.1} MiB)",
+                "first frames painted after {first_paint:.0} ms; loaded {frames} frames in {:.2} s (indexed after {caught_up:.2} s; {} paints); model heap {heap} bytes; window RSS {rss} bytes ({:.1} MiB)",
                 self.started.elapsed().as_secs_f64(),
                 self.paints,
                 rss as f64 / f64::from(1 << 20)

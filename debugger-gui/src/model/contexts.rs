@@ -250,6 +250,9 @@ impl Model {
         for (r, (_, id)) in by_name.iter().enumerate() {
             rank[*id as usize] = r as u32;
         }
+        if q.sort == ContextSort::Start {
+            return self.contexts_by_start(q, &label_ok);
+        }
         // (primary key, entry), sorted by the key, then start, then entry; only the entries
         // are kept. 16 bytes a context (a 100 M-frame log has tens of millions): the start
         // is looked up again for ties only, which sorting by start (the default) has few of.
@@ -259,10 +262,7 @@ impl Model {
             let Some(r) = self.context_row(i) else {
                 continue;
             };
-            if !label_ok[r.label as usize]
-                || r.duration < q.min_duration_ns
-                || q.range.is_some_and(|(a, b)| r.start < a || r.start >= b)
-            {
+            if !listed(&r, q, &label_ok) {
                 continue;
             }
             let primary = match q.sort {
@@ -289,6 +289,69 @@ impl Model {
         }
         keyed.into_iter().map(|(_, i)| i).collect()
     }
+
+    /// [`Model::query_contexts`] sorted by start (the default): a lane's roots start in the
+    /// order they were recorded, so each lane's are nearly sorted already and the lanes are
+    /// merged. Tens of millions of contexts take a fraction of a second, where sorting them
+    /// all took seconds, holding the model meanwhile.
+    fn contexts_by_start(&self, q: &ContextQuery, label_ok: &[bool]) -> Vec<u32> {
+        let mut counts = vec![0usize; self.lanes().len()];
+        let mut rows = Vec::new();
+        for i in 0..self.contexts().len() as u32 {
+            if let Some(r) = self.context_row(i)
+                && listed(&r, q, label_ok)
+            {
+                counts[r.root.lane as usize] += 1;
+            }
+        }
+        // Sized up front, as above.
+        let mut by_lane: Vec<Vec<(u64, u32)>> =
+            counts.iter().map(|&n| Vec::with_capacity(n)).collect();
+        for i in 0..self.contexts().len() as u32 {
+            if let Some(r) = self.context_row(i)
+                && listed(&r, q, label_ok)
+            {
+                by_lane[r.root.lane as usize].push((r.start, i));
+            }
+        }
+        // Sorted input costs a sort one pass.
+        for lane in &mut by_lane {
+            lane.sort_unstable();
+        }
+        rows.reserve_exact(counts.iter().sum());
+        let mut lanes: Vec<&[(u64, u32)]> = by_lane
+            .iter()
+            .filter(|v| !v.is_empty())
+            .map(Vec::as_slice)
+            .collect();
+        if lanes.len() > 16 {
+            // Many threads: merging by scanning every lane's head would cost more than sorting.
+            let mut all: Vec<(u64, u32)> = by_lane.concat();
+            drop(by_lane);
+            all.sort_unstable();
+            rows.extend(all.into_iter().map(|(_, i)| i));
+        } else {
+            // A few lanes: the smallest head, found by looking at each.
+            while let Some((l, _)) = lanes.iter().enumerate().min_by_key(|(_, v)| v[0]) {
+                rows.push(lanes[l][0].1);
+                lanes[l] = &lanes[l][1..];
+                if lanes[l].is_empty() {
+                    lanes.swap_remove(l);
+                }
+            }
+        }
+        if q.descending {
+            rows.reverse();
+        }
+        rows
+    }
+}
+
+/// Whether the contexts list shows `r` under query `q` (`label_ok`: by label id).
+fn listed(r: &ContextRow, q: &ContextQuery, label_ok: &[bool]) -> bool {
+    label_ok[r.label as usize]
+        && r.duration >= q.min_duration_ns
+        && !q.range.is_some_and(|(a, b)| r.start < a || r.start >= b)
 }
 
 #[cfg(test)]
@@ -336,6 +399,71 @@ mod tests {
             .iter()
             .map(|&e| m.labels().name(m.context_row(e).unwrap().label).to_owned())
             .collect()
+    }
+
+    #[test]
+    fn sorting_by_start_merges_lanes_as_a_full_sort_would() {
+        // Three threads of two processes (merged), then twenty (sorted whole).
+        for threads in [3usize, 20] {
+            by_start_on_threads(threads);
+        }
+    }
+
+    fn by_start_on_threads(threads: usize) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut l = Log::default();
+        // Threads record requests in order, written in chunks that interleave (as threads'
+        // buffers reach a log); some start at the same time.
+        let mut next = vec![100u64; threads];
+        let mut id = 0;
+        for _ in 0..300 {
+            let lane = rng.gen_range(0..threads);
+            let w = (lane / 2) as u8;
+            l.thread(w, lane as u32, "t");
+            for _ in 0..rng.gen_range(1..6) {
+                id += 1;
+                let t = next[lane];
+                let d = rng.gen_range(1..50);
+                let label = ["GET /a", "GET /b", "job"][rng.gen_range(0..3)];
+                l.start(w, id, t, id, label).end(w, id, t + d);
+                next[lane] += d + rng.gen_range(0..3) * 10;
+            }
+        }
+        let m = l.model();
+        let queries = [
+            ContextQuery::default(),
+            ContextQuery {
+                descending: true,
+                ..Default::default()
+            },
+            ContextQuery {
+                label: "get".into(),
+                min_duration_ns: 10,
+                range: Some((500, 3_000)),
+                ..Default::default()
+            },
+        ];
+        for q in queries {
+            let got = m.query_contexts(&q);
+            // The rule: all listed contexts sorted by (start, entry).
+            let mut want: Vec<(u64, u32)> = (0..m.contexts().len() as u32)
+                .filter_map(|i| m.context_row(i).map(|r| (r, i)))
+                .filter(|(r, _)| {
+                    m.labels().name(r.label).to_lowercase().contains(&q.label)
+                        && r.duration >= q.min_duration_ns
+                        && q.range.is_none_or(|(a, b)| r.start >= a && r.start < b)
+                })
+                .map(|(r, i)| (r.start, i))
+                .collect();
+            want.sort_unstable();
+            if q.descending {
+                want.reverse();
+            }
+            let want: Vec<u32> = want.into_iter().map(|(_, i)| i).collect();
+            assert!(want.len() > 50, "{}", want.len());
+            assert_eq!(got, want, "{q:?}");
+        }
     }
 
     #[test]
