@@ -117,13 +117,13 @@ impl AggregatedState {
     }
 
     /// The aggregate for `scope`, rebuilt when the scope changed or the log grew (throttled).
-    fn aggregate(&mut self, model: &Model, scope: Scope) -> &mut Cache {
+    fn aggregate(&mut self, model: &Model, scope: Scope, ctx: &egui::Context) -> &mut Cache {
         let stale = match &self.cache {
             None => true,
             Some(c) => {
                 c.scope != scope
                     || (c.generation != model.generation()
-                        && super::refresh_due(c.built.elapsed(), c.cost))
+                        && super::refresh_due(ctx, c.built.elapsed(), c.cost))
             }
         };
         if stale {
@@ -242,7 +242,7 @@ pub fn show(
     let state_difference = state.difference;
     let state_sandwich = state.sandwich;
     let mut new_sandwich: Option<Option<u32>> = None;
-    let cache = state.aggregate(model, scope);
+    let cache = state.aggregate(model, scope, ui.ctx());
     let focus = if (focus_in as usize) < cache.agg.total_ns.len() {
         focus_in
     } else {

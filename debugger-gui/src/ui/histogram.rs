@@ -38,14 +38,14 @@ pub struct HistogramPanel {
 impl HistogramPanel {
     /// The histogram for the current label and range (recomputed when they change, and twice
     /// a second while the log grows).
-    pub fn histogram(&mut self, model: &Model) -> Option<&Histogram> {
+    pub fn histogram(&mut self, model: &Model, ctx: &egui::Context) -> Option<&Histogram> {
         let label = self.label?;
         let stale = match &self.cache {
             None => true,
             Some((l, r, g, at, cost, _)) => {
                 *l != label
                     || *r != self.range
-                    || (*g != model.generation() && super::refresh_due(at.elapsed(), *cost))
+                    || (*g != model.generation() && super::refresh_due(ctx, at.elapsed(), *cost))
             }
         };
         if stale {
@@ -84,7 +84,7 @@ pub fn show(ui: &mut Ui, panel: &mut HistogramPanel, model: &Model) -> Option<Fr
         return None;
     };
     let name = model.labels().name(label).to_owned();
-    let h = panel.histogram(model).cloned()?;
+    let h = panel.histogram(model, ui.ctx()).cloned()?;
     let mut go = None;
     ui.horizontal(|ui| {
         ui.strong(&name);

@@ -58,14 +58,19 @@ pub fn category_name(c: Category) -> String {
 /// Whether a view of a growing log, computed `age` ago at a cost of `cost`, is due again: at
 /// most twice a second, and never more than a tenth of the time (views that walk every frame
 /// would otherwise hold the model lock most of the time on a 100 M-frame log and starve its
-/// loading).
-pub fn refresh_due(age: Duration, cost: Duration) -> bool {
-    age >= refresh_interval(cost)
+/// loading). While a log loads, at most once a second and a fortieth of the time: the load
+/// waits for the model while a view holds it.
+pub fn refresh_due(ctx: &egui::Context, age: Duration, cost: Duration) -> bool {
+    age >= refresh_interval(loading(ctx), cost)
 }
 
 /// How long after its computation a view costing `cost` may be computed again.
-fn refresh_interval(cost: Duration) -> Duration {
-    Duration::from_millis(500).max(cost * 10)
+fn refresh_interval(loading: bool, cost: Duration) -> Duration {
+    if loading {
+        Duration::from_secs(1).max(cost * 40)
+    } else {
+        Duration::from_millis(500).max(cost * 10)
+    }
 }
 
 /// A view of a changed model was left stale by [`refresh_due`]: asks for a frame when it is
@@ -75,7 +80,7 @@ fn refresh_interval(cost: Duration) -> Duration {
 /// the window several times as often, with the CPU the load needs.
 pub fn repaint_when_due(ctx: &egui::Context, age: Duration, cost: Duration) {
     if !loading(ctx) {
-        ctx.request_repaint_after(refresh_interval(cost).saturating_sub(age));
+        ctx.request_repaint_after(refresh_interval(false, cost).saturating_sub(age));
     }
 }
 

@@ -33,11 +33,17 @@ impl Overview {
     /// Activity of `model` in `buckets` slices, and the range they cover: `range` when fresh.
     /// While the log grows (and its range with it) they are recomputed at most as often as
     /// [`super::refresh_due`] allows: they read every frame's start.
-    fn counts(&mut self, model: &Model, range: (u64, u64), buckets: usize) -> (&[u32], (u64, u64)) {
+    fn counts(
+        &mut self,
+        model: &Model,
+        range: (u64, u64),
+        buckets: usize,
+        ctx: &egui::Context,
+    ) -> (&[u32], (u64, u64)) {
         let stale = self.cache.as_ref().is_none_or(|c| {
             c.buckets != buckets
                 || (c.generation != model.generation()
-                    && super::refresh_due(c.at.elapsed(), c.cost))
+                    && super::refresh_due(ctx, c.at.elapsed(), c.cost))
         });
         if stale {
             let t = Instant::now();
@@ -77,7 +83,7 @@ pub fn show(
     let buckets = (w / 2.0) as usize;
     let span = (range.1 - range.0).max(1) as f64;
     let x_of = |t: f64| rect.left() + ((t - range.0 as f64) / span * f64::from(w)) as f32;
-    let (counts, counted) = overview.counts(model, range, buckets.max(1));
+    let (counts, counted) = overview.counts(model, range, buckets.max(1), ui.ctx());
     let top = counts.iter().copied().max().unwrap_or(0).max(1) as f32;
     // The counts may cover an earlier, shorter range of a growing log: draw them over it.
     let (cx0, cx1) = (x_of(counted.0 as f64), x_of(counted.1 as f64));

@@ -80,7 +80,7 @@ impl StatsPanel {
             Some((g, s, a, r, at, cost)) => {
                 let grown = g != model.generation() && !self.frozen;
                 let due = (self.range.is_none() && model.labels().len() < 2_000)
-                    || super::refresh_due(at.elapsed(), cost);
+                    || super::refresh_due(ctx, at.elapsed(), cost);
                 if grown && !due {
                     super::repaint_when_due(ctx, at.elapsed(), cost);
                 }
