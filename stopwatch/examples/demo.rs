@@ -3,6 +3,7 @@
 //! `cargo run --release -p stopwatch --features demo --example demo -- [DIR] [SECONDS|forever]
 //!  [THREADS] [--connect HOST:PORT] [--suspend]`
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -85,9 +86,16 @@ fn main() -> ExitCode {
         ..Default::default()
     }) {
         Ok(s) => {
-            println!(
+            // The log is written: a reader that went away (`| head`) loses only this line.
+            let _ = writeln!(
+                std::io::stdout(),
                 "{{\"requests\":{},\"tasks\":{},\"jobs\":{},\"dropped\":{},\"unsent\":{},\"written_bytes\":{}}}",
-                s.requests, s.tasks, s.jobs, s.stats.dropped, s.stats.unsent, s.stats.written_bytes
+                s.requests,
+                s.tasks,
+                s.jobs,
+                s.stats.dropped,
+                s.stats.unsent,
+                s.stats.written_bytes
             );
             ExitCode::SUCCESS
         }

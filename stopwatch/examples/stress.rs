@@ -4,6 +4,7 @@
 //!  --threads T --frames N --mode drop|block --buffer-kib K --data-every M --depth D
 //!  [--connect HOST:PORT [--suspend]]`
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -84,7 +85,8 @@ fn main() -> ExitCode {
     match run(&opts) {
         Ok(report) => match serde_json::to_string(&report) {
             Ok(line) => {
-                println!("{line}");
+                // The log is written: a reader that went away (`| head`) loses only this line.
+                let _ = writeln!(std::io::stdout(), "{line}");
                 ExitCode::SUCCESS
             }
             Err(e) => {
