@@ -193,22 +193,30 @@ mod tests {
     use crate::model::test_log::Log;
     use std::sync::{Arc, Mutex};
 
-    #[test]
-    fn a_list_left_stale_by_the_refresh_limit_asks_for_a_frame_when_it_is_due() {
+    /// A one-request log, and a context that records the delays of the frames asked of it.
+    fn one_request() -> (Model, egui::Context, Arc<Mutex<Vec<Duration>>>) {
         let mut log = Log::default();
         log.start(0, 1, 100, 1, "request").end(0, 1, 200);
-        let mut model = log.model();
         let ctx = egui::Context::default();
         let asked = Arc::new(Mutex::new(Vec::new()));
         let a = asked.clone();
         ctx.set_request_repaint_callback(move |info| a.lock().unwrap().push(info.delay));
+        (log.model(), ctx, asked)
+    }
+
+    /// One frame of the panel.
+    fn paint(ctx: &egui::Context, panel: &mut ContextsPanel, model: &Model) {
+        let mut out = ctx.run_ui(egui::RawInput::default(), |ui| {
+            show(ui, panel, model);
+        });
+        out.textures_delta.clear();
+    }
+
+    #[test]
+    fn a_list_left_stale_by_the_refresh_limit_asks_for_a_frame_when_it_is_due() {
+        let (mut model, ctx, asked) = one_request();
         let mut panel = ContextsPanel::default();
-        let frame = |panel: &mut ContextsPanel, model: &Model| {
-            let mut out = ctx.run_ui(egui::RawInput::default(), |ui| {
-                show(ui, panel, model);
-            });
-            out.textures_delta.clear();
-        };
+        let frame = |panel: &mut ContextsPanel, model: &Model| paint(&ctx, panel, model);
         frame(&mut panel, &model);
         assert_eq!(panel.rows.len(), 1);
         // As if the list took 40 ms to compute (a big log): refreshed at most every 400 ms.
@@ -244,20 +252,9 @@ mod tests {
 
     #[test]
     fn a_costly_list_waits_for_the_load_to_finish_and_then_shows_everything() {
-        let mut log = Log::default();
-        log.start(0, 1, 100, 1, "request").end(0, 1, 200);
-        let mut model = log.model();
-        let ctx = egui::Context::default();
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let a = asked.clone();
-        ctx.set_request_repaint_callback(move |info| a.lock().unwrap().push(info.delay));
+        let (mut model, ctx, asked) = one_request();
         let mut panel = ContextsPanel::default();
-        let frame = |panel: &mut ContextsPanel, model: &Model| {
-            let mut out = ctx.run_ui(egui::RawInput::default(), |ui| {
-                show(ui, panel, model);
-            });
-            out.textures_delta.clear();
-        };
+        let frame = |panel: &mut ContextsPanel, model: &Model| paint(&ctx, panel, model);
         crate::ui::set_loading(&ctx, true);
         frame(&mut panel, &model);
         assert_eq!(panel.rows.len(), 1);
