@@ -86,7 +86,8 @@ impl Row {
         self.dur[i] = if end == OPEN {
             DUR_OPEN
         } else {
-            let d = end - self.start[i];
+            // Callers end a frame at or after its start; saturating keeps a bad end harmless.
+            let d = end.saturating_sub(self.start[i]);
             if d < u64::from(DUR_LONG) {
                 d as u32
             } else {
