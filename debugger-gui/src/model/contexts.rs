@@ -295,23 +295,32 @@ impl Model {
     /// merged. Tens of millions of contexts take a fraction of a second, where sorting them
     /// all took seconds, holding the model meanwhile.
     fn contexts_by_start(&self, q: &ContextQuery, label_ok: &[bool]) -> Vec<u32> {
+        // Unfiltered (the default), a context is listed once its root was seen: its lane and
+        // start are all there is to read, not its label and duration.
+        let all = q.label.is_empty() && q.min_duration_ns == 0 && q.range.is_none();
+        let entries = self.contexts().entries();
+        let root = |i: u32| -> Option<(u32, u64)> {
+            if all {
+                let at = entries[i as usize].root()?;
+                Some((at.lane, self.row(at).start[at.index as usize]))
+            } else {
+                let r = self.context_row(i)?;
+                listed(&r, q, label_ok).then_some((r.root.lane, r.start))
+            }
+        };
         let mut counts = vec![0usize; self.lanes().len()];
         let mut rows = Vec::new();
-        for i in 0..self.contexts().len() as u32 {
-            if let Some(r) = self.context_row(i)
-                && listed(&r, q, label_ok)
-            {
-                counts[r.root.lane as usize] += 1;
+        for i in 0..entries.len() as u32 {
+            if let Some((lane, _)) = root(i) {
+                counts[lane as usize] += 1;
             }
         }
         // Sized up front, as above.
         let mut by_lane: Vec<Vec<(u64, u32)>> =
             counts.iter().map(|&n| Vec::with_capacity(n)).collect();
-        for i in 0..self.contexts().len() as u32 {
-            if let Some(r) = self.context_row(i)
-                && listed(&r, q, label_ok)
-            {
-                by_lane[r.root.lane as usize].push((r.start, i));
+        for i in 0..entries.len() as u32 {
+            if let Some((lane, start)) = root(i) {
+                by_lane[lane as usize].push((start, i));
             }
         }
         // Sorted input costs a sort one pass.
