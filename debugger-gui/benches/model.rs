@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use debugger_gui::DebuggerApp;
 use debugger_gui::app::CentralView;
+use debugger_gui::model::Model;
 use debugger_gui::model::calltree::{self, Aggregate, Scope};
-use debugger_gui::model::pair::{Pairer, StartPair};
-use debugger_gui::model::{Model, StartRec};
 use debugger_gui::synth::{self, SynthOptions};
 
 fn frames_env() -> u64 {
@@ -407,67 +406,29 @@ fn bench_stress_load(summary: &mut Vec<String>) {
     }
     drop(m);
     drop(ing);
-    // Where the time goes: the reader's share (decode, intern, pair) and the model's (layout,
-    // rows, call tree, statistics, contexts), one after the other on this thread, a slice at
-    // a time into a reused buffer as the ingest does.
-    enum Ev {
-        Start(StartRec, StartPair),
-        End(u8, u64, Option<u32>),
-        Other(Vec<u8>),
-    }
-    let mut events = Vec::new();
-    let mut labels = debugger_gui::model::intern::Interner::default();
-    let mut pairer = Pairer::default();
-    let mut contexts = debugger_gui::model::contexts::ContextIndex::default();
+    // Where the time goes: the reader's share (decode, intern labels, index contexts, pair,
+    // carry ends) and the model's (layout, rows, call tree, statistics, contexts), one after
+    // the other on this thread, a slice at a time into a reused batch as the ingest does.
+    let mut digest = debugger_gui::feed::Digest::default();
+    let mut labels = debugger_gui::feed::LabelMap::default();
+    let mut batch = debugger_gui::feed::Batch::default();
     let mut model = Model::new();
     // As the ingest does (it estimates the total from the log's size).
     model.expect_frames(frames);
     let mut reader = framelog::LogReader::open(&log).unwrap();
     let (mut read_t, mut model_t) = (Duration::ZERO, Duration::ZERO);
     loop {
-        events.clear();
+        batch.clear();
         let t = Instant::now();
         let n = reader
-            .read_some(4 << 20, |_, rec| {
-                events.push(match &rec {
-                    formats::Record::Start(s) => Ev::Start(
-                        StartRec::new(
-                            s,
-                            labels.intern(s.label),
-                            contexts.index(s.worker, s.context),
-                        ),
-                        pairer.start(formats::FrameKey::new(s.worker, s.id)),
-                    ),
-                    formats::Record::End(e) => Ev::End(
-                        e.worker,
-                        e.timestamp,
-                        pairer.end(formats::FrameKey::new(e.worker, e.id), e.timestamp),
-                    ),
-                    other => {
-                        let mut bytes = Vec::new();
-                        other.encode_to_vec(&mut bytes);
-                        Ev::Other(bytes)
-                    }
-                })
-            })
+            .read_some(4 << 20, |_, rec| digest.push(&rec, &mut batch))
             .unwrap();
         read_t += t.elapsed();
         if n == 0 {
             break;
         }
         let t = Instant::now();
-        while model.labels().len() < labels.len() {
-            model.intern_label(labels.name(model.labels().len() as u32));
-        }
-        for ev in &events {
-            match ev {
-                Ev::Start(s, p) => model.apply_start_paired(s, *p),
-                &Ev::End(w, t, slot) => model.apply_end_paired(w, t, slot),
-                Ev::Other(bytes) => {
-                    model.apply_bytes(bytes);
-                }
-            }
-        }
+        debugger_gui::feed::apply_batch(&mut model, &batch, &mut labels).unwrap();
         model_t += t.elapsed();
     }
     assert_eq!(model.frame_count(), frames);
@@ -484,7 +445,7 @@ fn bench_stress_load(summary: &mut Vec<String>) {
         load.as_secs_f64() / floor.as_secs_f64(),
     ));
     summary.push(format!(
-        "  per frame, one stage after the other on one thread: reader stage (decode + intern + pair) {:.0} ns, model building {:.0} ns; the load runs them on two threads",
+        "  per frame, one stage after the other on one thread: reader stage (decode, labels, contexts, pairing) {:.0} ns, model building {:.0} ns; the load runs them on two threads",
         ns(read_t),
         ns(model_t),
     ));

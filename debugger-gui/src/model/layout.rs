@@ -198,9 +198,14 @@ impl Model {
             }
         };
         let label = s.label;
-        let end = match pair {
-            StartPair::Ended(e) => Some(e.max(s.timestamp)),
-            StartPair::Waits(_) => None,
+        // Its end if it came first (then it also rules out parents that ended before it);
+        // or, from the reader stage, the end that follows it (placed as a running frame: a
+        // lane's records are in time order, so until that end every frame placed here
+        // starts before it).
+        let (end, ends_later) = match pair {
+            StartPair::Ended(e) => (Some(e.max(s.timestamp)), None),
+            StartPair::Waits(_) => (None, None),
+            StartPair::EndsLater(e) => (None, Some(e.max(s.timestamp))),
         };
         let t = s.timestamp;
         let lane = &mut self.lanes[lane_id as usize];
@@ -244,7 +249,7 @@ impl Model {
         }
         let index = rows[row].push(NewFrame {
             start: t,
-            end: end.unwrap_or(OPEN),
+            end: end.or(ends_later).unwrap_or(OPEN),
             context: s.context,
             id: s.id,
             category: s.category,
@@ -263,7 +268,15 @@ impl Model {
         self.frames += 1;
         self.contexts
             .on_start(s.context_index, s.id == s.context, at);
-        match (end, pair) {
+        match (end.or(ends_later), pair) {
+            (Some(e), StartPair::EndsLater(_)) => {
+                // What its end record would have done.
+                self.records += 1;
+                self.touch(e);
+                let wk = &mut self.workers[s.worker as usize];
+                wk.last_time = wk.last_time.max(e);
+                self.close(at, e);
+            }
             (Some(e), _) => self.close(at, e),
             (None, StartPair::Waits(slot)) => {
                 let slot = slot as usize;
@@ -285,7 +298,9 @@ impl Model {
                     live: true,
                 };
             }
-            (None, StartPair::Ended(_)) => unreachable!("an ended start has its end"),
+            (None, StartPair::Ended(_) | StartPair::EndsLater(_)) => {
+                unreachable!("an ended start has its end")
+            }
         }
     }
 

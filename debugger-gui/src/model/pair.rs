@@ -18,6 +18,10 @@ pub enum StartPair {
     Ended(u64),
     /// It waits for its end in this slot.
     Waits(u32),
+    /// Its end follows it in the same batch of records, at this time (ns): the reader stage
+    /// saw both, so the frame is placed as a running one and ended at once, with no end
+    /// record to apply. (The pairer itself never says this; the ingest's reader stage does.)
+    EndsLater(u64),
 }
 
 /// Open frames kept in [`Pairer`]'s short list before the hash map.
