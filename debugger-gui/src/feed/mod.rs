@@ -7,8 +7,9 @@
 //! model lock one chunk at a time.
 //!
 //! - [`Digest`] (the reader stage) decodes nothing itself: it takes decoded records, interns
-//!   their labels and pairs starts with ends, into a [`Batch`] the model applies without
-//!   hashing a key.
+//!   their labels, indexes their contexts and pairs starts with ends, into a [`Batch`] the
+//!   model applies without hashing a key. A frame that ends within its batch has its start
+//!   carry the end, so the applier has half the records to apply.
 //! - [`LabelMap`] and [`apply_events`] / [`apply_marks`] (the applier stage) put a batch into
 //!   the [`Model`].
 //! - [`WriterWatch`] decides which writing processes stopped, from whatever tells it who is
