@@ -320,29 +320,28 @@ fn kill_9_during_compaction_leaves_a_log_that_reads_the_same() {
 fn a_recording_program_compacts_the_segments_it_seals() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("log");
-    // Recording for a while with 1 MiB segments: the writer's background thread compacts
-    // what it seals while the program still runs.
+    // Recording with 1 MiB segments: the writer's background thread compacts what it seals
+    // while the program runs. The program keeps its recorder until its stdin closes: the
+    // compactor runs at the lowest priority, so on a busy machine it may only get the CPU
+    // once recording is done.
     let mut child = Command::new(env!("CARGO_BIN_EXE_record_child"))
         .arg(&dir)
-        .args(["1500000", "1", "100000"])
+        .args(["1500000", "1", "100000", "hold"])
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut seen = false;
-    while child.try_wait().unwrap().is_none() {
-        if frame_segment_paths(&dir).iter().any(|p| is_compact(p)) {
-            seen = true;
-            break;
-        }
+    while !frame_segment_paths(&dir).iter().any(|p| is_compact(p)) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the program ended before any segment it sealed was compacted"
+        );
         assert!(Instant::now() < deadline, "no segment became compact");
         std::thread::sleep(Duration::from_millis(10));
     }
+    drop(child.stdin.take());
     wait_exit(&mut child, "record_child");
-    assert!(
-        seen,
-        "the program ended before any segment it sealed was compacted"
-    );
     let mut r = LogReader::open(&dir).unwrap();
     let mut n = 0u64;
     r.read_available(|_, _| n += 1).unwrap();

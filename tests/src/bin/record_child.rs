@@ -1,17 +1,23 @@
 //! A program recording as fast as it can into a log with small segments and a retention
-//! budget: `record_child DIR FRAMES_PER_THREAD SEGMENT_MIB MAX_MIB`. Prints the stress
-//! report as one JSON line.
+//! budget: `record_child DIR FRAMES_PER_THREAD SEGMENT_MIB MAX_MIB [hold]`. Prints the stress
+//! report as one JSON line. With `hold`, it keeps its recorder (and the writer's background
+//! compactor) until its stdin closes, then exits.
 
+use std::io::Read;
 use std::process::ExitCode;
 
-use stopwatch::BufferingMode;
 use stopwatch::stress::{Segments, StressOptions, run};
+use stopwatch::{BufferingMode, Stopwatch};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [dir, frames, segment_mib, max_mib] = args.as_slice() else {
-        eprintln!("usage: record_child DIR FRAMES_PER_THREAD SEGMENT_MIB MAX_MIB");
-        return ExitCode::FAILURE;
+    let (dir, frames, segment_mib, max_mib, hold) = match args.as_slice() {
+        [d, f, s, m] => (d, f, s, m, false),
+        [d, f, s, m, h] if h == "hold" => (d, f, s, m, true),
+        _ => {
+            eprintln!("usage: record_child DIR FRAMES_PER_THREAD SEGMENT_MIB MAX_MIB [hold]");
+            return ExitCode::FAILURE;
+        }
     };
     let number = |s: &String| s.parse::<u64>().ok();
     let (Some(frames), Some(segment_mib), Some(max_mib)) =
@@ -20,6 +26,27 @@ fn main() -> ExitCode {
         eprintln!("record_child: FRAMES_PER_THREAD, SEGMENT_MIB and MAX_MIB are numbers");
         return ExitCode::FAILURE;
     };
+    if hold {
+        // The same workload on a recorder this program keeps until told to go.
+        let bytes = segment_mib.max(1) << 20;
+        let recorder = match Stopwatch::builder()
+            .mode(BufferingMode::Block)
+            .dir(dir)
+            .segment_bytes(bytes, bytes)
+            .retain(Some(max_mib << 20), None)
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("record_child: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        stopwatch::stress::record(&recorder, 2, frames, 2, 10);
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        recorder.shutdown();
+        return ExitCode::SUCCESS;
+    }
     let opts = StressOptions {
         dir: Some(dir.into()),
         threads: 2,
