@@ -19,6 +19,9 @@ fn small_segments(dir: &std::path::Path, batches: u32, retention: Retention) -> 
             frames_segment_bytes: 4096,
             data_segment_bytes: 4096,
             retention,
+            // Retention by raw sizes: background compaction would shrink sealed segments at
+            // moments these tests do not control.
+            compact: false,
             ..Default::default()
         },
     )
@@ -172,6 +175,10 @@ fn data_lookups_survive_retention_deleting_data_segments() {
         WriterOptions {
             frames_segment_bytes: 4096,
             data_segment_bytes: 4096,
+            // No background compaction: it shrinks sealed segments at moments this test does
+            // not control, and a log compacted in time fits the budget with nothing to delete
+            // (seen on a CI run).
+            compact: false,
             ..Default::default()
         },
     )
