@@ -53,6 +53,9 @@ pub(crate) struct Inner {
     pub(crate) last_flush_ns: AtomicU64,
     pub(crate) flush_interval: Duration,
     pub(crate) closed: AtomicBool,
+    /// Set by the writer when it begins its final pass: a buffer handed over from then on
+    /// would never be read, so its records are counted as dropped instead of sent.
+    pub(crate) final_pass: AtomicBool,
     /// Set by the writer when it stops writing (I/O error or panic).
     pub(crate) writer_failed: AtomicBool,
     pub(crate) reporter: Arc<Reporter>,
@@ -146,6 +149,9 @@ impl Inner {
     /// the writer; false if it could not be (too long, or the writer is gone).
     pub(crate) fn send_late(&self, rec: &dyn Encode) -> bool {
         // Only FrameEnds (25 bytes) and short FrameStarts take this path.
+        if self.final_pass.load(Ordering::SeqCst) {
+            return false;
+        }
         let mut tmp = [0u8; 512];
         match rec.encode_into(&mut tmp) {
             Some(n) => self.msgs.send(Msg::Late(tmp[..n].to_vec())).is_ok(),

@@ -398,6 +398,18 @@ impl Entry {
             self.inner.pool.give_back(buf);
             return;
         }
+        // Read under the slot lock: the writer sets the flag and then reads `pending` under
+        // this lock, so either it sees this hand-off pending and waits for it, or we see the
+        // flag and count the records (never sent to a writer that no longer reads).
+        if self.inner.final_pass.load(Ordering::SeqCst) {
+            drop(st);
+            let lost = pos_count(pos).wrapping_sub(pos_count(from));
+            self.inner
+                .writer_dropped
+                .fetch_add(u64::from(lost), Ordering::Relaxed);
+            self.inner.pool.give_back(buf);
+            return;
+        }
         st.pending += 1;
         drop(st);
         // SAFETY: the buffer is ours alone again (the slot no longer points at it), and

@@ -305,6 +305,7 @@ impl Builder {
             last_flush_ns: AtomicU64::new(clock.now()),
             flush_interval: self.flush_interval,
             closed: AtomicBool::new(false),
+            final_pass: AtomicBool::new(false),
             writer_failed: AtomicBool::new(false),
             reporter,
             writer_thread: Mutex::new(None),
