@@ -210,27 +210,38 @@ impl Model {
         let t = s.timestamp;
         let lane = &mut self.lanes[lane_id as usize];
         let Lane { rows, active, .. } = lane;
-        // Forget frames that ended by now: they cannot contain this one.
-        active.retain(|a| {
-            let e = rows[a.at.row as usize].end(a.at.index as usize);
-            e == OPEN || e > t
-        });
-        // The parent: the most recently started running frame of the same context.
+        // One pass: forget frames that ended by now (they cannot contain this one), and find
+        // the parent, the most recently started running frame of the same context.
         let mut parent: Option<Active> = None;
-        for a in active.iter() {
+        let mut kept = 0;
+        for i in 0..active.len() {
+            let a = active[i];
+            // A known end never changes; an open one is looked up, as the frame may have
+            // ended since.
+            let pe = if a.end != OPEN {
+                a.end
+            } else {
+                rows[a.at.row as usize].end(a.at.index as usize)
+            };
+            if pe != OPEN && pe <= t {
+                continue;
+            }
+            active[kept] = Active { end: pe, ..a };
+            kept += 1;
             if a.context != s.context || a.start > t {
                 continue;
             }
-            if let Some(e) = end {
-                let pe = rows[a.at.row as usize].end(a.at.index as usize);
-                if pe != OPEN && pe < e {
-                    continue;
-                }
+            if let Some(e) = end
+                && pe != OPEN
+                && pe < e
+            {
+                continue;
             }
             if parent.is_none_or(|p| (a.start, a.at.row) > (p.start, p.at.row)) {
-                parent = Some(*a);
+                parent = Some(a);
             }
         }
+        active.truncate(kept);
         let min_row = parent.map_or(0, |p| p.at.row as usize + 1);
         let row = match (min_row..rows.len()).find(|&r| rows[r].free_at(t)) {
             Some(r) => r,
@@ -262,6 +273,7 @@ impl Model {
         };
         active.push(Active {
             start: t,
+            end: end.or(ends_later).unwrap_or(OPEN),
             context: s.context,
             at,
         });

@@ -237,6 +237,8 @@ pub(crate) struct NewFrame {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Active {
     pub(crate) start: u64,
+    /// Its end once known ([`OPEN`] until then: the row then has it).
+    pub(crate) end: u64,
     pub(crate) context: u32,
     pub(crate) at: FrameRef,
 }
