@@ -37,6 +37,9 @@ const LOAD_REPAINT_EVERY: Duration = Duration::from_millis(250);
 /// the last paint asked for (`last`, possibly still to come) and the least gap between paints.
 fn paint_after(last: Option<Instant>, now: Instant, gap: Duration) -> (Duration, Instant) {
     match last {
+        // Caught up (a live tail, or the load's end): painted at once, not at a load paint's
+        // later slot (which held the end of a 100 M-frame load back by up to a gap).
+        _ if gap.is_zero() => (Duration::ZERO, now),
         // A paint is asked for later already: it shows this news too (asked again, in case a
         // paint for input in between took the request).
         Some(t) if now < t => (t - now, t),
@@ -496,6 +499,12 @@ mod tests {
         assert_eq!(
             paint_after(Some(later), later + ms(1), Duration::ZERO).0,
             Duration::ZERO
+        );
+        // The load ends (no gap any more) while a load paint is asked for later: the end is
+        // painted at once.
+        assert_eq!(
+            paint_after(Some(later + ms(200)), later, Duration::ZERO),
+            (Duration::ZERO, later)
         );
     }
 
