@@ -234,6 +234,7 @@ impl Digest {
         batch.stopped_workers = self.writers.take_stopped();
         for &(w, _) in &batch.stopped_workers {
             self.maps.pairer.stop_worker(w);
+            self.maps.contexts.forget_worker(w);
         }
     }
 }
@@ -467,6 +468,45 @@ mod tests {
             assert_eq!(model.record_count(), direct.record_count(), "seed {seed}");
         }
         assert!(carried > 1_000, "the shortcut is taken: {carried}");
+    }
+
+    /// A process stops, and a new one in its worker slot uses the same context value: its
+    /// request is a context of its own, read through the reader stage as applied directly.
+    #[test]
+    fn a_new_process_in_a_stopped_workers_slot_starts_its_own_contexts() {
+        let mut before = Log::default();
+        before.worker(0, 10, "first");
+        before
+            .start(0, 1, 100, 1, "request")
+            .start(0, 2, 110, 1, "query");
+        before.end(0, 2, 120).end(0, 1, 130);
+        let mut after = Log::default();
+        after.worker(0, 11, "second");
+        after.start(0, 1, 200, 1, "request").end(0, 1, 230);
+        // Directly.
+        let mut direct = Model::new();
+        direct.apply_bytes(&before.bytes);
+        direct.mark_stopped(0, false);
+        direct.apply_bytes(&after.bytes);
+        // Through the reader stage, the stop found after the first process's records.
+        let (mut digest, mut labels, mut model) =
+            (Digest::default(), LabelMap::default(), Model::new());
+        for (i, log) in [&before, &after].into_iter().enumerate() {
+            let mut batch = Batch::default();
+            for item in formats::RecordIter::new(&log.bytes, 0) {
+                digest.push(&item.unwrap().1, &mut batch);
+            }
+            if i == 0 {
+                digest.writers.observe(0, false);
+                digest.stop_writers(&mut batch);
+            }
+            apply_batch(&mut model, &batch, &mut labels).unwrap();
+        }
+        for m in [&direct, &model] {
+            let frames: Vec<u32> = m.contexts().entries().iter().map(|e| e.frames()).collect();
+            assert_eq!(frames, [2, 1], "two requests, not one of three frames");
+        }
+        assert_eq!(crate::model::same::difference(&model, &direct), None);
     }
 
     fn count_carried(b: &Batch) -> usize {

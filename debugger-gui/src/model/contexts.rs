@@ -102,6 +102,18 @@ impl ContextIndex {
         idx
     }
 
+    /// Forgets worker `worker`'s contexts: its process stopped, and all it wrote was read.
+    /// A process that takes its slot later starts contexts of its own (new indexes), and the
+    /// map (9 bytes a context, 4 a frame on a request-per-context log) goes back to the OS.
+    pub fn forget_worker(&mut self, worker: u8) {
+        if let Some(m) = self.maps.get_mut(worker as usize) {
+            *m = SeqMap::default();
+        }
+        if self.last.is_some_and(|(k, _)| (k >> 32) as u8 == worker) {
+            self.last = None;
+        }
+    }
+
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.maps

@@ -288,6 +288,8 @@ impl Model {
         let t = worker.last_time;
         let mut cut = 0;
         self.pairer.stop_worker(w);
+        // As the reader stage does (`Digest::stop_writers`).
+        self.context_index.forget_worker(w);
         for slot in 0..self.open.len() {
             let f = &mut self.open[slot];
             if f.live && f.key.worker == w {
