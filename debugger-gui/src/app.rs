@@ -738,7 +738,7 @@ impl DebuggerApp {
         let context = self.selected_info.as_ref().map(|i| {
             // The context root is the first node of the frame's call path.
             let tree = model.call_tree();
-            let node = model.row(i.at).node[i.at.index as usize];
+            let node = model.row(i.at).node(i.at.index as usize);
             let root = tree.path(node).first().map(|&n| tree.label(n));
             ((i.key.worker, i.context), root)
         });

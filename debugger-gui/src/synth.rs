@@ -393,7 +393,7 @@ mod tests {
         for lane in m.lanes() {
             for row in &lane.rows {
                 for i in 1..row.len() {
-                    assert!(row.end(i - 1) <= row.start[i]);
+                    assert!(row.end(i - 1) <= row.start(i));
                 }
             }
         }

@@ -18,8 +18,8 @@ impl Model {
         let span = (to - from) as f64;
         for lane in self.lanes() {
             for row in &lane.rows {
-                let first = row.start.partition_point(|&s| s < from);
-                for &s in row.start[first..].iter().step_by(step) {
+                let first = row.start_partition_point(|s| s < from);
+                for s in row.starts_from(first).step_by(step) {
                     if s >= to {
                         break;
                     }

@@ -147,12 +147,12 @@ impl Aggregate {
                         // Rows are sorted by end too: skip the frames that ended by `from`.
                         let first = row.end_partition_point(|e| e != OPEN && e <= *from);
                         for i in first..row.len() {
-                            let s = row.start[i];
+                            let s = row.start(i);
                             if s >= *to {
                                 break;
                             }
                             let e = row.end_or(i, newest).min(*to);
-                            let n = row.node[i] as usize;
+                            let n = row.node(i) as usize;
                             a.total_ns[n] += e.saturating_sub(s.max(*from));
                             a.count[n] += 1;
                         }
@@ -166,9 +166,9 @@ impl Aggregate {
                 for lane in model.lanes() {
                     for row in &lane.rows {
                         for i in 0..row.len() {
-                            if set.contains(&(lane.worker, row.context[i])) {
-                                let n = row.node[i] as usize;
-                                a.total_ns[n] += row.end_or(i, newest) - row.start[i];
+                            if set.contains(&(lane.worker, row.context(i))) {
+                                let n = row.node(i) as usize;
+                                a.total_ns[n] += row.end_or(i, newest) - row.start(i);
                                 a.count[n] += 1;
                             }
                         }
@@ -349,8 +349,8 @@ pub fn contexts_with_root_label(model: &Model, label: u32) -> FxHashSet<(u8, u32
     for lane in model.lanes() {
         for row in &lane.rows {
             for i in 0..row.len() {
-                if row.id[i] == row.context[i] && model.call_tree().label(row.node[i]) == label {
-                    set.insert((lane.worker, row.context[i]));
+                if row.id(i) == row.context(i) && model.call_tree().label(row.node(i)) == label {
+                    set.insert((lane.worker, row.context(i)));
                 }
             }
         }

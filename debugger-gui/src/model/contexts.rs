@@ -237,9 +237,9 @@ impl Model {
         Some(ContextRow {
             entry,
             root,
-            label: self.call_tree().label(row.node[ix]),
-            start: row.start[ix],
-            duration: row.end_or(ix, self.newest()) - row.start[ix],
+            label: self.call_tree().label(row.node(ix)),
+            start: row.start(ix),
+            duration: row.end_or(ix, self.newest()) - row.start(ix),
             open: row.is_open(ix),
             frames: e.frames,
         })
@@ -289,7 +289,7 @@ impl Model {
         let start = |i: u32| {
             entries[i as usize]
                 .root()
-                .map_or(0, |at| self.row(at).start[at.index as usize])
+                .map_or(0, |at| self.row(at).start(at.index as usize))
         };
         keyed.sort_unstable_by(|a, b| {
             a.0.cmp(&b.0)
@@ -314,7 +314,7 @@ impl Model {
         let root = |i: u32| -> Option<(u32, u64)> {
             if all {
                 let at = entries[i as usize].root()?;
-                Some((at.lane, self.row(at).start[at.index as usize]))
+                Some((at.lane, self.row(at).start(at.index as usize)))
             } else {
                 let r = self.context_row(i)?;
                 listed(&r, q, label_ok).then_some((r.root.lane, r.start))
@@ -327,7 +327,7 @@ impl Model {
         let start_of = |i: u32| -> u64 {
             entries[i as usize]
                 .root()
-                .map_or(0, |at| self.row(at).start[at.index as usize])
+                .map_or(0, |at| self.row(at).start(at.index as usize))
         };
         let mut counts = vec![0usize; self.lanes().len()];
         for i in 0..entries.len() as u32 {

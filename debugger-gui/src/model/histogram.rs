@@ -132,12 +132,12 @@ impl Model {
         let tree = self.call_tree();
         for (li, lane) in self.lanes().iter().enumerate() {
             for (ri, row) in lane.rows.iter().enumerate() {
-                let first = row.start.partition_point(|&s| s < from);
+                let first = row.start_partition_point(|s| s < from);
                 for i in first..row.len() {
-                    if row.start[i] >= to {
+                    if row.start(i) >= to {
                         break;
                     }
-                    if row.is_open(i) || tree.label(row.node[i]) != label {
+                    if row.is_open(i) || tree.label(row.node(i)) != label {
                         continue;
                     }
                     let at = FrameRef {
@@ -145,7 +145,7 @@ impl Model {
                         row: ri as u32,
                         index: i as u32,
                     };
-                    f(at, row.end(i) - row.start[i]);
+                    f(at, row.end(i) - row.start(i));
                 }
             }
         }

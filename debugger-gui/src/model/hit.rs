@@ -13,7 +13,7 @@ impl Model {
         }
         let newest = self.newest();
         // First frame starting after t; the candidate containing t is the one before it.
-        let p = r.start.partition_point(|&s| s <= t);
+        let p = r.start_partition_point(|s| s <= t);
         let mut best: Option<(u64, usize)> = None;
         if p > 0 {
             let i = p - 1;
@@ -24,7 +24,7 @@ impl Model {
             }
         }
         if p < n {
-            let dist = r.start[p] - t;
+            let dist = r.start(p) - t;
             if dist <= tol_ns && best.is_none_or(|(d, _)| dist < d) {
                 best = Some((dist, p));
             }

@@ -251,7 +251,7 @@ impl Model {
             }
         };
         let parent_node = parent.map_or(calltree::ROOT, |p| {
-            rows[p.at.row as usize].node[p.at.index as usize]
+            rows[p.at.row as usize].node(p.at.index as usize)
         });
         let node = self.calltree.child(parent_node, label);
         if rows[row].is_full() {
@@ -338,8 +338,8 @@ impl Model {
         let row = &mut self.lanes[at.lane as usize].rows[at.row as usize];
         let i = at.index as usize;
         row.set_end(i, end);
-        let dur = end - row.start[i];
-        let node = row.node[i];
+        let dur = end - row.start(i);
+        let node = row.node(i);
         let label = self.calltree.label(node);
         self.calltree.on_close(node, dur);
         self.stats.on_close(label, dur);

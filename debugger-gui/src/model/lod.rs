@@ -45,7 +45,7 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
     let end_of = |i: usize| {
         let e = row.end(i);
         if e == OPEN {
-            newest.max(row.start[i])
+            newest.max(row.start(i))
         } else {
             e
         }
@@ -53,8 +53,8 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
     // Ends are sorted (open frames only at the tail), so the first visible frame is found by
     // binary search.
     let mut i = row.end_partition_point(|e| e != OPEN && e < t0);
-    while i < n && row.start[i] < t1 {
-        let s = row.start[i];
+    while i < n && row.start(i) < t1 {
+        let s = row.start(i);
         let e = end_of(i);
         if e - s >= px {
             out.push(LodBox {
@@ -73,7 +73,7 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
         let mut run_end = e;
         'extend: loop {
             let j = last + 1;
-            if j >= n || row.start[j] >= t1 {
+            if j >= n || row.start(j) >= t1 {
                 break;
             }
             if j.is_multiple_of(16) {
@@ -87,7 +87,7 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
                         && d != u32::MAX
                         && (g as u64) < px
                         && (d as u64) < px
-                        && row.start[j + b - 1] < t1
+                        && row.start(j + b - 1) < t1
                     {
                         last = j + b - 1;
                         run_end = row.end(last);
@@ -95,7 +95,7 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
                     }
                 }
             }
-            let s = row.start[j];
+            let s = row.start(j);
             if s >= run_end.saturating_add(px) {
                 break;
             }
@@ -107,7 +107,7 @@ pub fn row_boxes(row: &Row, t0: u64, t1: u64, px_ns: f64, newest: u64, out: &mut
             run_end = ej;
         }
         out.push(LodBox {
-            start: row.start[first],
+            start: row.start(first),
             end: run_end,
             first: first as u32,
             count: (last - first + 1) as u32,
@@ -145,11 +145,11 @@ pub fn merged_look(row: &Row, tree: &CallTree, b: &LodBox) -> (u8, Option<u32>) 
         counts[c as usize] += 1;
     }
     let dominant = (0..256).max_by_key(|&c| counts[c]).unwrap_or(0) as u8;
-    let l0 = tree.label(row.node[first]);
+    let l0 = tree.label(row.node(first));
     let same = (b.count as usize) <= MERGED_SAMPLE
-        && row.node[first..first + n]
-            .iter()
-            .all(|&node| tree.label(node) == l0);
+        && row
+            .nodes(first..first + n)
+            .all(|node| tree.label(node) == l0);
     (dominant, same.then_some(l0))
 }
 
@@ -160,7 +160,7 @@ pub fn merged_summary(row: &Row, b: &LodBox, newest: u64) -> MergedSummary {
     let mut total = 0u64;
     let mut largest = (b.first, 0u64);
     for i in first..first + n {
-        let d = row.end_or(i, newest) - row.start[i];
+        let d = row.end_or(i, newest) - row.start(i);
         total += d;
         if d > largest.1 {
             largest = (i as u32, d);
@@ -266,7 +266,7 @@ mod tests {
         let mut out: Vec<LodBox> = Vec::new();
         let mut open_run = false;
         for i in 0..row.len() {
-            let s = row.start[i];
+            let s = row.start(i);
             let e = row.end_or(i, newest);
             if e < t0 || s >= t1 {
                 continue;
@@ -367,10 +367,10 @@ mod tests {
                 if b.count > 1 {
                     // Merged boxes only hold narrow frames.
                     for i in b.first as usize..=last {
-                        assert!(row.end(i) - row.start[i] < px);
+                        assert!(row.end(i) - row.start(i) < px);
                     }
                 }
-                assert_eq!(b.start, row.start[b.first as usize]);
+                assert_eq!(b.start, row.start(b.first as usize));
                 assert_eq!(b.end, row.end(last));
             }
         }

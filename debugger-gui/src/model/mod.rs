@@ -353,7 +353,7 @@ impl Model {
 
     /// The interned label of frame `at` (its call-tree node's).
     pub fn label_of(&self, at: FrameRef) -> u32 {
-        self.calltree.label(self.row(at).node[at.index as usize])
+        self.calltree.label(self.row(at).node(at.index as usize))
     }
 
     /// Gathers everything about one frame.
@@ -364,21 +364,21 @@ impl Model {
         if i >= row.len() {
             return None;
         }
-        let start = row.start[i];
+        let start = row.start(i);
         let end = (!row.is_open(i)).then(|| row.end(i));
         let duration = row.end_or(i, self.max_time) - start;
         Some(FrameInfo {
-            key: FrameKey::new(lane.worker, row.id[i]),
+            key: FrameKey::new(lane.worker, row.id(i)),
             label: self
                 .labels
-                .name(self.calltree.label(row.node[i]))
+                .name(self.calltree.label(row.node(i)))
                 .to_owned(),
             category: Category(row.category[i]),
             start,
             end,
             duration,
             self_ns: duration.saturating_sub(self.children_ns(at)),
-            context: row.context[i],
+            context: row.context(i),
             at,
             thread: lane.thread,
         })
@@ -392,17 +392,17 @@ impl Model {
         let lane = &self.lanes[at.lane as usize];
         let row = &lane.rows[at.row as usize];
         let i = at.index as usize;
-        let (start, end) = (row.start[i], row.end_or(i, self.max_time));
-        let (context, node) = (row.context[i], row.node[i]);
+        let (start, end) = (row.start(i), row.end_or(i, self.max_time));
+        let (context, node) = (row.context(i), row.node(i));
         let mut sum = 0;
         for r in &lane.rows[at.row as usize + 1..] {
-            let first = r.start.partition_point(|&s| s < start);
+            let first = r.start_partition_point(|s| s < start);
             for j in first..r.len() {
-                if r.start[j] > end {
+                if r.start(j) > end {
                     break;
                 }
-                if r.context[j] == context && self.calltree.parent(r.node[j]) == node {
-                    sum += r.end_or(j, self.max_time).min(end) - r.start[j];
+                if r.context(j) == context && self.calltree.parent(r.node(j)) == node {
+                    sum += r.end_or(j, self.max_time).min(end) - r.start(j);
                 }
             }
         }
@@ -416,7 +416,7 @@ impl Model {
                 continue;
             }
             for (ri, row) in lane.rows.iter().enumerate() {
-                if let Some(i) = row.id.iter().position(|&id| id == k.id) {
+                if let Some(i) = row.position_of_id(k.id) {
                     return Some(FrameRef {
                         lane: li as u32,
                         row: ri as u32,
@@ -597,7 +597,7 @@ pub(crate) mod tests {
         // No row holds overlapping frames.
         for row in rows {
             for i in 1..row.len() {
-                assert!(row.end(i - 1) <= row.start[i]);
+                assert!(row.end(i - 1) <= row.start(i));
             }
         }
         let a = m.find(FrameKey::new(0, 2)).unwrap();
@@ -742,7 +742,7 @@ pub(crate) mod tests {
                 .iter()
                 .map(|r| {
                     let ends = (0..r.len()).map(|i| r.end(i)).collect();
-                    (r.start.clone(), ends, r.start.capacity())
+                    (r.starts_from(0).collect(), ends, r.capacity())
                 })
                 .collect()
         };

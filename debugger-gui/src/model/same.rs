@@ -49,7 +49,7 @@ pub fn difference(a: &Model, b: &Model) -> Option<String> {
     }
     let frames = |m: &Model| {
         let mut v = Vec::new();
-        m.for_each_frame(|at, row, i| v.push((at, row.start[i], row.end(i), row.node[i])));
+        m.for_each_frame(|at, row, i| v.push((at, row.start(i), row.end(i), row.node(i))));
         v
     };
     let (x, y) = (frames(a), frames(b));

@@ -55,7 +55,7 @@ impl Model {
         let tree = self.call_tree();
         let cur = match from {
             SearchFrom::Frame(at) => Some((
-                self.row(at).start[at.index as usize],
+                self.row(at).start(at.index as usize),
                 at.lane,
                 at.row,
                 at.index,
@@ -78,24 +78,24 @@ impl Model {
                         row: ri as u32,
                         index: i as u32,
                     };
-                    ((row.start[i], at.lane, at.row, at.index), at)
+                    ((row.start(i), at.lane, at.row, at.index), at)
                 };
                 let n = row.len();
                 // Candidate strictly after (or before) `cur` in this row, and the wrap-around one.
                 if !backward {
                     let p = match cur {
                         None => 0,
-                        Some(c) => row.start.partition_point(|&s| s < c.0),
+                        Some(c) => row.start_partition_point(|s| s < c.0),
                     };
                     if let Some(i) = (p..n).find(|&i| {
-                        m.contains(tree.label(row.node[i])) && cur.is_none_or(|c| mk(i).0 > c)
+                        m.contains(tree.label(row.node(i))) && cur.is_none_or(|c| mk(i).0 > c)
                     }) {
                         let k = mk(i);
                         if best.is_none_or(|b| k.0 < b.0) {
                             best = Some(k);
                         }
                     }
-                    if let Some(i) = (0..n).find(|&i| m.contains(tree.label(row.node[i]))) {
+                    if let Some(i) = (0..n).find(|&i| m.contains(tree.label(row.node(i)))) {
                         let k = mk(i);
                         if wrap.is_none_or(|b| k.0 < b.0) {
                             wrap = Some(k);
@@ -104,17 +104,17 @@ impl Model {
                 } else {
                     let p = match cur {
                         None => n,
-                        Some(c) => row.start.partition_point(|&s| s <= c.0),
+                        Some(c) => row.start_partition_point(|s| s <= c.0),
                     };
                     if let Some(i) = (0..p).rev().find(|&i| {
-                        m.contains(tree.label(row.node[i])) && cur.is_none_or(|c| mk(i).0 < c)
+                        m.contains(tree.label(row.node(i))) && cur.is_none_or(|c| mk(i).0 < c)
                     }) {
                         let k = mk(i);
                         if best.is_none_or(|b| k.0 > b.0) {
                             best = Some(k);
                         }
                     }
-                    if let Some(i) = (0..n).rev().find(|&i| m.contains(tree.label(row.node[i]))) {
+                    if let Some(i) = (0..n).rev().find(|&i| m.contains(tree.label(row.node(i)))) {
                         let k = mk(i);
                         if wrap.is_none_or(|b| k.0 > b.0) {
                             wrap = Some(k);

@@ -120,17 +120,17 @@ impl super::Model {
         let tree = self.call_tree();
         for lane in self.lanes() {
             for row in &lane.rows {
-                let first = row.start.partition_point(|&s| s < from);
+                let first = row.start_partition_point(|s| s < from);
                 for i in first..row.len() {
-                    if row.start[i] >= to {
+                    if row.start(i) >= to {
                         break;
                     }
                     if row.is_open(i) {
                         continue;
                     }
-                    let dur = row.end(i) - row.start[i];
-                    st.on_close(tree.label(row.node[i]), dur);
-                    let parent = tree.parent(row.node[i]);
+                    let dur = row.end(i) - row.start(i);
+                    st.on_close(tree.label(row.node(i)), dur);
+                    let parent = tree.parent(row.node(i));
                     if parent != super::calltree::ROOT {
                         st.on_child(tree.label(parent), dur);
                     }

@@ -455,7 +455,7 @@ pub fn show(
                 } else {
                     (
                         Category(row.category[i]),
-                        Some(tree.label(row.node[i])),
+                        Some(tree.label(row.node(i))),
                         brect,
                     )
                 };
@@ -474,11 +474,11 @@ pub fn show(
                     }
                     if let Some(m) = matches {
                         let end = (i + b.count as usize).min(i + 512);
-                        hit = row.node[i..end].iter().any(|&n| m.contains(tree.label(n)));
+                        hit = row.nodes(i..end).any(|n| m.contains(tree.label(n)));
                         dim = !hit;
                     }
                 } else if let Some(m) = matches {
-                    hit = m.contains(tree.label(row.node[i]));
+                    hit = m.contains(tree.label(row.node(i)));
                     dim = !hit;
                 }
                 if dim {
@@ -738,7 +738,7 @@ fn merged_tooltip(response: &Response, model: &Model, lane: u32, row: u32, b: &L
     let s = merged_summary(r, b, model.newest());
     let largest = model
         .labels()
-        .name(model.call_tree().label(r.node[s.largest.0 as usize]))
+        .name(model.call_tree().label(r.node(s.largest.0 as usize)))
         .to_owned();
     response.clone().on_hover_ui_at_pointer(|ui| {
         ui.strong(format!(

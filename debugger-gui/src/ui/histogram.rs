@@ -208,7 +208,7 @@ pub fn show(ui: &mut Ui, panel: &mut HistogramPanel, model: &Model) -> Option<Fr
             .show(ui, |ui| {
                 ui.horizontal(|ui| {
                     for &(at, d) in frames {
-                        let start = model.row(at).start[at.index as usize];
+                        let start = model.row(at).start(at.index as usize);
                         let text = format!(
                             "{} at +{}",
                             timefmt::duration(d as f64),
