@@ -10,8 +10,8 @@
 //! hit test ([`hit`]) binary-search on. Concurrent async frames of one context land on
 //! separate rows instead of being drawn over each other.
 //!
-//! Storage is struct-of-arrays per row: start (u64), duration, context, frame id, call-tree
-//! node (u32 each) and category (u8): 25 bytes per frame. A frame's label is its call-tree
+//! Storage per row: an array of 24-byte cells (start u64; duration, context, frame id and
+//! call-tree node u32 each) and a category byte array beside it: 25 bytes per frame. A frame's label is its call-tree
 //! node's, a duration past 4.29 s lives in a small side map, labels are interned once.
 
 pub mod activity;
