@@ -181,12 +181,32 @@ async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
         code,
         reason: reason.chars().take(120).collect::<String>().into(),
     };
-    let _ = tokio::time::timeout(
+    let sent = tokio::time::timeout(
         Duration::from_secs(1),
         socket.send(Message::Close(Some(frame))),
     )
     .await;
+    if !matches!(sent, Ok(Ok(()))) {
+        return;
+    }
+    // The closing handshake: read what the viewer sent meanwhile, up to its own Close. A
+    // socket dropped with unread bytes (a viewer sends Read and Credit right after Hello, and
+    // a refusal reads only the Hello) is reset by the kernel, and the viewer may then lose
+    // what it had not read yet: the Refused message and this Close. A browser showed a bare
+    // "closed the connection" instead of asking for the token, one run in ~13. Bounded, for
+    // a viewer that never answers.
+    let _ = tokio::time::timeout(CLOSE_HANDSHAKE, async {
+        while let Some(Ok(m)) = socket.recv().await {
+            if matches!(m, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
 }
+
+/// How long a closing server waits for the viewer's side of the closing handshake.
+const CLOSE_HANDSHAKE: Duration = Duration::from_secs(2);
 
 async fn refuse(socket: &mut WebSocket, reason: RefuseReason, text: &str) {
     let mut out = Vec::new();
