@@ -458,7 +458,8 @@ impl Writer {
     /// Final pass: takes the buffers threads handed over before it began, which the steal
     /// skipped (their hand-off was between marking them pending and sending them), and any
     /// late records. Bounded, in case a producer thread is suspended mid hand-off.
-    /// True if there was anything to wait for.
+    ///
+    /// Returns true if there was anything to wait for.
     fn await_handed_over(&mut self) -> bool {
         let mut waited = false;
         let deadline = Instant::now() + HAND_OFF_WAIT;
@@ -618,7 +619,12 @@ mod tests {
                     })
                 })
                 .collect();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
             while ready.load(Ordering::SeqCst) < threads {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "threads never recorded"
+                );
                 std::thread::yield_now();
             }
             go.store(true, Ordering::SeqCst);
