@@ -123,7 +123,7 @@ impl eframe::App for Window {
             // paint as fast as the machine can and slow the load it measures.
             self.exit_when_loaded = true;
             ui.ctx()
-                .request_repaint_after(std::time::Duration::from_millis(500));
+                .request_repaint_after(std::time::Duration::from_secs(2));
         }
     }
 }

@@ -31,7 +31,7 @@ const RECORDS_PER_LOCK: usize = 65_536;
 /// every paint costs the UI thread (and a software renderer) CPU that the load needs, and a
 /// few paints a second show the progress as well. Input still repaints at once; a live tail
 /// (caught up) asks at once.
-const LOAD_REPAINT_EVERY: Duration = Duration::from_millis(250);
+const LOAD_REPAINT_EVERY: Duration = Duration::from_millis(500);
 
 /// When news arriving at `now` is painted: `(delay, time of that paint)`, given the time of
 /// the last paint asked for (`last`, possibly still to come) and the least gap between paints.

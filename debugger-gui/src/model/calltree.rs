@@ -21,6 +21,10 @@ pub struct CallTree {
     label: Vec<u32>,
     depth: Vec<u32>,
     children: FxHashMap<(u32, u32), u32>,
+    /// By node: its child looked up last (`ROOT`: none yet). A frame's siblings mostly share
+    /// its label (a loop's iterations, a request's steps in turn), so most look-ups end
+    /// here without hashing.
+    last_child: Vec<u32>,
     total_ns: Vec<u64>,
     count: Vec<u64>,
 }
@@ -32,6 +36,7 @@ impl Default for CallTree {
             label: vec![u32::MAX],
             depth: vec![0],
             children: FxHashMap::default(),
+            last_child: vec![ROOT],
             total_ns: vec![0],
             count: vec![0],
         }
@@ -42,16 +47,25 @@ impl CallTree {
     /// The node for `label` called from `parent` (created on first use).
     #[inline]
     pub(crate) fn child(&mut self, parent: u32, label: u32) -> u32 {
-        if let Some(&n) = self.children.get(&(parent, label)) {
-            return n;
+        let last = self.last_child[parent as usize];
+        if last != ROOT && self.label[last as usize] == label {
+            return last;
         }
-        let n = self.parent.len() as u32;
-        self.parent.push(parent);
-        self.label.push(label);
-        self.depth.push(self.depth[parent as usize] + 1);
-        self.total_ns.push(0);
-        self.count.push(0);
-        self.children.insert((parent, label), n);
+        let n = match self.children.get(&(parent, label)) {
+            Some(&n) => n,
+            None => {
+                let n = self.parent.len() as u32;
+                self.parent.push(parent);
+                self.label.push(label);
+                self.depth.push(self.depth[parent as usize] + 1);
+                self.last_child.push(ROOT);
+                self.total_ns.push(0);
+                self.count.push(0);
+                self.children.insert((parent, label), n);
+                n
+            }
+        };
+        self.last_child[parent as usize] = n;
         n
     }
 
@@ -104,6 +118,7 @@ impl CallTree {
         self.parent.capacity() * 4
             + self.label.capacity() * 4
             + self.depth.capacity() * 4
+            + self.last_child.capacity() * 4
             + self.total_ns.capacity() * 8
             + self.count.capacity() * 8
             + self.children.capacity() * 16
@@ -399,6 +414,31 @@ mod tests {
                 p == path
             })
             .unwrap_or_else(|| panic!("no node {path:?}"))
+    }
+
+    #[test]
+    fn a_call_path_keeps_its_node_whatever_was_looked_up_before() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut tree = CallTree::default();
+        // The rule: one node per (parent, label), made on first use.
+        let mut want: std::collections::HashMap<(u32, u32), u32> = Default::default();
+        let mut nodes = vec![ROOT];
+        for _ in 0..20_000 {
+            let parent = nodes[rng.gen_range(0..nodes.len())];
+            // Runs of one label (the cached case) mixed with others.
+            let label = rng.gen_range(0..4u32);
+            for _ in 0..rng.gen_range(1..4) {
+                let n = tree.child(parent, label);
+                let expected = *want.entry((parent, label)).or_insert_with(|| {
+                    nodes.push(n);
+                    n
+                });
+                assert_eq!(n, expected, "({parent}, {label})");
+                assert_eq!((tree.parent(n), tree.label(n)), (parent, label));
+            }
+        }
+        assert_eq!(tree.len(), want.len() + 1);
     }
 
     #[test]

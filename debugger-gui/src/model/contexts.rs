@@ -127,18 +127,46 @@ impl ContextIndex {
 #[derive(Default, Debug)]
 pub struct Contexts {
     list: Vec<ContextEntry>,
+    /// By lane: the contexts whose root is in it, in the order the roots were placed (4
+    /// bytes a context), so the default list (every context by start) is these lanes merged,
+    /// with no pass over all contexts ([`super::context_list`]).
+    by_lane: Vec<LaneRoots>,
+    /// Some context's root was seen twice (a context value used again): `by_lane` may list
+    /// it twice, so lists are made from the entries instead.
+    roots_reused: bool,
+}
+
+/// The roots placed in one lane.
+#[derive(Default, Debug)]
+pub(crate) struct LaneRoots {
+    /// Context entries, in the order their roots were placed.
+    pub(crate) entries: Vec<u32>,
+    /// The newest root's start and entry (the list's order is by both).
+    last: (u64, u32),
+    /// Some root started before the one placed before it (an async lane): not in start
+    /// order.
+    pub(crate) unsorted: bool,
 }
 
 impl Contexts {
     /// Gives back spare capacity.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.list.shrink_to_fit();
+        for l in &mut self.by_lane {
+            l.entries.shrink_to_fit();
+        }
     }
 
-    /// Counts a frame of the context at `index` (from a [`ContextIndex`]); `is_root`: the
-    /// frame is the context's root (its id is the context value).
+    /// By lane, the contexts whose roots it holds in placing order; `None` if some root was
+    /// seen twice (then only the entries tell).
+    pub(crate) fn roots_by_lane(&self) -> Option<&[LaneRoots]> {
+        (!self.roots_reused).then_some(&self.by_lane)
+    }
+
+    /// Counts a frame of the context at `index` (from a [`ContextIndex`]) starting at
+    /// `start`; `is_root`: the frame is the context's root (its id is the context value).
     #[inline]
-    pub(crate) fn on_start(&mut self, index: u32, is_root: bool, at: FrameRef) {
+    pub(crate) fn on_start(&mut self, index: u32, is_root: bool, at: FrameRef, start: u64) {
         let i = index as usize;
         if i >= self.list.len() {
             // In order, a new context is the next index; anything else still lands somewhere
@@ -154,7 +182,16 @@ impl Contexts {
         let e = &mut self.list[i];
         e.frames += 1;
         if is_root {
+            self.roots_reused |= e.root != NO_ROOT;
             e.root = at;
+            let lane = at.lane as usize;
+            if lane >= self.by_lane.len() {
+                self.by_lane.resize_with(lane + 1, LaneRoots::default);
+            }
+            let l = &mut self.by_lane[lane];
+            l.unsorted |= (start, index) < l.last;
+            l.last = (start, index);
+            l.entries.push(index);
         }
     }
 
@@ -176,6 +213,11 @@ impl Contexts {
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.list.capacity() * std::mem::size_of::<ContextEntry>()
+            + self
+                .by_lane
+                .iter()
+                .map(|l| l.entries.capacity() * 4)
+                .sum::<usize>()
     }
 }
 
@@ -410,6 +452,7 @@ fn listed(r: &ContextRow, q: &ContextQuery, label_ok: &[bool]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::context_list::ContextList;
     use crate::model::test_log::Log;
 
     fn log() -> Model {
@@ -520,7 +563,40 @@ mod tests {
             let want: Vec<u32> = want.into_iter().map(|(_, i)| i).collect();
             assert!(want.len() > 50, "{}", want.len());
             assert_eq!(got, want, "{q:?}");
+            // The list the panel shows: the default one merged from the lanes as rows are
+            // read (unless a lane is out of order), the same rows in the same order.
+            let list = m.list_contexts(&q);
+            let merged = matches!(list, ContextList::ByStart { .. });
+            assert_eq!(merged, q.label.is_empty() && !backwards, "{q:?}");
+            assert_eq!(list.len(), want.len());
+            assert_eq!(list.to_vec(&m), want, "{q:?}");
+            // Read as a scrolled table does: a jump anywhere, then rows either way.
+            let mut rows = list.cursor(&m);
+            for _ in 0..100 {
+                let i = rng.gen_range(0..want.len());
+                assert_eq!(rows.get(i), Some(want[i]), "row {i}");
+                for j in (i.saturating_sub(5)..i)
+                    .rev()
+                    .chain(i.saturating_sub(5)..want.len().min(i + 5))
+                {
+                    assert_eq!(rows.get(j), Some(want[j]), "row {j} after {i}");
+                }
+            }
+            assert_eq!(rows.get(want.len()), None);
         }
+    }
+
+    #[test]
+    fn a_context_whose_root_comes_twice_is_listed_once() {
+        let mut l = Log::default();
+        l.start(0, 1, 0, 1, "GET /a").end(0, 1, 100);
+        l.start(0, 2, 200, 2, "GET /b").end(0, 2, 300);
+        // The same context value's root again (ids used again).
+        l.start(0, 1, 400, 1, "GET /c").end(0, 1, 500);
+        let m = l.model();
+        let list = m.list_contexts(&ContextQuery::default());
+        assert_eq!(list.to_vec(&m), m.query_contexts(&ContextQuery::default()));
+        assert_eq!(list.len(), 2);
     }
 
     #[test]

@@ -279,7 +279,7 @@ impl Model {
         });
         self.frames += 1;
         self.contexts
-            .on_start(s.context_index, s.id == s.context, at);
+            .on_start(s.context_index, s.id == s.context, at, t);
         match (end.or(ends_later), pair) {
             (Some(e), StartPair::EndsLater(_)) => {
                 // What its end record would have done.

@@ -17,6 +17,7 @@
 pub mod activity;
 pub mod calltree;
 pub mod compare;
+pub mod context_list;
 pub mod contexts;
 pub mod histogram;
 pub mod hit;

@@ -9,6 +9,7 @@ use egui::{DragValue, Sense, TextEdit, Ui};
 use egui_extras::{Column, TableBuilder};
 
 use crate::model::Model;
+use crate::model::context_list::ContextList;
 use crate::model::contexts::{ContextQuery, ContextRow, ContextSort};
 use crate::timefmt;
 use crate::ui::present;
@@ -22,7 +23,7 @@ pub struct ContextsPanel {
     pub min_ms: f64,
     /// The selected context (index into the model's context entries).
     pub selected: Option<u32>,
-    rows: Vec<u32>,
+    rows: ContextList,
     computed: Option<(u64, ContextQuery, Instant)>,
     cost: Duration,
     /// The list is behind the model and waits for the load to finish.
@@ -38,7 +39,7 @@ impl ContextsPanel {
     /// left for later asks `ctx` for a frame when it is due (an idle window would otherwise
     /// show the list stale, e.g. after a big load's last frames).
     /// (Context entry indices; [`Model::context_row`] makes the row shown.)
-    pub fn rows(&mut self, model: &Model, ctx: &egui::Context) -> &[u32] {
+    pub fn rows(&mut self, model: &Model, ctx: &egui::Context) -> &ContextList {
         let stale = match &self.computed {
             None => true,
             Some((generation, q, at)) => {
@@ -60,7 +61,7 @@ impl ContextsPanel {
         };
         if stale {
             let t = Instant::now();
-            self.rows = model.query_contexts(&self.query);
+            self.rows = model.list_contexts(&self.query);
             self.cost = t.elapsed();
             self.computed = Some((model.generation(), self.query.clone(), Instant::now()));
         }
@@ -148,8 +149,9 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
             });
         })
         .body(|body| {
+            let mut cursor = rows.cursor(model);
             body.rows(18.0, rows.len(), |mut row| {
-                let Some(r) = model.context_row(rows[row.index()]) else {
+                let Some(r) = cursor.get(row.index()).and_then(|e| model.context_row(e)) else {
                     return;
                 };
                 row.set_selected(selected == Some(r.entry));
