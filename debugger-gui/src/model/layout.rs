@@ -221,7 +221,7 @@ impl Model {
             let pe = if a.end != OPEN {
                 a.end
             } else {
-                rows[a.at.row as usize].end(a.at.index as usize)
+                rows[a.row as usize].end(a.index as usize)
             };
             if pe != OPEN && pe <= t {
                 continue;
@@ -237,12 +237,12 @@ impl Model {
             {
                 continue;
             }
-            if parent.is_none_or(|p| (a.start, a.at.row) > (p.start, p.at.row)) {
+            if parent.is_none_or(|p| (a.start, a.row) > (p.start, p.row)) {
                 parent = Some(a);
             }
         }
         active.truncate(kept);
-        let min_row = parent.map_or(0, |p| p.at.row as usize + 1);
+        let min_row = parent.map_or(0, |p| p.row as usize + 1);
         let row = match (min_row..rows.len()).find(|&r| rows[r].free_at(t)) {
             Some(r) => r,
             None => {
@@ -251,7 +251,7 @@ impl Model {
             }
         };
         let parent_node = parent.map_or(calltree::ROOT, |p| {
-            rows[p.at.row as usize].node(p.at.index as usize)
+            rows[p.row as usize].node(p.index as usize)
         });
         let node = self.calltree.child(parent_node, label);
         if rows[row].is_full() {
@@ -275,7 +275,8 @@ impl Model {
             start: t,
             end: end.or(ends_later).unwrap_or(OPEN),
             context: s.context,
-            at,
+            row: row as u32,
+            index,
         });
         self.frames += 1;
         self.contexts

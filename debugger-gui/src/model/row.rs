@@ -4,7 +4,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::{FrameRef, OPEN};
+use super::OPEN;
 
 /// A duration column entry for an open frame.
 const DUR_OPEN: u32 = u32::MAX;
@@ -295,7 +295,9 @@ pub(crate) struct Active {
     /// Its end once known ([`OPEN`] until then: the row then has it).
     pub(crate) end: u64,
     pub(crate) context: u32,
-    pub(crate) at: FrameRef,
+    /// Where it is in its lane (the lane is the list's).
+    pub(crate) row: u32,
+    pub(crate) index: u32,
 }
 
 /// One lane: the frames one worker recorded on one thread.
