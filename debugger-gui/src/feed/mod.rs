@@ -223,6 +223,12 @@ impl Digest {
         batch.push(rec, &mut self.maps);
     }
 
+    /// `read` of the log's `total` bytes went by: its maps make room for what the rest will
+    /// likely hold (see [`ContextIndex::expect`]).
+    pub fn expect_bytes(&mut self, read: u64, total: u64) {
+        self.maps.contexts.expect(read, total);
+    }
+
     /// The newest frame time read so far (ns since the epoch; 0 before any frame).
     pub fn newest(&self) -> u64 {
         self.newest

@@ -102,6 +102,25 @@ impl ContextIndex {
         idx
     }
 
+    /// `read` of a log's `total` bytes went by: each worker's map makes room, at once, for
+    /// the contexts the whole log will likely hold at the rate seen so far. Grown by doubling
+    /// instead, a map of tens of millions moved every entry at each step, holding the reader
+    /// up for 0.2 s at a time (the applier then waited for it), and each step's new table
+    /// was first-touched anew. Looked at once 1/64 of the log was read (the rate is known
+    /// by then, and the map is still small).
+    pub fn expect(&mut self, read: u64, total: u64) {
+        if read == 0 || read.saturating_mul(64) < total {
+            return;
+        }
+        for m in &mut self.maps {
+            let likely = (m.len() as u128 * u128::from(total) / u128::from(read)) as usize;
+            // Only to grow: room already there (or a rate that fell) changes nothing.
+            if likely > m.capacity() {
+                m.reserve(likely - m.len());
+            }
+        }
+    }
+
     /// Forgets worker `worker`'s contexts: its process stopped, and all it wrote was read.
     /// A process that takes its slot later starts contexts of its own (new indexes), and the
     /// map (9 bytes a context, 4 a frame on a request-per-context log) goes back to the OS.
@@ -164,9 +183,11 @@ impl Contexts {
     }
 
     /// Counts a frame of the context at `index` (from a [`ContextIndex`]) starting at
-    /// `start`; `is_root`: the frame is the context's root (its id is the context value).
+    /// `start`; `is_root`: the frame is the context's root (its id is the context value),
+    /// at `at` (lane, row, index: three words, as a `FrameRef` copied whole here was spilled
+    /// and reloaded in a way that stalled the CPU on every frame).
     #[inline]
-    pub(crate) fn on_start(&mut self, index: u32, is_root: bool, at: FrameRef, start: u64) {
+    pub(crate) fn on_start(&mut self, index: u32, is_root: bool, at: (u32, u32, u32), start: u64) {
         let i = index as usize;
         if i >= self.list.len() {
             // In order, a new context is the next index; anything else still lands somewhere
@@ -183,8 +204,12 @@ impl Contexts {
         e.frames += 1;
         if is_root {
             self.roots_reused |= e.root != NO_ROOT;
-            e.root = at;
-            let lane = at.lane as usize;
+            e.root = FrameRef {
+                lane: at.0,
+                row: at.1,
+                index: at.2,
+            };
+            let lane = at.0 as usize;
             if lane >= self.by_lane.len() {
                 self.by_lane.resize_with(lane + 1, LaneRoots::default);
             }
@@ -584,6 +609,28 @@ mod tests {
             }
             assert_eq!(rows.get(want.len()), None);
         }
+    }
+
+    #[test]
+    fn a_map_sized_from_the_read_rate_does_not_grow_during_the_load() {
+        let mut ix = ContextIndex::default();
+        for c in 0..1_000 {
+            ix.index(0, c);
+        }
+        // Too little read to tell a rate: nothing changes.
+        let before = ix.maps[0].capacity();
+        ix.expect(1, 100);
+        assert_eq!(ix.maps[0].capacity(), before);
+        // A tenth read: room for ten times as many, made now, so the rest never rehashes.
+        ix.expect(1, 10);
+        let sized = ix.maps[0].capacity();
+        assert!(sized >= 10_000, "{sized}");
+        for c in 1_000..10_000 {
+            ix.index(0, c);
+        }
+        assert_eq!(ix.maps[0].capacity(), sized);
+        // The same contexts, indexed as before.
+        assert_eq!((ix.index(0, 0), ix.index(0, 9_999)), (0, 9_999));
     }
 
     #[test]

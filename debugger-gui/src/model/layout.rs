@@ -279,8 +279,12 @@ impl Model {
             index,
         });
         self.frames += 1;
-        self.contexts
-            .on_start(s.context_index, s.id == s.context, at, t);
+        self.contexts.on_start(
+            s.context_index,
+            s.id == s.context,
+            (lane_id, row as u32, index),
+            t,
+        );
         match (end.or(ends_later), pair) {
             (Some(e), StartPair::EndsLater(_)) => {
                 // What its end record would have done.
