@@ -3,10 +3,10 @@
 use super::Model;
 
 /// Frames an overview reads at most.
-const SAMPLED_FRAMES: u64 = 4_000_000;
+const SAMPLED_FRAMES: u64 = 1_000_000;
 
 impl Model {
-    /// Frames starting in each of `buckets` equal slices of `[from, to)`. Beyond 4 M frames,
+    /// Frames starting in each of `buckets` equal slices of `[from, to)`. Beyond 1 M frames,
     /// every k-th frame of each row is counted k times (an overview needs no exact count, and
     /// this keeps it to a few milliseconds on a 100 M-frame log).
     pub fn activity(&self, from: u64, to: u64, buckets: usize) -> Vec<u32> {
