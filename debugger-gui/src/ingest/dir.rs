@@ -14,6 +14,9 @@ use crate::feed::{Batch, Digest, ReadState, WriterWatch};
 
 /// Bytes the reader delivers per `read_some` call.
 const SLICE_BYTES: usize = 4 << 20;
+/// The first call's: the applier (and the first paint) wait for the first slice, so slices
+/// start small and double up to [`SLICE_BYTES`].
+const FIRST_SLICE_BYTES: usize = 128 << 10;
 
 /// Reads (and with `follow`, tails) the log in `dir` into `shared`'s model.
 pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
@@ -86,6 +89,7 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
         // (segment, offset, newest time before it) of each record of the current slice read
         // after a gap.
         let mut marks: Vec<(u32, u64, u64)> = Vec::new();
+        let mut slice = FIRST_SLICE_BYTES;
         loop {
             if stopped() {
                 return;
@@ -94,7 +98,7 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
             buf.clear();
             marks.clear();
             let mut next_at: Option<(u32, u64)> = None;
-            let result = reader.read_some(SLICE_BYTES, |pos, rec| {
+            let result = reader.read_some(slice, |pos, rec| {
                 // A record that does not follow its predecessor's last byte comes after a gap
                 // (a batch header, or skipped damage): note the newest time before it, to
                 // place damage found in this slice.
@@ -105,6 +109,7 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
                 next_at = Some((at.0, at.1 + rec.encoded_len() as u64));
                 digest.push(&rec, &mut buf);
             });
+            slice = (slice * 2).min(SLICE_BYTES);
             // Segments deleted (retention) before they were read: say the log starts later.
             let pruned = reader.pruned_segments();
             if pruned != shared.status().pruned_segments {
