@@ -285,6 +285,8 @@ impl Model {
             (lane_id, row as u32, index),
             t,
         );
+        // A frame placed with its end was pushed with it: what is left of closing it is
+        // counting it (the row is not looked up again).
         match (end.or(ends_later), pair) {
             (Some(e), StartPair::EndsLater(_)) => {
                 // What its end record would have done.
@@ -292,9 +294,9 @@ impl Model {
                 self.touch(e);
                 let wk = &mut self.workers[s.worker as usize];
                 wk.last_time = wk.last_time.max(e);
-                self.close(at, e);
+                self.count_closed(node, e - t);
             }
-            (Some(e), _) => self.close(at, e),
+            (Some(e), _) => self.count_closed(node, e - t),
             (None, StartPair::Waits(slot)) => {
                 let slot = slot as usize;
                 if slot >= self.open.len() {
@@ -345,6 +347,13 @@ impl Model {
         row.set_end(i, end);
         let dur = end - row.start(i);
         let node = row.node(i);
+        self.count_closed(node, dur);
+    }
+
+    /// A frame of call-tree node `node` closed after `dur` ns: the call tree and the
+    /// statistics count it.
+    #[inline]
+    fn count_closed(&mut self, node: u32, dur: u64) {
         let label = self.calltree.label(node);
         self.calltree.on_close(node, dur);
         self.stats.on_close(label, dur);
