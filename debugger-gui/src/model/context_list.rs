@@ -152,6 +152,23 @@ impl Cursor<'_> {
     /// Sets `pos` to how many roots of each lane come before the `k`-th of the merged order.
     fn select(&mut self, k: usize) {
         let n = self.lanes.len();
+        // The list's two ends (its top, either way sorted) need no search.
+        if k == 0 {
+            self.pos = vec![0; n];
+            return;
+        }
+        let total: usize = self.lanes.iter().map(|l| l.len()).sum();
+        if k + 1 == total {
+            self.pos = self.lanes.iter().map(|l| l.len()).collect();
+            if let Some(last) = (0..n)
+                .filter_map(|l| self.lanes[l].last().map(|&e| (self.key(e), l)))
+                .max()
+                .map(|(_, l)| l)
+            {
+                self.pos[last] -= 1;
+            }
+            return;
+        }
         // Each lane's count lies in lo..=hi; a pivot from the widest range halves it.
         let mut lo = vec![0usize; n];
         let mut hi: Vec<usize> = self.lanes.iter().map(|l| l.len()).collect();
