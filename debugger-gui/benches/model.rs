@@ -222,7 +222,7 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
     let (busiest, count) = model
         .stats()
         .iter()
-        .map(|(id, s)| (id, s.count))
+        .map(|(id, s)| (id, s.count()))
         .max_by_key(|&(_, c)| c)
         .unwrap();
     let (hist, bars) = time(&mut || model.histogram(busiest, 48, None).bins.len());
@@ -398,7 +398,7 @@ fn bench_stress_load(summary: &mut Vec<String>) {
     for l in &cli {
         let s = m.stats().get(m.labels().get(&l.label).unwrap());
         assert_eq!(
-            (s.count, s.total_ns, s.p99_ns(), s.max_ns),
+            (s.count(), s.total_ns(), s.p99_ns(), s.max_ns()),
             (l.count, l.total_ns, l.p99_ns, l.max_ns),
             "{}",
             l.label

@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(model.closed_count(), direct.closed_count());
         for (id, name) in direct.labels().names() {
             let m = model.labels().get(name).unwrap();
-            assert_eq!(model.stats().get(m).count, direct.stats().get(id).count);
+            assert_eq!(model.stats().get(m).count(), direct.stats().get(id).count());
         }
         assert_eq!(feed.record_bytes(), log.bytes.len() as u64);
         // A caught-up Status ends the load.

@@ -59,7 +59,7 @@ fn summaries(m: &Model) -> FxHashMap<&str, Summary> {
             (
                 m.labels().name(id),
                 Summary {
-                    count: s.count,
+                    count: s.count(),
                     mean_ns: s.mean_ns(),
                     p99_ns: s.p99_ns(),
                 },

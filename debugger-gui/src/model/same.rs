@@ -28,7 +28,7 @@ pub fn difference(a: &Model, b: &Model) -> Option<String> {
         };
         let (x, y) = (a.stats().get(mine), b.stats().get(id));
         let figures = |s: &super::stats::LabelStats| {
-            let (count, total, own, max) = (s.count, s.total_ns, s.self_ns, s.max_ns);
+            let (count, total, own, max) = (s.count(), s.total_ns(), s.self_ns(), s.max_ns());
             (count, total, own, max, s.quantile_ns(0.5), s.p99_ns())
         };
         same!(format!("statistics of {name:?}"), figures(&x), figures(&y));

@@ -43,7 +43,7 @@ impl Model {
             if pattern.matches(name) {
                 m.bits[id as usize / 64] |= 1 << (id % 64);
                 m.labels += 1;
-                m.frames += self.stats().get_ref(id).map_or(0, |s| s.count);
+                m.frames += self.stats().get_ref(id).map_or(0, |s| s.count());
             }
         }
         m

@@ -4,33 +4,51 @@
 
 use analysis::Durations;
 
-/// Running statistics of one label.
+/// Running statistics of one label. Count, total and maximum are the durations' own (a
+/// closing frame updates one histogram, not copies of what it holds).
 #[derive(Clone, Debug, Default)]
 pub struct LabelStats {
-    /// Closed frames with this label.
-    pub count: u64,
-    /// Sum of their durations (ns).
-    pub total_ns: u64,
-    /// Sum of durations minus their direct children's (ns; may dip below zero transiently).
-    pub self_ns: i64,
-    /// Longest duration (ns).
-    pub max_ns: u64,
+    /// Sum of the durations of their direct children (ns).
+    children_ns: u64,
     durations: Option<Box<Durations>>,
 }
 
 impl LabelStats {
+    /// Closed frames with this label.
+    pub fn count(&self) -> u64 {
+        self.durations.as_ref().map_or(0, |d| d.count())
+    }
+
+    /// Sum of their durations (ns).
+    pub fn total_ns(&self) -> u64 {
+        self.durations.as_ref().map_or(0, |d| d.total_ns())
+    }
+
+    /// Longest duration (ns).
+    pub fn max_ns(&self) -> u64 {
+        self.durations.as_ref().map_or(0, |d| d.max_ns())
+    }
+
+    /// Sum of durations minus their direct children's (ns; below zero when children
+    /// overlap, e.g. concurrent async work).
+    pub fn self_ns(&self) -> i64 {
+        (i128::from(self.total_ns()) - i128::from(self.children_ns))
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    }
+
     /// Mean duration (ns).
     pub fn mean_ns(&self) -> f64 {
-        if self.count == 0 {
+        let n = self.count();
+        if n == 0 {
             0.0
         } else {
-            self.total_ns as f64 / self.count as f64
+            self.total_ns() as f64 / n as f64
         }
     }
 
     /// Self time, clamped at zero.
     pub fn self_time_ns(&self) -> u64 {
-        self.self_ns.max(0) as u64
+        self.self_ns().max(0) as u64
     }
 
     /// Quantile `q` (0..=1) of the durations (ns), within 1 %.
@@ -64,18 +82,16 @@ impl Stats {
 
     #[inline]
     pub(crate) fn on_close(&mut self, label: u32, dur: u64) {
-        let s = self.entry(label);
-        s.count += 1;
-        s.total_ns = s.total_ns.saturating_add(dur);
-        s.self_ns = s.self_ns.saturating_add(dur as i64);
-        s.max_ns = s.max_ns.max(dur);
-        s.durations.get_or_insert_with(Box::default).record(dur);
+        self.entry(label)
+            .durations
+            .get_or_insert_with(Box::default)
+            .record(dur);
     }
 
     #[inline]
     pub(crate) fn on_child(&mut self, parent_label: u32, child_dur: u64) {
         let s = self.entry(parent_label);
-        s.self_ns = s.self_ns.saturating_sub(child_dur as i64);
+        s.children_ns = s.children_ns.saturating_add(child_dur);
     }
 
     /// Statistics of one label (zeroes if it never closed).
@@ -88,7 +104,7 @@ impl Stats {
 
     /// Borrowed statistics of one label, if any frame with it closed.
     pub fn get_ref(&self, label: u32) -> Option<&LabelStats> {
-        self.by_label.get(label as usize).filter(|s| s.count > 0)
+        self.by_label.get(label as usize).filter(|s| s.count() > 0)
     }
 
     /// `(label id, stats)` for every label with at least one closed frame.
@@ -96,7 +112,7 @@ impl Stats {
         self.by_label
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.count > 0)
+            .filter(|(_, s)| s.count() > 0)
             .map(|(i, s)| (i as u32, s))
     }
 
@@ -162,13 +178,13 @@ mod tests {
         let st = m.stats_in(300, 550);
         let req = m.labels().get("req").unwrap();
         let db = m.labels().get("db").unwrap();
-        assert_eq!(st.get(req).count, 3);
-        assert_eq!(st.get(db).count, 3);
-        assert_eq!(st.get(db).total_ns, 20 + 25 + 30);
-        assert_eq!(st.get(db).max_ns, 30);
+        assert_eq!(st.get(req).count(), 3);
+        assert_eq!(st.get(db).count(), 3);
+        assert_eq!(st.get(db).total_ns(), 20 + 25 + 30);
+        assert_eq!(st.get(db).max_ns(), 30);
         assert_eq!(st.get(req).self_time_ns(), 3 * 90 - 75);
         assert_eq!(
-            m.stats().get(db).count,
+            m.stats().get(db).count(),
             10,
             "the whole log's statistics are untouched"
         );
@@ -197,8 +213,8 @@ mod tests {
         let mut cli = Durations::new();
         all.iter().for_each(|&d| cli.record(d));
         assert_eq!(approx, cli.percentile_ns(99.0));
-        assert_eq!(s.max_ns, *all.last().unwrap());
-        assert_eq!(s.total_ns, all.iter().sum::<u64>());
+        assert_eq!(s.max_ns(), *all.last().unwrap());
+        assert_eq!(s.total_ns(), all.iter().sum::<u64>());
     }
 
     #[test]
@@ -211,9 +227,12 @@ mod tests {
         let m = l.model();
         let req = m.stats().get(m.labels().get("request").unwrap());
         let db = m.stats().get(m.labels().get("db").unwrap());
-        assert_eq!((req.count, req.total_ns, req.self_time_ns()), (1, 100, 50));
         assert_eq!(
-            (db.count, db.total_ns, db.self_time_ns(), db.max_ns),
+            (req.count(), req.total_ns(), req.self_time_ns()),
+            (1, 100, 50)
+        );
+        assert_eq!(
+            (db.count(), db.total_ns(), db.self_time_ns(), db.max_ns()),
             (2, 50, 50, 30)
         );
         assert_eq!(db.mean_ns(), 25.0);

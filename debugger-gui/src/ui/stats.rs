@@ -95,13 +95,13 @@ impl StatsPanel {
                 .iter()
                 .map(|(id, s)| StatRow {
                     label: model.labels().name(id).to_owned(),
-                    count: s.count,
-                    total: s.total_ns,
+                    count: s.count(),
+                    total: s.total_ns(),
                     self_ns: s.self_time_ns(),
                     mean: s.mean_ns(),
                     p50: s.quantile_ns(0.5),
                     p99: s.p99_ns(),
-                    max: s.max_ns,
+                    max: s.max_ns(),
                 })
                 .collect();
             match self.sort {
