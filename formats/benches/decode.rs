@@ -3,7 +3,7 @@
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use formats::{Category, FrameEnd, FrameStart, Record, RecordIter};
+use formats::{Category, FrameEnd, FrameStart, Parent, Record, RecordIter};
 use std::hint::black_box;
 
 fn sample_log(frames: usize) -> Vec<u8> {
@@ -23,6 +23,12 @@ fn sample_log(frames: usize) -> Vec<u8> {
             context: i / 8,
             category: Category::DATABASE,
             label: labels[i as usize % labels.len()],
+            // What writers record now: every start names its parent (or none).
+            parent: if i % 8 == 0 {
+                Parent::Root
+            } else {
+                Parent::Frame(i / 8 * 8)
+            },
         };
         n += start.encode(&mut buf[n..]).unwrap();
         let end = FrameEnd {

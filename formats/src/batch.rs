@@ -572,6 +572,7 @@ mod tests {
                 context: i,
                 category: Category::FUNCTION,
                 label: "some/label",
+                parent: crate::Parent::NotRecorded,
             })
             .encode_to_vec(&mut out);
             Record::End(FrameEnd {

@@ -10,6 +10,11 @@ pub const FORMAT_VERSION: u16 = 1;
 /// The version of compact sealed segments (`docs/FORMAT.md`, *Compact sealed segments*): only
 /// readers that handle them accept it, through [`FileHeader::decode_any`].
 pub const COMPACT_VERSION: u16 = 2;
+/// The version of raw frame-log segments that may hold FrameStart with parent records
+/// (type 6, `docs/FORMAT.md`, *Parents: versions 3 and 4*). Data and index files never have it.
+pub const PARENTS_VERSION: u16 = 3;
+/// The version of compact frame-log segments that may hold FrameStart with parent records.
+pub const COMPACT_PARENTS_VERSION: u16 = 4;
 /// Length of the v1 file header in bytes.
 pub const HEADER_LEN: usize = 16;
 
@@ -111,9 +116,24 @@ impl FileHeader {
         }
     }
 
-    /// Whether the file is a compact sealed segment (version 2).
+    /// The header of a new raw frame-log segment that records parents (version 3).
+    pub const fn frames_with_parents() -> Self {
+        Self {
+            kind: FileKind::FrameLog,
+            version: PARENTS_VERSION,
+            header_len: HEADER_LEN as u16,
+            flags: 0,
+        }
+    }
+
+    /// Whether the file is a compact sealed segment (version 2, or 4 for a frame log).
     pub const fn is_compact(&self) -> bool {
-        self.version == COMPACT_VERSION
+        self.version == COMPACT_VERSION || self.version == COMPACT_PARENTS_VERSION
+    }
+
+    /// Whether the file may hold FrameStart with parent records (version 3 or 4).
+    pub const fn has_parents(&self) -> bool {
+        self.version == PARENTS_VERSION || self.version == COMPACT_PARENTS_VERSION
     }
 
     /// The header's 16 bytes.
@@ -132,22 +152,23 @@ impl FileHeader {
     /// Decodes the header of a file expected to be of `kind`.
     ///
     /// Returns `Ok(None)` when fewer than 16 bytes are available yet (a file being created).
-    /// Refuses a compact (version 2) file like any newer version: code that reads records
-    /// one by one must never take a compact file for a version 1 one. Readers that handle
-    /// both use [`FileHeader::decode_any`].
+    /// Accepts raw files only (version 1, and 3 for a frame log), refusing a compact one
+    /// (version 2 or 4) like any newer version: code that reads records one by one must never
+    /// take a compact file for a raw one. Readers that handle both use
+    /// [`FileHeader::decode_any`].
     pub fn decode(kind: FileKind, bytes: &[u8]) -> Result<Option<Self>, DecodeError> {
-        Self::decode_up_to(kind, bytes, FORMAT_VERSION)
+        Self::decode_with(kind, bytes, false)
     }
 
-    /// Like [`FileHeader::decode`], but also accepts a compact (version 2) file.
+    /// Like [`FileHeader::decode`], but also accepts a compact (version 2 or 4) file.
     pub fn decode_any(kind: FileKind, bytes: &[u8]) -> Result<Option<Self>, DecodeError> {
-        Self::decode_up_to(kind, bytes, COMPACT_VERSION)
+        Self::decode_with(kind, bytes, true)
     }
 
-    fn decode_up_to(
+    fn decode_with(
         kind: FileKind,
         bytes: &[u8],
-        newest: u16,
+        compact: bool,
     ) -> Result<Option<Self>, DecodeError> {
         let Ok((raw, _)) = RawHeader::ref_from_prefix(bytes) else {
             return Ok(None);
@@ -163,7 +184,12 @@ impl FileHeader {
             ));
         }
         let version = raw.version.get();
-        if version > newest {
+        let known = match (kind, version) {
+            (_, FORMAT_VERSION) | (FileKind::FrameLog, PARENTS_VERSION) => true,
+            (_, COMPACT_VERSION) | (FileKind::FrameLog, COMPACT_PARENTS_VERSION) => compact,
+            _ => false,
+        };
+        if !known {
             return Err(DecodeError::new(8, ErrorKind::UnsupportedVersion(version)));
         }
         let header_len = raw.header_len.get();
@@ -210,6 +236,51 @@ mod tests {
             FileHeader::decode(FileKind::FrameLog, &bytes[..10]),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn versions_accepted_per_kind_and_reader() {
+        // (kind, version, raw readers accept, compact-aware readers accept)
+        let cases = [
+            (FileKind::FrameLog, 1, true, true),
+            (FileKind::FrameLog, 2, false, true),
+            (FileKind::FrameLog, 3, true, true),
+            (FileKind::FrameLog, 4, false, true),
+            (FileKind::FrameLog, 5, false, false),
+            (FileKind::FrameData, 2, false, true),
+            (FileKind::FrameData, 3, false, false),
+            (FileKind::FrameData, 4, false, false),
+            (FileKind::FrameIndex, 3, false, false),
+        ];
+        for (kind, version, raw, any) in cases {
+            let mut h = FileHeader::new(kind);
+            h.version = version;
+            let bytes = h.encode();
+            let got = |r: Result<Option<FileHeader>, DecodeError>| match r {
+                Ok(Some(d)) => {
+                    assert_eq!(d, h);
+                    true
+                }
+                Err(e) => {
+                    assert_eq!(e.kind, ErrorKind::UnsupportedVersion(version));
+                    assert!(e.to_string().contains("update the reader"), "{e}");
+                    false
+                }
+                Ok(None) => panic!("whole header read as partial"),
+            };
+            assert_eq!(
+                got(FileHeader::decode(kind, &bytes)),
+                raw,
+                "{kind:?} v{version}"
+            );
+            assert_eq!(
+                got(FileHeader::decode_any(kind, &bytes)),
+                any,
+                "{kind:?} v{version}"
+            );
+            assert_eq!(h.is_compact(), version == 2 || version == 4);
+        }
+        assert!(FileHeader::frames_with_parents().has_parents());
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod category;
 #[cfg(feature = "compact")]
 pub mod compact;
 mod data;
+pub mod downgrade;
 mod error;
 mod header;
 mod label;
@@ -32,11 +33,15 @@ pub use data::{
     decode_index_entry, encode_data_entry, to_document,
 };
 pub use error::{DecodeError, ErrorKind};
-pub use header::{COMPACT_VERSION, FORMAT_VERSION, FileHeader, FileKind, HEADER_LEN};
+pub use header::{
+    COMPACT_PARENTS_VERSION, COMPACT_VERSION, FORMAT_VERSION, FileHeader, FileKind, HEADER_LEN,
+    PARENTS_VERSION,
+};
 pub use label::truncate_label;
 pub use record::{
-    Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN, FrameEnd,
-    FrameStart, Record, RecordIter, RecordType, ThreadInfo, WorkerInfo, decode_record,
+    Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
+    FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordIter, RecordType,
+    ThreadInfo, WorkerInfo, decode_record,
 };
 
 /// Names one frame within a log: the writing process's worker id and the frame's id.

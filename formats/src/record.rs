@@ -1,4 +1,5 @@
-//! Frame-log records: FrameStart (type 0), FrameEnd (type 1) and extension records (type ≥ 2).
+//! Frame-log records: FrameStart (type 0, or 6 with its parent), FrameEnd (type 1) and
+//! extension records (type ≥ 2).
 //!
 //! Every record opens with the same 14 bytes, `id u32, worker u8, type u8, timestamp u64`
 //! (which is all a FrameEnd is). Decoding is a bounds check plus an unaligned view.
@@ -16,6 +17,10 @@ pub const FRAME_END_LEN: usize = 14;
 pub const FRAME_START_HEADER_LEN: usize = 20;
 /// Length of an extension record before its payload.
 pub const EXT_HEADER_LEN: usize = 16;
+/// Length of a FrameStart with parent (type 6) before its label.
+pub const FRAME_START_PARENT_HEADER_LEN: usize = 25;
+/// Payload bytes of a FrameStart with parent before its label (context, parent, category).
+const PARENT_START_FIXED: usize = FRAME_START_PARENT_HEADER_LEN - EXT_HEADER_LEN;
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
 #[repr(C)]
@@ -33,6 +38,16 @@ struct RawStart {
     context: U32,
     category: u8,
     label_size: u8,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
+#[repr(C)]
+struct RawStartParent {
+    common: RawCommon,
+    payload_size: U16,
+    context: U32,
+    parent: U32,
+    category: u8,
 }
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
@@ -58,17 +73,20 @@ pub enum RecordType {
     ThreadInfo = 4,
     /// Batch framing: length and CRC32C of the records that follow (see [`crate::BatchHeader`]).
     Batch = 5,
+    /// A frame starts, and names its parent (only in version 3 and 4 frame logs).
+    StartWithParent = 6,
 }
 
 impl RecordType {
     /// Every type this version defines, in type-byte order.
-    pub const ALL: [RecordType; 6] = [
+    pub const ALL: [RecordType; 7] = [
         RecordType::Start,
         RecordType::End,
         RecordType::Dropped,
         RecordType::WorkerInfo,
         RecordType::ThreadInfo,
         RecordType::Batch,
+        RecordType::StartWithParent,
     ];
 
     /// The type for a type byte, if this version defines it.
@@ -80,14 +98,16 @@ impl RecordType {
             3 => Some(RecordType::WorkerInfo),
             4 => Some(RecordType::ThreadInfo),
             5 => Some(RecordType::Batch),
+            6 => Some(RecordType::StartWithParent),
             _ => None,
         }
     }
 
-    /// The type's name (as `framelog dump --json` prints it).
+    /// The type's name (as `framelog dump --json` prints it). Both kinds of FrameStart are
+    /// `start`: what tells them apart is whether a parent is recorded.
     pub const fn name(self) -> &'static str {
         match self {
-            RecordType::Start => "start",
+            RecordType::Start | RecordType::StartWithParent => "start",
             RecordType::End => "end",
             RecordType::Dropped => "dropped",
             RecordType::WorkerInfo => "worker_info",
@@ -109,6 +129,44 @@ impl RecordType {
 const _: () = assert!(size_of::<RawCommon>() == FRAME_END_LEN);
 const _: () = assert!(size_of::<RawStart>() == FRAME_START_HEADER_LEN);
 const _: () = assert!(size_of::<RawExt>() == EXT_HEADER_LEN);
+const _: () = assert!(size_of::<RawStartParent>() == FRAME_START_PARENT_HEADER_LEN);
+
+/// What a FrameStart says about the frame's parent (the frame it was called from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Parent {
+    /// Not recorded (a type 0 start, from a writer that predates parents or a stream to an
+    /// older reader): readers infer it from nesting on the thread.
+    #[default]
+    NotRecorded,
+    /// Recorded: the frame has no parent.
+    Root,
+    /// Recorded: the id of the parent frame (same worker, never 0).
+    Frame(u32),
+}
+
+impl Parent {
+    /// The parent named by a type 6 record's `parent` field (0: none).
+    pub const fn from_field(parent: u32) -> Parent {
+        if parent == 0 {
+            Parent::Root
+        } else {
+            Parent::Frame(parent)
+        }
+    }
+
+    /// Whether the record says what the parent is (a type 6 start).
+    pub const fn is_recorded(self) -> bool {
+        !matches!(self, Parent::NotRecorded)
+    }
+
+    /// The parent's id if one is recorded (`None` for a root or an unrecorded parent).
+    pub const fn id(self) -> Option<u32> {
+        match self {
+            Parent::Frame(id) => Some(id),
+            _ => None,
+        }
+    }
+}
 
 /// A frame begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +183,8 @@ pub struct FrameStart<'a> {
     pub category: Category,
     /// The frame's label, at most 255 bytes of UTF-8 (longer labels are cut when encoded).
     pub label: &'a str,
+    /// The frame's parent, if the writer recorded it (type 6 when recorded, type 0 when not).
+    pub parent: Parent,
 }
 
 /// A frame ends.
@@ -243,6 +303,7 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     const DROPPED: u8 = RecordType::Dropped as u8;
     const WORKER_INFO: u8 = RecordType::WorkerInfo as u8;
     const THREAD_INFO: u8 = RecordType::ThreadInfo as u8;
+    const START_WITH_PARENT: u8 = RecordType::StartWithParent as u8;
     match c.kind {
         START => {
             let Ok((s, rest)) = RawStart::ref_from_prefix(buf) else {
@@ -260,8 +321,54 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
                 context: s.context.get(),
                 category: Category(s.category),
                 label,
+                parent: Parent::NotRecorded,
             });
             Ok(Decoded::Record(rec, FRAME_START_HEADER_LEN + n))
+        }
+        START_WITH_PARENT => {
+            let Ok((s, rest)) = RawStartParent::ref_from_prefix(buf) else {
+                // Not all of the fixed part is here: a payload size too small to hold it is
+                // an error as soon as the size is known, else wait for more.
+                return match RawExt::ref_from_prefix(buf) {
+                    Ok((e, _)) if (e.payload_size.get() as usize) < PARENT_START_FIXED => {
+                        Err(DecodeError::new(
+                            0,
+                            ErrorKind::BadPayload {
+                                name: "start with parent",
+                                len: e.payload_size.get() as usize,
+                            },
+                        ))
+                    }
+                    _ => Ok(Decoded::NeedMore),
+                };
+            };
+            let size = s.payload_size.get() as usize;
+            let Some(n) = size
+                .checked_sub(PARENT_START_FIXED)
+                .filter(|n| *n <= u8::MAX as usize)
+            else {
+                return Err(DecodeError::new(
+                    0,
+                    ErrorKind::BadPayload {
+                        name: "start with parent",
+                        len: size,
+                    },
+                ));
+            };
+            let Some(label) = rest.get(..n) else {
+                return Ok(Decoded::NeedMore);
+            };
+            let label = utf8(label, FRAME_START_PARENT_HEADER_LEN)?;
+            let rec = Record::Start(FrameStart {
+                id,
+                worker,
+                timestamp,
+                context: s.context.get(),
+                category: Category(s.category),
+                label,
+                parent: Parent::from_field(s.parent.get()),
+            });
+            Ok(Decoded::Record(rec, FRAME_START_PARENT_HEADER_LEN + n))
         }
         END => Ok(Decoded::Record(
             Record::End(FrameEnd {
@@ -338,13 +445,44 @@ impl FrameStart<'_> {
     /// Bytes this record takes when encoded (the label cut to 255 bytes).
     #[inline]
     pub fn encoded_len(&self) -> usize {
-        FRAME_START_HEADER_LEN + truncate_label(self.label).len()
+        let head = if self.parent.is_recorded() {
+            FRAME_START_PARENT_HEADER_LEN
+        } else {
+            FRAME_START_HEADER_LEN
+        };
+        head + truncate_label(self.label).len()
     }
 
-    /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
+    /// The record type it encodes as: 6 when its parent is recorded, else 0.
+    #[inline]
+    pub fn record_type(&self) -> RecordType {
+        if self.parent.is_recorded() {
+            RecordType::StartWithParent
+        } else {
+            RecordType::Start
+        }
+    }
+
+    /// Encodes into the front of `out` (type 6 if the parent is recorded, else type 0);
+    /// `None` if `out` is too small. Never allocates.
     #[inline]
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let label = truncate_label(self.label);
+        if let Parent::Root | Parent::Frame(_) = self.parent {
+            let raw = RawStartParent {
+                common: common(
+                    self.id,
+                    self.worker,
+                    RecordType::StartWithParent as u8,
+                    self.timestamp,
+                ),
+                payload_size: ext_payload_len(PARENT_START_FIXED + label.len()),
+                context: U32::new(self.context),
+                parent: U32::new(self.parent.id().unwrap_or(0)),
+                category: self.category.0,
+            };
+            return put(out, raw.as_bytes(), label.as_bytes());
+        }
         let raw = RawStart {
             common: common(
                 self.id,
@@ -470,7 +608,7 @@ impl<'a> Record<'a> {
     /// The record's type byte.
     pub fn type_byte(&self) -> u8 {
         match self {
-            Record::Start(_) => RecordType::Start as u8,
+            Record::Start(r) => r.record_type() as u8,
             Record::End(_) => RecordType::End as u8,
             Record::Dropped(_) => RecordType::Dropped as u8,
             Record::WorkerInfo(_) => RecordType::WorkerInfo as u8,
@@ -598,6 +736,7 @@ mod tests {
             context: 1,
             category: Category::DATABASE,
             label: "User: Select",
+            parent: Parent::NotRecorded,
         };
         assert_eq!(start.encoded_len(), 20 + 12);
         let mut buf = [0u8; 64];
@@ -619,6 +758,59 @@ mod tests {
         assert_eq!(end.encode(&mut buf), Some(14));
         assert_eq!(buf[5], 1);
         assert_eq!(start.encode(&mut buf[..31]), None);
+        // With its parent: type 6, the extension layout, 25 bytes before the label.
+        let child = FrameStart {
+            parent: Parent::Frame(0x0102_0304),
+            ..start
+        };
+        assert_eq!(child.encoded_len(), 25 + 12);
+        assert_eq!(child.encode(&mut buf), Some(37));
+        assert_eq!(buf[5], 6);
+        assert_eq!(&buf[14..16], &21u16.to_le_bytes());
+        assert_eq!(&buf[16..20], &1u32.to_le_bytes());
+        assert_eq!(&buf[20..24], &0x0102_0304u32.to_le_bytes());
+        assert_eq!(buf[24], 8);
+        assert_eq!(&buf[25..37], b"User: Select");
+        assert_eq!(crate::batch::record_len(&buf), Some(37));
+        let root = FrameStart {
+            parent: Parent::Root,
+            ..start
+        };
+        root.encode(&mut buf).unwrap();
+        assert_eq!(&buf[20..24], &[0; 4]);
+        round_trip(Record::Start(child));
+        round_trip(Record::Start(root));
+    }
+
+    #[test]
+    fn starts_with_parent_of_impossible_sizes_are_errors() {
+        let child = FrameStart {
+            id: 1,
+            worker: 2,
+            timestamp: 3,
+            context: 1,
+            category: Category::DATABASE,
+            label: "abc",
+            parent: Parent::Frame(9),
+        };
+        let mut buf = [0u8; 64];
+        let n = child.encode(&mut buf).unwrap();
+        for size in [0u16, 8, 265, u16::MAX] {
+            let mut b = buf;
+            b[14..16].copy_from_slice(&size.to_le_bytes());
+            let err = decode_record(&b[..n]).unwrap_err();
+            assert!(
+                matches!(err.kind, ErrorKind::BadPayload { .. }),
+                "{size}: {err}"
+            );
+            // Even before the fixed part is all there.
+            assert!(decode_record(&b[..18]).is_err() || size >= 9, "{size}");
+        }
+        buf[25] = 0xff;
+        assert_eq!(
+            decode_record(&buf[..n]).unwrap_err().kind,
+            ErrorKind::BadLabel
+        );
     }
 
     #[test]
@@ -631,6 +823,7 @@ mod tests {
             context: 7,
             category: Category::FUNCTION,
             label: &label,
+            parent: Parent::Frame(3),
         };
         let mut buf = [0u8; 512];
         let n = rec.encode(&mut buf).unwrap();
@@ -696,9 +889,10 @@ mod tests {
 
     proptest! {
         #[test]
-        fn starts_round_trip(id: u32, worker: u8, ts: u64, ctx: u32, cat: u8, label in arb_str(80)) {
+        fn starts_round_trip(id: u32, worker: u8, ts: u64, ctx: u32, cat: u8, label in arb_str(300),
+                             parent in prop_oneof![Just(Parent::NotRecorded), Just(Parent::Root), (1u32..).prop_map(Parent::Frame)]) {
             let label = truncate_label(&label).to_owned();
-            round_trip(Record::Start(FrameStart { id, worker, timestamp: ts, context: ctx, category: Category(cat), label: &label }));
+            round_trip(Record::Start(FrameStart { id, worker, timestamp: ts, context: ctx, category: Category(cat), label: &label, parent }));
         }
 
         #[test]
@@ -708,7 +902,7 @@ mod tests {
 
         #[test]
         fn extensions_round_trip(worker: u8, ts: u64, count: u64, pid: u32, thread: u32, name in arb_str(40),
-                                 kind in 5u8.., id: u32, payload in proptest::collection::vec(any::<u8>(), 0..300)) {
+                                 kind in (5u8..).prop_filter("6 is a start", |k| *k != 6), id: u32, payload in proptest::collection::vec(any::<u8>(), 0..300)) {
             let name = truncate_label(&name).to_owned();
             round_trip(Record::Dropped(Dropped { worker, timestamp: ts, count }));
             round_trip(Record::WorkerInfo(WorkerInfo { worker, timestamp: ts, pid, name: &name }));

@@ -2,7 +2,7 @@
 //! column-wise, zstd-compressed blocks with a block index and a trailer. Pure, no I/O.
 //!
 //! - [`FramesEncoder`] takes the records of one raw segment (with their offsets) and builds the
-//!   whole version 2 file.
+//!   whole version 2 file (version 4 with [`FramesEncoder::with_parents`]).
 //! - [`Trailer`], [`read_index`] and [`walk_blocks`] find the blocks (by the index, or by their
 //!   headers when the index is damaged).
 //! - [`BlockDecoder`] checks and decodes one block into records that are the version 1 ones
@@ -16,8 +16,9 @@ use super::{MAX_RAW_BLOCK_LEN, get_varint, put_varint, unzigzag, zigzag};
 use crate::category::Category;
 use crate::header::{FileHeader, FileKind, HEADER_LEN};
 use crate::record::{
-    Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN, FrameEnd,
-    FrameStart, Record, RecordType, ThreadInfo, WorkerInfo,
+    Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
+    FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordType, ThreadInfo,
+    WorkerInfo,
 };
 
 /// Magic of a block header.
@@ -34,10 +35,12 @@ pub const INDEX_ENTRY_LEN: usize = 36;
 pub const TRAILER_LEN: usize = 32;
 /// Most records in one block.
 pub const MAX_BLOCK_RECORDS: u32 = 65_536;
-/// Number of streams in a block body.
+/// Number of streams in a version 2 block body.
 pub const STREAMS: usize = 10;
-/// Names of the streams, in body order (for size reports).
-pub const STREAM_NAMES: [&str; STREAMS] = [
+/// Number of streams in a version 4 block body (with `parents`).
+pub const STREAMS_WITH_PARENTS: usize = 11;
+/// Names of the streams, in body order (for size reports); version 2 has the first ten.
+pub const STREAM_NAMES: [&str; STREAMS_WITH_PARENTS] = [
     "labels",
     "types",
     "workers",
@@ -48,6 +51,7 @@ pub const STREAM_NAMES: [&str; STREAMS] = [
     "contexts",
     "categories",
     "payloads",
+    "parents",
 ];
 /// Deepest stack of open frames a lane keeps.
 const MAX_STACK: usize = 64;
@@ -68,6 +72,7 @@ const DROPPED: u8 = RecordType::Dropped as u8;
 const WORKER_INFO: u8 = RecordType::WorkerInfo as u8;
 const THREAD_INFO: u8 = RecordType::ThreadInfo as u8;
 const BATCH: u8 = RecordType::Batch as u8;
+const START_WITH_PARENT: u8 = RecordType::StartWithParent as u8;
 
 fn crc(bytes: &[u8]) -> u32 {
     crc32c::crc32c(bytes)
@@ -474,7 +479,9 @@ pub struct FramesEncoder {
     out: Vec<u8>,
     index: Vec<BlockEntry>,
     records: u64,
-    streams: [Vec<u8>; STREAMS],
+    /// Version 4 (with the `parents` stream) rather than 2.
+    parents: bool,
+    streams: [Vec<u8>; STREAMS_WITH_PARENTS],
     /// The block's labels: id by label, and the table's bytes in id order.
     label_ids: FxMap<Box<str>, u32>,
     label_table: Vec<u8>,
@@ -492,7 +499,7 @@ pub struct FramesEncoder {
     compressor: zstd::bulk::Compressor<'static>,
     body: Vec<u8>,
     /// Per stream: raw bytes and bytes each compresses to alone (when measuring).
-    measure: Option<[(u64, u64); STREAMS]>,
+    measure: Option<[(u64, u64); STREAMS_WITH_PARENTS]>,
     level: i32,
 }
 
@@ -514,14 +521,29 @@ fn label_slot(label: &str) -> usize {
 }
 
 impl FramesEncoder {
-    /// A new file, its blocks compressed at zstd `level`.
+    /// A new version 2 file (no FrameStart with parent), its blocks compressed at zstd
+    /// `level`.
     pub fn new(level: i32) -> Self {
+        Self::with_version(level, false)
+    }
+
+    /// A new version 4 file (FrameStart with parent allowed), for a version 3 raw segment.
+    pub fn with_parents(level: i32) -> Self {
+        Self::with_version(level, true)
+    }
+
+    fn with_version(level: i32, parents: bool) -> Self {
+        let mut header = FileHeader::compact(FileKind::FrameLog);
+        if parents {
+            header.version = crate::COMPACT_PARENTS_VERSION;
+        }
         let mut out = Vec::new();
-        out.extend_from_slice(&FileHeader::compact(FileKind::FrameLog).encode());
+        out.extend_from_slice(&header.encode());
         let mut enc = Self {
             out,
             index: Vec::new(),
             records: 0,
+            parents,
             streams: Default::default(),
             label_ids: FxMap::default(),
             label_table: Vec::new(),
@@ -564,13 +586,22 @@ impl FramesEncoder {
 
     /// Also compresses each stream alone to report which dominates ([`FramesEncoder::stream_sizes`]).
     pub fn measure_streams(&mut self) {
-        self.measure = Some([(0, 0); STREAMS]);
+        self.measure = Some([(0, 0); STREAMS_WITH_PARENTS]);
     }
 
     /// Per stream (in [`STREAM_NAMES`] order): raw bytes and bytes compressed alone, if
-    /// measured.
-    pub fn stream_sizes(&self) -> Option<[(u64, u64); STREAMS]> {
+    /// measured (`parents` stays 0 in a version 2 file).
+    pub fn stream_sizes(&self) -> Option<[(u64, u64); STREAMS_WITH_PARENTS]> {
         self.measure
+    }
+
+    /// Streams of this file's blocks: 10 (version 2) or 11 (version 4).
+    fn stream_count(&self) -> usize {
+        if self.parents {
+            STREAMS_WITH_PARENTS
+        } else {
+            STREAMS
+        }
     }
 
     #[inline]
@@ -609,7 +640,10 @@ impl FramesEncoder {
                 if s.label.len() > 255 {
                     return Err(err("label longer than 255 bytes"));
                 }
-                (0, FRAME_START_HEADER_LEN + s.label.len())
+                if s.parent.is_recorded() && !self.parents {
+                    return Err(err("a FrameStart with parent in a version 2 file"));
+                }
+                (0, s.encoded_len())
             }
             Record::End(_) => (0, FRAME_END_LEN),
             Record::Dropped(_) => (8, EXT_HEADER_LEN + 8),
@@ -635,7 +669,13 @@ impl FramesEncoder {
         };
         self.prev_end = offset + raw_len as u64;
         let (kind, worker, id, timestamp, label) = match rec {
-            Record::Start(s) => (START, s.worker, s.id, s.timestamp, self.label_id(s.label)),
+            Record::Start(s) => (
+                s.record_type() as u8,
+                s.worker,
+                s.id,
+                s.timestamp,
+                self.label_id(s.label),
+            ),
             Record::End(e) => (END, e.worker, e.id, e.timestamp, 0),
             _ => (rec.type_byte(), rec.worker(), rec.id(), rec.timestamp(), 0),
         };
@@ -658,6 +698,7 @@ impl FramesEncoder {
             contexts,
             categories,
             payloads,
+            parents,
         ] = &mut self.streams;
         types.push(kind);
         workers.push(worker);
@@ -675,6 +716,17 @@ impl FramesEncoder {
                 };
                 put_varint(contexts, ctx);
                 categories.push(s.category.0);
+                match s.parent {
+                    Parent::NotRecorded => {}
+                    // `Frame(0)` encodes as a root in raw records too.
+                    Parent::Root | Parent::Frame(0) => parents.push(1),
+                    Parent::Frame(p) if lane.stack.last().is_some_and(|&(top, _)| top == p) => {
+                        parents.push(0)
+                    }
+                    Parent::Frame(p) => {
+                        put_varint(parents, 2 + zigzag(i64::from(id) - i64::from(p)))
+                    }
+                }
                 lane.push(id, s.context);
             }
             Record::End(_) => match lane.stack.iter().rev().position(|&(i, _)| i == id) {
@@ -736,14 +788,15 @@ impl FramesEncoder {
         put_varint(labels, u64::from(self.labels));
         labels.extend_from_slice(&self.label_table);
         self.body.clear();
-        for s in &self.streams {
+        let streams = &self.streams[..self.stream_count()];
+        for s in streams {
             self.body.extend_from_slice(&(s.len() as u32).to_le_bytes());
         }
-        for s in &self.streams {
+        for s in streams {
             self.body.extend_from_slice(s);
         }
         if let Some(m) = &mut self.measure {
-            for (i, s) in self.streams.iter().enumerate() {
+            for (i, s) in streams.iter().enumerate() {
                 m[i].0 += s.len() as u64;
                 m[i].1 += super::compress(s, self.level).len() as u64;
             }
@@ -780,7 +833,10 @@ impl FramesEncoder {
     }
 
     /// Like [`FramesEncoder::finish`], also returning the per-stream sizes if measured.
-    pub fn finish_measured(mut self, raw_len: u64) -> (Vec<u8>, Option<[(u64, u64); STREAMS]>) {
+    pub fn finish_measured(
+        mut self,
+        raw_len: u64,
+    ) -> (Vec<u8>, Option<[(u64, u64); STREAMS_WITH_PARENTS]>) {
         self.close_block();
         let sizes = self.measure;
         (self.finish(raw_len), sizes)
@@ -827,6 +883,8 @@ struct Row {
     kind: u8,
     worker: u8,
     category: u8,
+    /// FrameStart with parent: its `parent` field.
+    parent: u32,
 }
 
 /// Decodes compact blocks; keeps its buffers between blocks.
@@ -840,6 +898,8 @@ pub struct BlockDecoder {
     labels: Vec<(u32, u8)>,
     lanes: Lanes,
     decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    /// Blocks of a version 4 file (eleven streams, FrameStart with parent).
+    parents: bool,
 }
 
 impl Default for BlockDecoder {
@@ -885,7 +945,13 @@ impl BlockDecoder {
             labels: Vec::new(),
             lanes: Lanes::default(),
             decompressor: zstd::bulk::Decompressor::new().ok(),
+            parents: false,
         }
+    }
+
+    /// Decodes blocks of a file of `version` from now on: 4 has the `parents` stream, 2 not.
+    pub fn set_version(&mut self, version: u16) {
+        self.parents = version == crate::COMPACT_PARENTS_VERSION;
     }
 
     /// Checks and decodes the block with header `h` whose compressed body is `body`; on
@@ -930,9 +996,20 @@ impl BlockDecoder {
 
     fn decode_rows(&mut self, h: &BlockHeader) -> Result<(), String> {
         let raw = &self.raw[..];
-        let mut lens = [0usize; STREAMS];
-        let mut total = 4 * STREAMS;
-        for (i, l) in lens.iter_mut().enumerate() {
+        let nstreams = if self.parents {
+            STREAMS_WITH_PARENTS
+        } else {
+            STREAMS
+        };
+        if raw.len() < 4 * nstreams {
+            return Err(format!(
+                "body of {} bytes is shorter than its {nstreams} stream lengths",
+                raw.len()
+            ));
+        }
+        let mut lens = [0usize; STREAMS_WITH_PARENTS];
+        let mut total = 4 * nstreams;
+        for (i, l) in lens[..nstreams].iter_mut().enumerate() {
             *l = u32_at(raw, 4 * i) as usize;
             total = total.saturating_add(*l);
         }
@@ -942,10 +1019,10 @@ impl BlockDecoder {
                 raw.len()
             ));
         }
-        let mut streams: [&[u8]; STREAMS] = [&[]; STREAMS];
-        let mut starts = [0usize; STREAMS];
-        let mut at = 4 * STREAMS;
-        for i in 0..STREAMS {
+        let mut streams: [&[u8]; STREAMS_WITH_PARENTS] = [&[]; STREAMS_WITH_PARENTS];
+        let mut starts = [0usize; STREAMS_WITH_PARENTS];
+        let mut at = 4 * nstreams;
+        for i in 0..nstreams {
             starts[i] = at;
             streams[i] = &raw[at..at + lens[i]];
             at += lens[i];
@@ -995,10 +1072,13 @@ impl BlockDecoder {
             contexts,
             categories,
             payloads,
+            parents,
         ] = streams;
         let (mut gaps, mut times, mut ids, mut label_ids, mut contexts, mut categories) =
             (gaps, times, ids, label_ids, contexts, categories);
         let mut payloads = payloads;
+        let mut parents = parents;
+        let with_parents = self.parents;
         let mut prev_end = h.first_offset;
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         for i in 0..count {
@@ -1030,7 +1110,7 @@ impl BlockDecoder {
                 ..Row::default()
             };
             let len = match kind {
-                START => {
+                START | START_WITH_PARENT if kind == START || with_parents => {
                     let id = i64::from(lane.last_start) + 1 + unzigzag(id_code);
                     let id = u32::try_from(id).map_err(|_| "frame id out of range")?;
                     lane.last_start = id;
@@ -1050,8 +1130,24 @@ impl BlockDecoder {
                     row.id = id;
                     row.a = context;
                     row.b = label as u32;
+                    let head = if kind == START_WITH_PARENT {
+                        row.parent = match varint(&mut parents, "parents")? {
+                            0 => match lane.stack.last() {
+                                Some(&(top, _)) => top,
+                                None => return Err("parent on an empty stack".to_owned()),
+                            },
+                            1 => 0,
+                            c => u32::try_from(i64::from(id) - unzigzag(c - 2))
+                                .ok()
+                                .filter(|&p| p != 0)
+                                .ok_or("parent out of range")?,
+                        };
+                        FRAME_START_PARENT_HEADER_LEN
+                    } else {
+                        FRAME_START_HEADER_LEN
+                    };
                     lane.push(id, context);
-                    FRAME_START_HEADER_LEN as u64 + u64::from(self.labels[label as usize].1)
+                    head as u64 + u64::from(self.labels[label as usize].1)
                 }
                 END => {
                     if id_code & 1 == 0 {
@@ -1121,10 +1217,12 @@ impl BlockDecoder {
             prev_end = offset.checked_add(len).ok_or("record offset overflows")?;
             self.rows.push(row);
         }
-        let left: usize = [gaps, times, ids, label_ids, contexts, categories, payloads]
-            .iter()
-            .map(|s| s.len())
-            .sum();
+        let left: usize = [
+            gaps, times, ids, label_ids, contexts, categories, payloads, parents,
+        ]
+        .iter()
+        .map(|s| s.len())
+        .sum();
         if left != 0 {
             return Err(format!(
                 "{left} bytes of streams left after {count} records"
@@ -1161,6 +1259,9 @@ impl BlockDecoder {
         let r = self.rows.last()?;
         let len = match r.kind {
             START => FRAME_START_HEADER_LEN as u64 + u64::from(self.labels[r.b as usize].1),
+            START_WITH_PARENT if self.parents => {
+                FRAME_START_PARENT_HEADER_LEN as u64 + u64::from(self.labels[r.b as usize].1)
+            }
             END => FRAME_END_LEN as u64,
             _ => EXT_HEADER_LEN as u64 + u64::from(r.a),
         };
@@ -1186,16 +1287,24 @@ impl BlockDecoder {
             let at = at as usize;
             labels.push(text.get(at..at + len as usize).unwrap_or_default());
         }
+        let parents = self.parents;
         for r in self.rows.get(from..).unwrap_or_default() {
             let rec = match r.kind {
-                START => Record::Start(FrameStart {
-                    id: r.id,
-                    worker: r.worker,
-                    timestamp: r.timestamp,
-                    context: r.a,
-                    category: Category(r.category),
-                    label: labels.get(r.b as usize).copied().unwrap_or_default(),
-                }),
+                START | START_WITH_PARENT if r.kind == START || parents => {
+                    Record::Start(FrameStart {
+                        id: r.id,
+                        worker: r.worker,
+                        timestamp: r.timestamp,
+                        context: r.a,
+                        category: Category(r.category),
+                        label: labels.get(r.b as usize).copied().unwrap_or_default(),
+                        parent: if r.kind == START {
+                            Parent::NotRecorded
+                        } else {
+                            Parent::from_field(r.parent)
+                        },
+                    })
+                }
                 END => Record::End(FrameEnd {
                     id: r.id,
                     worker: r.worker,
@@ -1310,6 +1419,7 @@ pub fn decode_file(file: &[u8], mut f: impl FnMut(FileEvent<'_>)) {
         return;
     }
     let walk = locate_blocks(file);
+    let version = u16::from_le_bytes([file[8], file[9]]);
     enum Part {
         Damage(u64),
         Block(BlockHeader),
@@ -1319,6 +1429,7 @@ pub fn decode_file(file: &[u8], mut f: impl FnMut(FileEvent<'_>)) {
     parts.extend(walk.blocks.iter().map(|&(o, h)| (o, Part::Block(h))));
     parts.sort_by_key(|e| e.0);
     let mut dec = BlockDecoder::new();
+    dec.set_version(version);
     for (at, part) in parts {
         match part {
             Part::Damage(l) => f(FileEvent::Damaged(

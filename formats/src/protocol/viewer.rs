@@ -570,6 +570,7 @@ mod tests {
                 context: id,
                 category: crate::Category::FUNCTION,
                 label: "db/query",
+                parent: crate::Parent::from_field(id / 2),
             })
             .encode_to_vec(&mut out);
             Record::End(FrameEnd {
@@ -685,7 +686,7 @@ mod tests {
         let err = ToViewer::decode(&buf).unwrap_err().to_string();
         assert!(err.contains("4 records, the header says 5"), "{err}");
         let mut bad = recs.clone();
-        bad[5] = 99; // the first FrameStart read as an extension: the bytes no longer split into 4 records
+        bad[5] = 0; // the first FrameStart (type 6) read as type 0: the bytes no longer split into 4 records
         let mut buf = Vec::new();
         ToViewer::Records {
             segment: 1,

@@ -1,0 +1,177 @@
+//! Records for readers that predate parents: every FrameStart with parent (type 6) written as
+//! the type 0 start with the same fields, so a version 1 segment, a session started with
+//! StartSession v1-v3 or a viewer that reads Records version 1 never sees a type it would skip.
+
+use crate::batch::{BatchHeader, FRAMES_BATCH_TARGET, check_batches, record_len, split_records};
+use crate::error::{DecodeError, ErrorKind};
+use crate::record::{Decoded, Parent, Record, RecordType, decode_record};
+
+/// Whether `records` (records back to back) holds a FrameStart with parent, by type bytes
+/// and lengths alone (a partial record at the end is not looked at).
+pub fn has_parents(records: &[u8]) -> bool {
+    let mut pos = 0;
+    while let Some(len) = records.get(pos..).and_then(record_len) {
+        if records[pos + 5] == RecordType::StartWithParent as u8 {
+            return true;
+        }
+        pos += len;
+    }
+    false
+}
+
+/// Appends `records` (whole records back to back, no batch records) to `out`, each FrameStart
+/// with parent written as a type 0 FrameStart. Errors (nothing appended) at a record that does
+/// not decode whole, with its offset.
+pub fn strip_parents(records: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    let start = out.len();
+    let mut pos = 0;
+    while pos < records.len() {
+        let rest = &records[pos..];
+        let failed = |e: DecodeError| e.shifted(pos as u64);
+        match decode_record(rest).map_err(failed) {
+            Ok(Decoded::Record(Record::Start(mut s), len)) if s.parent.is_recorded() => {
+                s.parent = Parent::NotRecorded;
+                Record::Start(s).encode_to_vec(out);
+                pos += len;
+            }
+            Ok(Decoded::Record(_, len)) => {
+                out.extend_from_slice(&rest[..len]);
+                pos += len;
+            }
+            Ok(Decoded::NeedMore) => {
+                out.truncate(start);
+                return Err(DecodeError::new(
+                    pos as u64,
+                    ErrorKind::PartialRecord(records.len() - pos),
+                ));
+            }
+            Err(e) => {
+                out.truncate(start);
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Re-frames `batches` (whole batches, as [`check_batches`] accepts) with every FrameStart
+/// with parent written as type 0: new batch headers (same worker and timestamp), new
+/// checksums. Errors with the offset of a batch header that does not hold or a record that
+/// does not decode.
+pub fn strip_parents_framed(batches: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let mut bodies = Vec::new();
+    let bad = |at: u64| {
+        DecodeError::new(
+            at,
+            ErrorKind::BadPayload {
+                name: "batch",
+                len: 0,
+            },
+        )
+    };
+    check_batches(batches, |h, body| bodies.push((*h, body))).map_err(bad)?;
+    let mut out = Vec::with_capacity(batches.len());
+    let mut records = Vec::new();
+    for (h, body) in bodies {
+        records.clear();
+        strip_parents(&batches[body.clone()], &mut records)
+            .map_err(|e| e.shifted(body.start as u64))?;
+        split_records(&records, FRAMES_BATCH_TARGET, |r, count| {
+            let head = BatchHeader::for_records(h.worker, h.timestamp, &records[r.clone()], count);
+            out.extend_from_slice(&head.encode());
+            out.extend_from_slice(&records[r]);
+        })?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Category, FrameEnd, FrameStart, RecordIter};
+
+    fn start(id: u32, parent: Parent) -> FrameStart<'static> {
+        FrameStart {
+            id,
+            worker: 3,
+            timestamp: 1000 + u64::from(id),
+            context: 1,
+            category: Category::DATABASE,
+            label: "db/query",
+            parent,
+        }
+    }
+
+    fn records() -> Vec<u8> {
+        let mut v = Vec::new();
+        Record::Start(start(1, Parent::Root)).encode_to_vec(&mut v);
+        Record::Start(start(2, Parent::Frame(1))).encode_to_vec(&mut v);
+        Record::Start(start(3, Parent::NotRecorded)).encode_to_vec(&mut v);
+        Record::End(FrameEnd {
+            id: 2,
+            worker: 3,
+            timestamp: 5000,
+        })
+        .encode_to_vec(&mut v);
+        v
+    }
+
+    #[test]
+    fn stripped_records_are_the_same_starts_without_parents() {
+        let v = records();
+        assert!(has_parents(&v));
+        let mut out = Vec::new();
+        strip_parents(&v, &mut out).unwrap();
+        assert!(!has_parents(&out));
+        let before: Vec<_> = RecordIter::new(&v, 0).map(|r| r.unwrap().1).collect();
+        let after: Vec<_> = RecordIter::new(&out, 0).map(|r| r.unwrap().1).collect();
+        assert_eq!(before.len(), after.len());
+        for (b, a) in before.iter().zip(&after) {
+            match (b, a) {
+                (Record::Start(b), Record::Start(a)) => {
+                    assert_eq!(a.parent, Parent::NotRecorded);
+                    assert_eq!(
+                        FrameStart {
+                            parent: Parent::NotRecorded,
+                            ..*b
+                        },
+                        *a
+                    );
+                    assert_eq!(a.record_type(), RecordType::Start);
+                }
+                (b, a) => assert_eq!(b, a),
+            }
+        }
+        // Five bytes fewer per type 6 start.
+        assert_eq!(v.len() - out.len(), 2 * 5);
+    }
+
+    #[test]
+    fn a_cut_record_is_an_error_and_appends_nothing() {
+        let v = records();
+        let mut out = vec![7];
+        let err = strip_parents(&v[..v.len() - 3], &mut out).unwrap_err();
+        assert_eq!(out, vec![7]);
+        assert!(matches!(err.kind, ErrorKind::PartialRecord(11)), "{err}");
+    }
+
+    #[test]
+    fn framed_batches_are_reframed_with_valid_checksums() {
+        let v = records();
+        let mut framed = Vec::new();
+        framed.extend_from_slice(&BatchHeader::for_records(3, 77, &v, 4).encode());
+        framed.extend_from_slice(&v);
+        let out = strip_parents_framed(&framed).unwrap();
+        let mut bodies = Vec::new();
+        check_batches(&out, |h, body| bodies.push((*h, body))).unwrap();
+        assert_eq!(bodies.len(), 1);
+        let (h, body) = &bodies[0];
+        assert_eq!((h.worker, h.timestamp, h.count), (3, 77, 4));
+        assert_eq!(h.crc, crc32c::crc32c(&out[body.clone()]));
+        assert!(!has_parents(&out[body.clone()]));
+        // Damage is refused, not passed on.
+        let mut bad = framed.clone();
+        bad[40] ^= 0xff;
+        assert!(strip_parents_framed(&bad[..framed.len() - 1]).is_err());
+    }
+}
