@@ -27,8 +27,10 @@ pub const START_SESSION: u8 = 1;
 pub const STOP_SESSION: u8 = 2;
 /// Command code of Resume.
 pub const RESUME: u8 = 3;
-/// The newest StartSession version: v3, whose streams the server acknowledges (Ack).
-pub const LATEST_START_SESSION: u8 = 3;
+/// The newest StartSession version: v4, whose streams may carry FrameStart with parent.
+pub const LATEST_START_SESSION: u8 = 4;
+/// The first StartSession version whose streams may carry FrameStart with parent (type 6).
+pub const PARENTS_START_SESSION: u8 = 4;
 /// The first StartSession version whose streams are acknowledged.
 pub const ACKED_START_SESSION: u8 = 3;
 

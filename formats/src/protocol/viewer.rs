@@ -4,7 +4,7 @@
 
 use super::{Fields, ProtocolError, RefuseReason, clip, decode_text, encode_text, invalid};
 use crate::FrameKey;
-use crate::record::RecordIter;
+use crate::record::{Record, RecordIter};
 
 /// Opens every Hello.
 pub const VIEWER_MAGIC: [u8; 8] = *b"FLVIEWER";
@@ -18,6 +18,8 @@ pub const MAX_DOCUMENT: usize = 16 << 20;
 pub const MAX_SERVER_MESSAGE: usize = MAX_DOCUMENT + 64;
 /// Most requests a viewer may have unanswered.
 pub const MAX_PENDING_REQUESTS: usize = 64;
+/// The Records version that may carry FrameStart with parent records (type 6).
+pub const RECORDS_WITH_PARENTS: u8 = 2;
 /// Most (kind, version) pairs in a Hello.
 pub const MAX_HELLO_KINDS: usize = 16;
 /// Largest name or path in a Welcome or Damage.
@@ -69,12 +71,21 @@ impl ViewerKind {
         Self::ALL.into_iter().find(|k| *k as u8 == b)
     }
 
+    /// The newest version of this kind's payload this crate speaks (Records: 2, which may
+    /// carry FrameStart with parent records; every other kind: 1).
+    pub fn newest_version(self) -> u8 {
+        match self {
+            ViewerKind::Records => RECORDS_WITH_PARENTS,
+            _ => 1,
+        }
+    }
+
     /// The server messages, each at the newest version this crate speaks: what a Hello lists.
     pub fn server_kinds() -> Vec<(u8, u8)> {
         Self::ALL
             .into_iter()
             .filter(|k| *k as u8 >= 16)
-            .map(|k| (k as u8, 1))
+            .map(|k| (k as u8, k.newest_version()))
             .collect()
     }
 }
@@ -214,19 +225,21 @@ fn decode_name(f: &mut Fields<'_>, what: &str) -> Result<String, ProtocolError> 
     f.text(n, what)
 }
 
-/// Splits a message into its kind, checking the version is one this crate knows (1).
-fn split(message: &[u8]) -> Result<(ViewerKind, &[u8]), ProtocolError> {
+/// Splits a message into its kind, its version and its payload, checking the version is one
+/// this crate knows (1 up to the kind's newest).
+fn split(message: &[u8]) -> Result<(ViewerKind, u8, &[u8]), ProtocolError> {
     let [kind, version, payload @ ..] = message else {
         return Err(ProtocolError::Short("viewer"));
     };
     let kind = ViewerKind::from_byte(*kind).ok_or(ProtocolError::UnknownKind(*kind))?;
-    if *version != 1 {
+    let newest = kind.newest_version();
+    if *version == 0 || *version > newest {
         return Err(invalid(
             "viewer",
-            format!("{kind:?} version {version} (this side speaks version 1)"),
+            format!("{kind:?} version {version} (this side speaks versions 1 to {newest})"),
         ));
     }
-    Ok((kind, payload))
+    Ok((kind, *version, payload))
 }
 
 impl ToServer {
@@ -278,7 +291,7 @@ impl ToServer {
                 ),
             ));
         }
-        let (kind, payload) = split(message)?;
+        let (kind, _, payload) = split(message)?;
         let msg = match kind {
             ViewerKind::Hello => {
                 let mut f = Fields::new(payload, "Hello");
@@ -362,7 +375,14 @@ impl ToViewer<'_> {
                 count,
                 records,
             } => {
-                start(ViewerKind::Records, out);
+                // Version 2 only when needed: a server sends a viewer that reads only version 1
+                // records without parents (`formats::downgrade`), which encode as version 1.
+                out.push(ViewerKind::Records as u8);
+                out.push(if crate::downgrade::has_parents(records) {
+                    RECORDS_WITH_PARENTS
+                } else {
+                    1
+                });
                 out.extend_from_slice(&segment.to_le_bytes());
                 out.extend_from_slice(&offset.to_le_bytes());
                 out.extend_from_slice(&count.to_le_bytes());
@@ -412,7 +432,7 @@ impl ToViewer<'_> {
                 ),
             ));
         }
-        let (kind, payload) = split(message)?;
+        let (kind, version, payload) = split(message)?;
         let msg = match kind {
             ViewerKind::Welcome => {
                 let mut f = Fields::new(payload, "Welcome");
@@ -457,7 +477,16 @@ impl ToViewer<'_> {
                 let mut iter = RecordIter::new(records, offset);
                 let mut found = 0u32;
                 for item in iter.by_ref() {
-                    item.map_err(|e| invalid("Records", format!("record {found}: {e}")))?;
+                    let (_, rec) =
+                        item.map_err(|e| invalid("Records", format!("record {found}: {e}")))?;
+                    if version < RECORDS_WITH_PARENTS
+                        && matches!(rec, Record::Start(s) if s.parent.is_recorded())
+                    {
+                        return Err(invalid(
+                            "Records",
+                            format!("record {found} has a parent, which version 1 cannot carry"),
+                        ));
+                    }
                     found += 1;
                 }
                 if iter.consumed() != records.len() {
@@ -696,6 +725,39 @@ mod tests {
         }
         .encode(&mut buf);
         assert!(ToViewer::decode(&buf).is_err());
+    }
+
+    #[test]
+    fn records_with_parents_are_version_2_and_version_1_cannot_carry_them() {
+        let recs = records(4);
+        assert!(crate::downgrade::has_parents(&recs));
+        let message = |records: &[u8]| {
+            let mut buf = Vec::new();
+            ToViewer::Records {
+                segment: 1,
+                offset: 16,
+                count: 8,
+                records,
+            }
+            .encode(&mut buf);
+            buf
+        };
+        let with = message(&recs);
+        assert_eq!(with[1], RECORDS_WITH_PARENTS);
+        assert!(ToViewer::decode(&with).is_ok());
+        let mut stripped = Vec::new();
+        crate::downgrade::strip_parents(&recs, &mut stripped).unwrap();
+        let without = message(&stripped);
+        assert_eq!(without[1], 1);
+        assert!(ToViewer::decode(&without).is_ok());
+        let mut lying = with.clone();
+        lying[1] = 1;
+        let err = ToViewer::decode(&lying).unwrap_err().to_string();
+        assert!(err.contains("version 1 cannot carry"), "{err}");
+        assert!(
+            ViewerKind::server_kinds().contains(&(ViewerKind::Records as u8, 2)),
+            "a Hello advertises Records version 2"
+        );
     }
 
     #[test]
