@@ -241,6 +241,7 @@ impl Generator {
         self.next_id = self.next_id.wrapping_add(1);
         let t = &mut self.threads[th];
         let rec = FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker: self.worker,
             timestamp: t.clock,

@@ -36,6 +36,7 @@ fn write_request(w: &LogWriter, thread: u32, t: u64, route: &str) -> FrameKey {
             name: &name,
         }),
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker,
             timestamp: t,
@@ -44,6 +45,7 @@ fn write_request(w: &LogWriter, thread: u32, t: u64, route: &str) -> FrameKey {
             label: route,
         }),
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id: id + 1,
             worker,
             timestamp: t + 50_000,
@@ -57,6 +59,7 @@ fn write_request(w: &LogWriter, thread: u32, t: u64, route: &str) -> FrameKey {
             timestamp: t + 550_000,
         }),
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id: id + 2,
             worker,
             timestamp: t + 600_000,
@@ -128,6 +131,7 @@ fn append_frames(
     for (k, &(t, dur, label, category)) in frames.iter().enumerate() {
         let id = first + k as u32;
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker,
             timestamp: t,
@@ -510,6 +514,7 @@ fn a_frame_whose_end_was_in_damaged_bytes_ends_there_and_says_so() {
     let id = w.reserve_ids(1).unwrap();
     let mut bytes = Vec::new();
     Record::Start(FrameStart {
+        parent: formats::Parent::NotRecorded,
         id,
         worker,
         timestamp: T0,
@@ -1164,6 +1169,7 @@ fn child_writer_waits_to_be_killed() {
     let mut bytes = Vec::new();
     for (k, label) in [(0, "GET /stuck"), (1, "User: Select")] {
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id: id + k,
             worker,
             timestamp: T0 + 2_000_000 + u64::from(k) * 100_000,

@@ -66,6 +66,7 @@ fn synthetic(dir: &Path, frames: u32) {
                 x ^= x << 17;
                 t += 20 + x % 40;
                 Record::Start(FrameStart {
+                    parent: formats::Parent::NotRecorded,
                     id: root + depth,
                     worker: w.worker(),
                     timestamp: t,

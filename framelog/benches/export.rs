@@ -40,6 +40,7 @@ fn write_log(dir: &std::path::Path) {
             let root = id;
             for (depth, label) in labels.iter().enumerate() {
                 Record::Start(FrameStart {
+                    parent: formats::Parent::NotRecorded,
                     id: root + depth as u32,
                     worker: w.worker(),
                     timestamp: t + depth as u64 * 10,

@@ -32,6 +32,7 @@ fn encode_frames(worker: u8, first: u32, n: u32) -> Vec<u8> {
     for id in first..first + n {
         let t = u64::from(id) * 100;
         len += FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker,
             timestamp: t,

@@ -158,6 +158,7 @@ mod tests {
 
     fn start(id: u32, ts: u64, label: &str) -> Record<'_> {
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker: 0,
             timestamp: ts,

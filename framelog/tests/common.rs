@@ -11,6 +11,7 @@ pub fn frames_batch(worker: u8, first: u32, n: u32, label: &str) -> Vec<u8> {
     for id in first..first + n {
         let t = 1_000_000 + u64::from(id) * 100;
         len += FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker,
             timestamp: t,

@@ -38,6 +38,7 @@ fn write(w: &LogWriter, thread: u32, events: &[Ev]) {
     for e in events {
         match *e {
             Ev::S(id, label, context, t) => Record::Start(FrameStart {
+                parent: formats::Parent::NotRecorded,
                 id,
                 worker,
                 timestamp: T0 + t,
@@ -634,6 +635,7 @@ fn serve_forwards_frames_to_otlp_as_they_arrive() {
         .as_nanos() as u64;
     for (id, label, t) in [(1, "GET /live", 0), (2, "db: live", 100)] {
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker: 0,
             timestamp: now + t,

@@ -44,6 +44,7 @@ fn message() -> Vec<u8> {
     let t0 = 1_700_000_000_000_000_000u64;
     for id in 1..=FRAMES_PER_MESSAGE {
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker: 0,
             timestamp: t0 + u64::from(id) * 100,

@@ -242,6 +242,7 @@ impl Entry {
         // the slow path too.
         if label.len() > u8::MAX as usize || n > self.cap.get() - len {
             return self.emit_slow(&FrameStart {
+                parent: formats::Parent::NotRecorded,
                 id,
                 worker: self.worker,
                 timestamp,
@@ -645,6 +646,7 @@ mod tests {
             e.emit_start(id, ts, ctx, cat, label);
             e.emit_end(id, ts + 1);
             let start = FrameStart {
+                parent: formats::Parent::NotRecorded,
                 id,
                 worker: e.worker,
                 timestamp: ts,

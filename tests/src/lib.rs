@@ -22,6 +22,7 @@ pub fn encode_frames(buf: &mut Vec<u8>, worker: u8, first: u32, count: u32, labe
         let id = first.wrapping_add(i);
         let t = 1_700_000_000_000_000_000 + u64::from(id) * 1000;
         let n = FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker,
             timestamp: t,

@@ -602,6 +602,7 @@ mod tests {
             let mut bytes = Vec::new();
             for id in 1..=10u32 {
                 let n = formats::FrameStart {
+                    parent: formats::Parent::NotRecorded,
                     id,
                     worker: w.worker(),
                     timestamp: u64::from(id) * 1000,
@@ -657,6 +658,7 @@ mod tests {
         let w = framelog::LogWriter::open(dir.path()).unwrap();
         let mut rec = [0u8; 64];
         let n = formats::FrameStart {
+            parent: formats::Parent::NotRecorded,
             id: 1,
             worker: w.worker(),
             timestamp: 1,

@@ -24,6 +24,7 @@ impl Log {
         cat: Category,
     ) -> &mut Self {
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker: w,
             timestamp: ts,

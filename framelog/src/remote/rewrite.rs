@@ -153,6 +153,7 @@ mod tests {
     fn start(id: u32, context: u32) -> Vec<u8> {
         let mut v = Vec::new();
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker: 7,
             timestamp: 10,

@@ -35,6 +35,7 @@ fn write_log_in(dir: &std::path::Path, frames: u32, compact: bool, segment: u64)
         .encode_to_vec(&mut buf);
         t += 1000 + u64::from(i % 7) * 13;
         Record::Start(FrameStart {
+            parent: formats::Parent::NotRecorded,
             id,
             worker: w.worker(),
             timestamp: t,
