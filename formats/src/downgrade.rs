@@ -4,7 +4,7 @@
 
 use crate::batch::{BatchHeader, FRAMES_BATCH_TARGET, check_batches, record_len, split_records};
 use crate::error::{DecodeError, ErrorKind};
-use crate::record::{Decoded, Parent, Record, RecordType, decode_record};
+use crate::record::{Decoded, Record, RecordType, decode_record};
 
 /// Whether `records` (records back to back) holds a FrameStart with parent, by type bytes
 /// and lengths alone (a partial record at the end is not looked at).
@@ -29,9 +29,8 @@ pub fn strip_parents(records: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeErro
         let rest = &records[pos..];
         let failed = |e: DecodeError| e.shifted(pos as u64);
         match decode_record(rest).map_err(failed) {
-            Ok(Decoded::Record(Record::Start(mut s), len)) if s.parent.is_recorded() => {
-                s.parent = Parent::NotRecorded;
-                Record::Start(s).encode_to_vec(out);
+            Ok(Decoded::Record(rec @ Record::Start(s), len)) if s.parent.is_recorded() => {
+                rec.without_parent().encode_to_vec(out);
                 pos += len;
             }
             Ok(Decoded::Record(_, len)) => {
@@ -88,7 +87,7 @@ pub fn strip_parents_framed(batches: &[u8]) -> Result<Vec<u8>, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Category, FrameEnd, FrameStart, RecordIter};
+    use crate::{Category, FrameEnd, FrameStart, Parent, RecordIter};
 
     fn start(id: u32, parent: Parent) -> FrameStart<'static> {
         FrameStart {

@@ -617,6 +617,18 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// The record as a reader that predates parents gets it: a FrameStart with parent
+    /// becomes the type 0 start with the same fields; every other record is unchanged.
+    pub fn without_parent(self) -> Record<'a> {
+        match self {
+            Record::Start(s) => Record::Start(FrameStart {
+                parent: Parent::NotRecorded,
+                ..s
+            }),
+            other => other,
+        }
+    }
+
     /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         match self {

@@ -141,12 +141,13 @@ fn open_append(path: &Path) -> Result<File> {
 }
 
 /// Writes a framed header into a file that has fewer than 16 bytes (created, not yet
-/// written). Returns the header length in effect, or `None` if the file is not one this
-/// writer may append to: a header that is not ours (wrong magic, newer version), or a file
-/// without batch framing (written before it existed).
-fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<u64>> {
+/// written): version 3 for a frame log (it may hold FrameStart with parent), 1 for data and
+/// index files. Returns the header in effect, or `None` if the file is not one this writer may
+/// append to: a header that is not ours (wrong magic, newer version), or a file without batch
+/// framing (written before it existed).
+fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<FileHeader>> {
     match read_header(file, path, kind) {
-        Ok(Some(h)) if h.flags & FLAG_BATCHES != 0 => return Ok(Some(u64::from(h.header_len))),
+        Ok(Some(h)) if h.flags & FLAG_BATCHES != 0 => return Ok(Some(h)),
         Ok(Some(_)) | Err(Error::Corrupt { .. }) => return Ok(None),
         Ok(None) => {}
         Err(e) => return Err(e),
@@ -156,10 +157,13 @@ fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<u64>
     if file.metadata().at(path)?.len() > 0 {
         file.set_len(0).at(path)?;
     }
-    let mut header = FileHeader::new(kind);
+    let mut header = match kind {
+        FileKind::FrameLog => FileHeader::frames_with_parents(),
+        _ => FileHeader::new(kind),
+    };
     header.flags = FLAG_BATCHES;
     (&*file).write_all(&header.encode()).at(path)?;
-    Ok(Some(HEADER_LEN as u64))
+    Ok(Some(header))
 }
 
 /// Cuts a torn tail: shortens `file` to `len` if it is longer.
@@ -292,6 +296,19 @@ pub(crate) struct FramesAppender {
     current: Option<Current>,
     syncer: Syncer,
     heads: Vec<([u8; formats::BATCH_RECORD_LEN], Range<usize>)>,
+    /// This appender has written to a version 3 segment, or started one to move past a
+    /// version 1 live segment: a version 1 segment it finds from now on (an older writer's,
+    /// appending to the same log) is appended to with parents removed, not moved past again
+    /// (`docs/FORMAT.md`, *Parents: versions 3 and 4*).
+    on_parents_segment: bool,
+}
+
+/// What [`FramesAppender::write_batches`] did.
+enum Written {
+    Done,
+    /// The live segment is version 1 and the batches hold FrameStart with parent: nothing
+    /// was written; write them again without parents.
+    NeedsVersion1,
 }
 
 impl FramesAppender {
@@ -303,6 +320,7 @@ impl FramesAppender {
             config,
             current: None,
             heads: Vec::new(),
+            on_parents_segment: false,
         }
     }
 
@@ -331,10 +349,18 @@ impl FramesAppender {
             slices.push(IoSlice::new(&bytes[r.clone()]));
         }
         let total = (bytes.len() + heads.len() * formats::BATCH_RECORD_LEN) as u64;
-        let done = self.write_batches(&mut slices, total);
+        let done = self.write_batches(&mut slices, total, bytes);
         drop(slices);
         self.heads = heads;
-        done
+        match done? {
+            Written::Done => Ok(()),
+            Written::NeedsVersion1 => {
+                let mut stripped = Vec::with_capacity(bytes.len());
+                formats::downgrade::strip_parents(bytes, &mut stripped)
+                    .map_err(|e| Error::BadAppend(e.to_string()))?;
+                self.append(&stripped)
+            }
+        }
     }
 
     /// Appends `batches`, a run of whole batches framed by the caller (checked by
@@ -343,12 +369,31 @@ impl FramesAppender {
         if batches.is_empty() {
             return Ok(());
         }
-        self.write_batches(&mut [IoSlice::new(batches)], batches.len() as u64)
+        let len = batches.len() as u64;
+        match self.write_batches(&mut [IoSlice::new(batches)], len, batches)? {
+            Written::Done => Ok(()),
+            Written::NeedsVersion1 => {
+                let stripped = formats::downgrade::strip_parents_framed(batches)
+                    .map_err(|e| Error::BadAppend(e.to_string()))?;
+                let len = stripped.len() as u64;
+                let mut slices = [IoSlice::new(&stripped)];
+                match self.write_batches(&mut slices, len, &stripped)? {
+                    Written::Done => Ok(()),
+                    Written::NeedsVersion1 => unreachable!("stripped batches hold no parents"),
+                }
+            }
+        }
     }
 
-    /// Writes `slices` (whole batches, `total` bytes) under the segment's lock, following the
-    /// append protocol (sealed segments, header, torn tail, rotation).
-    fn write_batches(&mut self, slices: &mut [IoSlice<'_>], total: u64) -> Result<()> {
+    /// Writes `slices` (whole batches, `total` bytes, whose records are `records`: the same
+    /// bytes, or the records without their batch headers) under the segment's lock, following
+    /// the append protocol (sealed segments, header, version, torn tail, rotation).
+    fn write_batches(
+        &mut self,
+        slices: &mut [IoSlice<'_>],
+        total: u64,
+        records: &[u8],
+    ) -> Result<Written> {
         let kind = FileKind::FrameLog;
         loop {
             let cur = match &mut self.current {
@@ -367,7 +412,14 @@ impl FramesAppender {
             }
             let header = ensure_header(&cur.file, &cur.path, kind)?;
             let mut start_next = header.is_none();
-            let header_len = header.unwrap_or(HEADER_LEN as u64);
+            let header_len = header.map_or(HEADER_LEN as u64, |h| u64::from(h.header_len));
+            let parents = header.is_some_and(|h| h.has_parents());
+            if header.is_some() && !parents && !self.on_parents_segment {
+                // A log a writer from before parents left: move on to a version 3 segment,
+                // once (see `on_parents_segment`).
+                start_next = true;
+                self.on_parents_segment = true;
+            }
             if !cur.checked && !start_next {
                 match repair::frames_tail(&cur.file, &cur.path, header_len)? {
                     Tail::WholeUpTo(end) => cut_to(&cur.file, &cur.path, end)?,
@@ -388,6 +440,11 @@ impl FramesAppender {
                 self.current = Some(Current::open(&self.dir, kind, next)?);
                 continue;
             }
+            if !parents && formats::downgrade::has_parents(records) {
+                // Never a type 6 record in a version 1 file: its readers would skip it.
+                return Ok(Written::NeedsVersion1);
+            }
+            self.on_parents_segment |= parents;
             if let Err(e) = write_all_vectored(&cur.file, &cur.path, slices) {
                 // A failed append (a full disk) leaves nothing behind: what was written of it
                 // is cut while the lock is still held, so readers never see part of a batch
@@ -396,7 +453,8 @@ impl FramesAppender {
                 return Err(e);
             }
             drop(lock);
-            return self.syncer.appended(&[(&cur.file, &cur.path)]);
+            self.syncer.appended(&[(&cur.file, &cur.path)])?;
+            return Ok(Written::Done);
         }
     }
 
@@ -515,8 +573,8 @@ impl DataAppender {
             let data_header = ensure_header(&pair.data.file, &pair.data.path, FileKind::FrameData)?;
             let idx_header = ensure_header(&pair.idx, &pair.idx_path, FileKind::FrameIndex)?;
             let mut start_next = data_header.is_none() || idx_header.is_none();
-            let data_header = data_header.unwrap_or(HEADER_LEN as u64);
-            let idx_header = idx_header.unwrap_or(HEADER_LEN as u64);
+            let data_header = data_header.map_or(HEADER_LEN as u64, |h| u64::from(h.header_len));
+            let idx_header = idx_header.map_or(HEADER_LEN as u64, |h| u64::from(h.header_len));
             if !pair.data.checked && !start_next {
                 start_next = repair_pair(&self.config, pair, data_header, idx_header)?;
             }

@@ -28,6 +28,7 @@ pub mod follow;
 #[cfg(feature = "analysis")]
 pub use analysis::label_pattern as label_match;
 pub mod pairing;
+pub mod parents;
 mod pread;
 pub mod reader;
 pub mod recover;

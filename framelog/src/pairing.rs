@@ -107,6 +107,11 @@ impl<S, H: BuildHasher + Default> Pairing<S, H> {
         }
     }
 
+    /// What was kept with the start of `key`, if it is open.
+    pub fn info(&self, key: FrameKey) -> Option<&S> {
+        self.open.get(&key).map(|(_, s)| s)
+    }
+
     /// Starts whose end has not been seen (yet), with their start times.
     pub fn open(&self) -> impl Iterator<Item = (FrameKey, u64, &S)> {
         self.open.iter().map(|(k, (t, s))| (*k, *t, s))

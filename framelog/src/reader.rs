@@ -209,6 +209,7 @@ impl LogReader {
             if self.pos.offset == 0 || self.seen_len == 0 {
                 match read_header_any(file, path, FileKind::FrameLog)? {
                     Some(h) if h.is_compact() => {
+                        self.decoder.set_version(h.version);
                         if self.compact.is_none() {
                             self.compact = Some((crate::compact::frames::plan(file, path)?, 0));
                         }

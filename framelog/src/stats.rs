@@ -4,11 +4,12 @@
 //! 1 % of the exact value (exact below 256 ns), in about 20 KiB per label for durations up to
 //! a second. The CLI and the debugger both use [`Durations`], so they agree.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use formats::{FrameKey, Record};
 
 use crate::pairing::Pairing;
+use crate::parents::Parents;
 
 pub use analysis::Durations;
 
@@ -21,6 +22,9 @@ pub struct LabelStats {
     pub count: u64,
     /// Sum of durations.
     pub total_ns: u64,
+    /// Sum of durations minus the durations of their children (by each frame's recorded
+    /// parent, or the inferred one in a log without parents), never below 0.
+    pub self_ns: u64,
     /// Mean duration.
     pub mean_ns: u64,
     /// Median duration (within 1 %).
@@ -61,6 +65,8 @@ pub struct Totals {
     pub first_ns: Option<u64>,
     /// Latest timestamp of a start or end.
     pub last_ns: Option<u64>,
+    /// Starts that recorded their parent (type 6); the others' parents were inferred.
+    pub parents_recorded: u64,
 }
 
 /// Accumulates [`Totals`] and [`LabelStats`] from records fed in file order.
@@ -69,9 +75,20 @@ pub struct StatsBuilder {
     totals: Totals,
     labels: Vec<String>,
     label_ids: HashMap<String, u32>,
-    pairing: Pairing<u32>,
+    /// Per open frame: its label and its parent.
+    pairing: Pairing<(u32, Option<FrameKey>)>,
     durations: Vec<Durations>,
+    parents: Parents,
+    /// Per label: time its frames' children took (subtracted for self time).
+    children_ns: Vec<u64>,
+    /// Labels of recently ended frames, for children that end after their parent (async
+    /// work): at most [`RECENT`] of them.
+    recent: HashMap<FrameKey, u32>,
+    recent_order: VecDeque<FrameKey>,
 }
+
+/// Ended frames whose labels are kept for children that end later.
+const RECENT: usize = 1 << 16;
 
 impl StatsBuilder {
     /// An empty builder.
@@ -87,7 +104,32 @@ impl StatsBuilder {
         self.labels.push(label.to_owned());
         self.label_ids.insert(label.to_owned(), id);
         self.durations.push(Durations::new());
+        self.children_ns.push(0);
         id
+    }
+
+    /// A frame completed: its duration counts for its label, and against its parent's
+    /// self time.
+    fn completed(&mut self, key: FrameKey, label: u32, parent: Option<FrameKey>, dur: u64) {
+        self.durations[label as usize].record(dur);
+        if let Some(p) = parent {
+            let parent_label = self
+                .pairing
+                .info(p)
+                .map(|i| i.0)
+                .or_else(|| self.recent.get(&p).copied());
+            if let Some(l) = parent_label {
+                self.children_ns[l as usize] += dur;
+            }
+        }
+        if self.recent.insert(key, label).is_none() {
+            self.recent_order.push_back(key);
+            if self.recent_order.len() > RECENT
+                && let Some(old) = self.recent_order.pop_front()
+            {
+                self.recent.remove(&old);
+            }
+        }
     }
 
     fn see_time(&mut self, t: u64) {
@@ -98,6 +140,7 @@ impl StatsBuilder {
 
     /// Adds one record.
     pub fn add(&mut self, rec: &Record<'_>) {
+        let parent = self.parents.add(rec).and_then(|p| p.key());
         match rec {
             Record::Start(s) => {
                 let key = FrameKey::new(s.worker, s.id);
@@ -105,8 +148,8 @@ impl StatsBuilder {
                 self.totals.workers.entry(s.worker).or_default().frames += 1;
                 self.see_time(s.timestamp);
                 let label = self.label_id(s.label);
-                if let Some(f) = self.pairing.start(key, s.timestamp, label) {
-                    self.durations[label as usize].record(f.duration_ns());
+                if let Some(f) = self.pairing.start(key, s.timestamp, (label, parent)) {
+                    self.completed(key, label, parent, f.duration_ns());
                 }
             }
             Record::End(e) => {
@@ -114,7 +157,8 @@ impl StatsBuilder {
                 self.totals.ends += 1;
                 self.see_time(e.timestamp);
                 if let Some(f) = self.pairing.end(key, e.timestamp) {
-                    self.durations[f.start_info as usize].record(f.duration_ns());
+                    let (label, parent) = f.start_info;
+                    self.completed(key, label, parent, f.duration_ns());
                 }
             }
             Record::Dropped(d) => self.totals.dropped += d.count,
@@ -131,14 +175,17 @@ impl StatsBuilder {
     pub fn finish(mut self) -> (Totals, Vec<LabelStats>) {
         self.totals.open = self.pairing.open_count() as u64;
         self.totals.orphan_ends = self.pairing.orphan_end_count() as u64;
+        self.totals.parents_recorded = self.parents.recorded();
         let mut out: Vec<LabelStats> = self
             .labels
             .into_iter()
             .zip(self.durations)
-            .filter(|(_, d)| d.count() > 0)
-            .map(|(label, d)| LabelStats {
+            .zip(self.children_ns)
+            .filter(|((_, d), _)| d.count() > 0)
+            .map(|((label, d), children)| LabelStats {
                 count: d.count(),
                 total_ns: d.total_ns(),
+                self_ns: d.total_ns().saturating_sub(children),
                 mean_ns: d.mean_ns(),
                 p50_ns: d.percentile_ns(50.0),
                 p99_ns: d.percentile_ns(99.0),
@@ -210,5 +257,94 @@ mod tests {
         assert_eq!(q.mean_ns, expected_total / 100);
         assert_eq!((q.p50_ns, q.p99_ns, q.max_ns), (50, 99, 100));
         assert_eq!(t.first_ns, Some(1));
+    }
+}
+
+#[cfg(test)]
+mod self_time_tests {
+    use super::*;
+    use formats::{Category, FrameEnd, FrameStart, Parent, ThreadInfo};
+
+    fn start(id: u32, ts: u64, context: u32, label: &str, parent: Parent) -> Record<'_> {
+        Record::Start(FrameStart {
+            parent,
+            id,
+            worker: 0,
+            timestamp: ts,
+            context,
+            category: Category::FUNCTION,
+            label,
+        })
+    }
+
+    fn end(id: u32, ts: u64) -> Record<'static> {
+        Record::End(FrameEnd {
+            id,
+            worker: 0,
+            timestamp: ts,
+        })
+    }
+
+    fn thread(t: u32) -> Record<'static> {
+        Record::ThreadInfo(ThreadInfo {
+            worker: 0,
+            thread: t,
+            timestamp: 0,
+            name: "",
+        })
+    }
+
+    /// A request (context 1) on thread 1 awaits `load` on thread 2, which runs inside an
+    /// unrelated `job` (context 50) in time; `load`'s own child `db` ends after `load`'s end
+    /// record is read (flushed from another buffer).
+    fn records(recorded: bool) -> Vec<Record<'static>> {
+        let p = |x| if recorded { x } else { Parent::NotRecorded };
+        vec![
+            thread(1),
+            start(1, 0, 1, "request", p(Parent::Root)),
+            thread(2),
+            start(50, 5, 50, "job", p(Parent::Root)),
+            start(2, 10, 1, "load", p(Parent::Frame(1))),
+            start(3, 20, 1, "db", p(Parent::Frame(2))),
+            end(2, 90),
+            end(50, 95),
+            end(3, 60),
+            thread(1),
+            end(1, 100),
+        ]
+    }
+
+    fn self_of(labels: &[LabelStats], label: &str) -> u64 {
+        labels.iter().find(|l| l.label == label).unwrap().self_ns
+    }
+
+    #[test]
+    fn self_time_subtracts_recorded_children_wherever_they_ran() {
+        let mut b = StatsBuilder::new();
+        for r in records(true) {
+            b.add(&r);
+        }
+        let (t, labels) = b.finish();
+        assert_eq!(t.parents_recorded, 4);
+        assert_eq!(self_of(&labels, "request"), 100 - 80);
+        assert_eq!(self_of(&labels, "load"), 80 - 40);
+        assert_eq!(self_of(&labels, "db"), 40);
+        // The unrelated job around `load` on thread 2 keeps all its time.
+        assert_eq!(self_of(&labels, "job"), 90);
+    }
+
+    #[test]
+    fn without_recorded_parents_self_time_follows_the_inferred_ones() {
+        let mut b = StatsBuilder::new();
+        for r in records(false) {
+            b.add(&r);
+        }
+        let (t, labels) = b.finish();
+        assert_eq!(t.parents_recorded, 0);
+        // Inferred: `load` (context 1, nothing of context 1 open on thread 2) goes under its
+        // context's root, `db` under `load`: here the inference is right.
+        assert_eq!(self_of(&labels, "request"), 20);
+        assert_eq!(self_of(&labels, "load"), 40);
+        assert_eq!(self_of(&labels, "job"), 90);
     }
 }

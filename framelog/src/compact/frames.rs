@@ -317,7 +317,12 @@ pub(crate) fn compact_frames_segment_until(
     }
     let meta = file.metadata().at(&path)?;
     let raw_len = meta.len();
-    let mut enc = formats::compact::frames::FramesEncoder::new(level);
+    // A version 3 segment compacts to version 4 (with its parents), a version 1 one to 2.
+    let mut enc = if header.has_parents() {
+        formats::compact::frames::FramesEncoder::with_parents(level)
+    } else {
+        formats::compact::frames::FramesEncoder::new(level)
+    };
     let framed = header.flags & formats::FLAG_BATCHES != 0;
     let read = read_raw(
         &file,

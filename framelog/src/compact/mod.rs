@@ -178,7 +178,10 @@ fn seal_newest(dir: &Path, kind: FileKind) -> Result<Option<u32>> {
             f.lock().at(&p)?;
             // An appender may have created it meanwhile: write the header only if none is.
             if f.metadata().at(&p)?.len() == 0 {
-                let mut header = formats::FileHeader::new(k);
+                let mut header = match k {
+                    FileKind::FrameLog => formats::FileHeader::frames_with_parents(),
+                    _ => formats::FileHeader::new(k),
+                };
                 header.flags = formats::FLAG_BATCHES;
                 (&f).write_all(&header.encode()).at(&p)?;
             }

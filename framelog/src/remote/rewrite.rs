@@ -103,7 +103,7 @@ impl KeyMap {
                 Decoded::Record(r, len) => match r {
                     Record::Start(s) => {
                         counts.starts += 1;
-                        (len, Some((s.id, Some(s.context))))
+                        (len, Some((s.id, Some((s.context, s.parent)))))
                     }
                     Record::End(e) => {
                         counts.ends += 1;
@@ -133,10 +133,17 @@ impl KeyMap {
             if let Some((id, context)) = ids {
                 let new = self.id(id, reserve)?;
                 rec[0..4].copy_from_slice(&new.to_le_bytes());
-                if let Some(ctx) = context {
-                    // FrameStart: context u32 at 14.
+                if let Some((ctx, parent)) = context {
+                    // FrameStart: context u32 at 14; with parent (type 6): context at 16,
+                    // parent at 20 (0, none, stays 0).
                     let new = self.id(ctx, reserve)?;
-                    rec[14..18].copy_from_slice(&new.to_le_bytes());
+                    if parent.is_recorded() {
+                        rec[16..20].copy_from_slice(&new.to_le_bytes());
+                        let p = self.id(parent.id().unwrap_or(0), reserve)?;
+                        rec[20..24].copy_from_slice(&p.to_le_bytes());
+                    } else {
+                        rec[14..18].copy_from_slice(&new.to_le_bytes());
+                    }
                 }
             }
             at += len;
@@ -197,6 +204,52 @@ mod tests {
         assert_eq!((e.worker, e.id), (2, 1_000_005));
         assert_eq!(reserved, vec![1_000_000, 1_000_000 + BLOCK]);
         assert_eq!(a.label, "GET /");
+    }
+
+    #[test]
+    fn parents_move_with_their_frames_and_none_stays_none() {
+        let mut bytes = Vec::new();
+        for (id, parent) in [
+            (5, formats::Parent::Root),
+            (BLOCK + 3, formats::Parent::Frame(5)),
+            (6, formats::Parent::Frame(BLOCK + 3)),
+        ] {
+            Record::Start(FrameStart {
+                parent,
+                id,
+                worker: 7,
+                timestamp: 10,
+                context: 5,
+                category: Category::HTTP,
+                label: "GET /",
+            })
+            .encode_to_vec(&mut bytes);
+        }
+        let mut next = 1_000_000u32;
+        let mut reserve = |n: u32| {
+            next += n;
+            Ok(next - n)
+        };
+        let counts = KeyMap::new(2)
+            .rewrite_records(&mut bytes, &mut reserve)
+            .unwrap();
+        assert_eq!(counts.starts, 3);
+        let got: Vec<_> = RecordIter::new(&bytes, 0)
+            .map(|r| match r.unwrap().1 {
+                Record::Start(s) => (s.worker, s.id, s.context, s.parent, s.label.to_owned()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let (a, b) = (1_000_005, 1_000_000 + BLOCK + 3);
+        let label = || "GET /".to_owned();
+        assert_eq!(
+            got,
+            vec![
+                (2, a, a, formats::Parent::Root, label()),
+                (2, b, a, formats::Parent::Frame(a), label()),
+                (2, 1_000_006, a, formats::Parent::Frame(b), label()),
+            ]
+        );
     }
 
     #[test]

@@ -29,9 +29,9 @@ use parking_lot::Mutex;
 
 use formats::FrameKey;
 use formats::protocol::{
-    ACKED_START_SESSION, Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME,
-    RefuseReason, Refused, Reply, START_SESSION, STOP_SESSION, SessionSettings, Status,
-    command_name, decode_data, decode_end, encode_ack, printable,
+    ACKED_START_SESSION, Advertise, Command, Kind, LATEST_START_SESSION, MAX_CONTROL_LEN,
+    PROTOCOL_VERSION, RESUME, RefuseReason, Refused, Reply, START_SESSION, STOP_SESSION,
+    SessionSettings, Status, command_name, decode_data, decode_end, encode_ack, printable,
 };
 
 use super::rewrite::{KeyMap, RewriteError};
@@ -430,9 +430,10 @@ impl Drop for Server {
 
 /// The StartSession that carries `settings` for this program, or why it cannot.
 fn start_command(info: &ProcessInfo, settings: SessionSettings) -> Result<Command, String> {
-    // v3 (acknowledged streams) whenever the program knows it: it makes every loss countable.
+    // v3 (acknowledged streams) whenever the program knows it: it makes every loss countable;
+    // v4 (the same, with parents) when it knows that too.
     let version = if info.start_session_version >= ACKED_START_SESSION {
-        ACKED_START_SESSION
+        info.start_session_version.min(LATEST_START_SESSION)
     } else {
         settings.version_needed()
     };

@@ -298,12 +298,17 @@ async fn viewer(mut socket: WebSocket, shared: Arc<Shared>) {
         return;
     }
 
+    // A viewer that reads Records version 2 gets each frame's recorded parent; an older one
+    // gets the same starts without it (PROTOCOL.md, Records version 2).
+    let parents = hello.kinds.iter().any(|&(kind, v)| {
+        kind == ViewerKind::Records as u8 && v >= formats::protocol::viewer::RECORDS_WITH_PARENTS
+    });
     let (cmd_tx, cmd_rx) = std::sync::mpsc::sync_channel::<ToServer>(MAX_PENDING_REQUESTS + 8);
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
     let dir = opts.dir.clone();
     let reader = std::thread::Builder::new()
         .name("framelog-viewer".into())
-        .spawn(move || run_session(&dir, &cmd_rx, &out_tx));
+        .spawn(move || run_session(&dir, parents, &cmd_rx, &out_tx));
     if reader.is_err() {
         close(&mut socket, 1011, "the server cannot start a reader").await;
         return;
@@ -366,11 +371,13 @@ async fn viewer(mut socket: WebSocket, shared: Arc<Shared>) {
 /// ends when the socket side is gone.
 fn run_session(
     dir: &Path,
+    parents: bool,
     cmds: &std::sync::mpsc::Receiver<ToServer>,
     out: &mpsc::Sender<Vec<u8>>,
 ) {
     use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
     let mut session = ViewerSession::new(dir);
+    session.send_parents(parents);
     let gone = std::cell::Cell::new(false);
     let mut send = |m: Vec<u8>| {
         if out.blocking_send(m).is_err() {

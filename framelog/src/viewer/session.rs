@@ -62,6 +62,12 @@ impl ViewerSession {
         }
     }
 
+    /// Whether the viewer reads Records version 2 (recorded parents); by default it gets
+    /// every start without its parent, as version 1 carries.
+    pub fn send_parents(&mut self, parents: bool) {
+        self.step_records.parents = parents;
+    }
+
     /// Starts (or restarts) the stream.
     pub fn read(&mut self, from: ReadFrom) {
         self.reader = None;
@@ -237,6 +243,8 @@ fn skip_before(rec: &Record<'_>, t: u64) -> bool {
 /// The records one step read, with their positions, before they are sent.
 #[derive(Default)]
 struct StepRecords {
+    /// Keep recorded parents (the viewer reads Records version 2).
+    parents: bool,
     /// Encoded records, back to back.
     bytes: Vec<u8>,
     /// Each record's position and where its bytes end in `bytes`.
@@ -273,7 +281,11 @@ impl StepRecords {
     }
 
     fn push(&mut self, pos: Position, rec: &Record<'_>) {
-        rec.encode_to_vec(&mut self.bytes);
+        if self.parents {
+            rec.encode_to_vec(&mut self.bytes);
+        } else {
+            rec.without_parent().encode_to_vec(&mut self.bytes);
+        }
         self.records.push((pos, self.bytes.len()));
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use formats::{Category, FrameKey, Record, RecordType};
+use formats::{Category, FrameKey, Parent, Record, RecordType};
 use framelog::LogReader;
 use framelog::label_match::LabelPattern;
 use framelog::pairing::Pairing;
@@ -171,6 +171,17 @@ fn print(
                 o.insert("context".into(), s.context.into());
                 o.insert("category".into(), s.category.to_string().into());
                 o.insert("label".into(), s.label.into());
+                // The recorded parent's id, null for a recorded root; absent when the log
+                // does not record it (a reader infers it).
+                match s.parent {
+                    Parent::Frame(p) => {
+                        o.insert("parent".into(), p.into());
+                    }
+                    Parent::Root => {
+                        o.insert("parent".into(), serde_json::Value::Null);
+                    }
+                    Parent::NotRecorded => {}
+                }
             }
             Record::End(_) => {
                 if let Some(d) = duration {
@@ -204,9 +215,14 @@ fn print(
         match rec {
             Record::Start(s) => writeln!(
                 out,
-                "{head} {:<9} ctx {:<10} {}",
+                "{head} {:<9} ctx {:<10} {:<17} {}",
                 s.category.to_string(),
                 s.context,
+                match s.parent {
+                    Parent::Frame(p) => format!("parent {p}"),
+                    Parent::Root => "root".to_owned(),
+                    Parent::NotRecorded => String::new(),
+                },
                 s.label
             ),
             Record::End(_) => match duration {

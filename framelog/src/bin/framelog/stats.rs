@@ -78,6 +78,7 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             "open": totals.open,
             "orphan_ends": totals.orphan_ends,
             "dropped": totals.dropped,
+            "parents_recorded": totals.parents_recorded,
             "workers": totals.workers.len(),
             "worker_list": totals.workers.iter().map(|(w, s)| json!({
                 "worker": w, "pid": s.pid, "name": s.name, "frames": s.frames,
@@ -90,7 +91,7 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             "last_ns": totals.last_ns,
             "span_ns": span,
             "labels": labels[..shown].iter().map(|l| json!({
-                "label": l.label, "count": l.count, "total_ns": l.total_ns, "mean_ns": l.mean_ns,
+                "label": l.label, "count": l.count, "total_ns": l.total_ns, "self_ns": l.self_ns, "mean_ns": l.mean_ns,
                 "p50_ns": l.p50_ns, "p99_ns": l.p99_ns, "max_ns": l.max_ns,
             })).collect::<Vec<_>>(),
             "damaged_bytes": damaged_bytes,
@@ -114,6 +115,20 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
         ""
     };
     writeln!(out, "dropped    {}{warn}", totals.dropped)?;
+    let inferred = totals.frames - totals.parents_recorded.min(totals.frames);
+    if totals.frames > 0 {
+        writeln!(
+            out,
+            "parents    {}",
+            match (totals.parents_recorded, inferred) {
+                (_, 0) => "recorded".to_owned(),
+                (0, _) =>
+                    "inferred from nesting on each thread (the log predates recorded parents)"
+                        .to_owned(),
+                (r, i) => format!("{r} recorded, {i} inferred from nesting on each thread"),
+            }
+        )?;
+    }
     writeln!(out, "workers    {}", totals.workers.len())?;
     for (w, s) in &totals.workers {
         writeln!(
@@ -149,8 +164,8 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
     writeln!(out)?;
     writeln!(
         out,
-        "{:<40} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
-        "label", "count", "total", "mean", "p50", "p99", "max"
+        "{:<40} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "label", "count", "total", "self", "mean", "p50", "p99", "max"
     )?;
     for l in &labels[..shown] {
         let label: String = if l.label.chars().count() > 40 {
@@ -160,9 +175,10 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
         };
         writeln!(
             out,
-            "{label:<40} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
+            "{label:<40} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10}",
             l.count,
             duration(l.total_ns),
+            duration(l.self_ns),
             duration(l.mean_ns),
             duration(l.p50_ns),
             duration(l.p99_ns),

@@ -1,0 +1,191 @@
+//! [`Parents`]: each frame's parent, from records fed in file order. Pure logic.
+//!
+//! A FrameStart with parent (type 6) names it: that is the answer, whatever the threads did.
+//! A type 0 start (a log written before parents were recorded, or streamed to an older peer)
+//! does not; its parent is then inferred as readers always did (`docs/FORMAT.md`, *Parents of
+//! type 0 starts*): the innermost frame of the same context still open on the same thread
+//! when it started, else the context's root, else none.
+
+use formats::{FrameKey, Parent, Record};
+use std::collections::{HashMap, HashSet};
+
+/// A frame's parent and where the answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParentOf {
+    /// The writer recorded it (`None`: a root).
+    Recorded(Option<FrameKey>),
+    /// Inferred from nesting on the thread (`None`: a root).
+    Inferred(Option<FrameKey>),
+}
+
+impl ParentOf {
+    /// The parent's key, however it was found (`None` for a root).
+    pub fn key(self) -> Option<FrameKey> {
+        match self {
+            ParentOf::Recorded(k) | ParentOf::Inferred(k) => k,
+        }
+    }
+}
+
+/// Past this many entries a thread's stack of open frames drops the ones that ended.
+const COMPACT_AT: usize = 4096;
+
+/// Resolves parents from records fed in file order ([`Parents::add`]).
+#[derive(Debug, Default)]
+pub struct Parents {
+    /// Each worker's current thread (set by its `thread_info` records).
+    thread: HashMap<u8, u32>,
+    /// Per (worker, thread): frames started there with a type 0 start, innermost last, with
+    /// their contexts. Entries that ended are dropped lazily.
+    stacks: HashMap<(u8, u32), Vec<(u32, u32)>>,
+    /// Frames of those stacks that have not ended.
+    open: HashSet<FrameKey>,
+    recorded: u64,
+    inferred: u64,
+}
+
+impl Parents {
+    /// A resolver with nothing seen.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one record; for a FrameStart, returns its parent.
+    pub fn add(&mut self, rec: &Record<'_>) -> Option<ParentOf> {
+        match rec {
+            Record::ThreadInfo(t) => {
+                self.thread.insert(t.worker, t.thread);
+                None
+            }
+            Record::Start(s) => {
+                let key = FrameKey::new(s.worker, s.id);
+                Some(match s.parent {
+                    Parent::Root => {
+                        self.recorded += 1;
+                        ParentOf::Recorded(None)
+                    }
+                    Parent::Frame(p) => {
+                        self.recorded += 1;
+                        ParentOf::Recorded(Some(FrameKey::new(s.worker, p)))
+                    }
+                    Parent::NotRecorded => {
+                        self.inferred += 1;
+                        let thread = self.thread.get(&s.worker).copied().unwrap_or(u32::MAX);
+                        let stack = self.stacks.entry((s.worker, thread)).or_default();
+                        let open = &self.open;
+                        while stack
+                            .last()
+                            .is_some_and(|&(id, _)| !open.contains(&FrameKey::new(s.worker, id)))
+                        {
+                            stack.pop();
+                        }
+                        if stack.len() >= COMPACT_AT {
+                            stack.retain(|&(id, _)| open.contains(&FrameKey::new(s.worker, id)));
+                        }
+                        let innermost = stack.iter().rev().find(|&&(id, c)| {
+                            c == s.context && open.contains(&FrameKey::new(s.worker, id))
+                        });
+                        let parent = match innermost {
+                            Some(&(id, _)) => Some(FrameKey::new(s.worker, id)),
+                            None if s.context != s.id && s.context != 0 => {
+                                Some(FrameKey::new(s.worker, s.context))
+                            }
+                            None => None,
+                        };
+                        stack.push((s.id, s.context));
+                        self.open.insert(key);
+                        ParentOf::Inferred(parent)
+                    }
+                })
+            }
+            Record::End(e) => {
+                self.open.remove(&FrameKey::new(e.worker, e.id));
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Starts seen that recorded their parent.
+    pub fn recorded(&self) -> u64 {
+        self.recorded
+    }
+
+    /// Starts seen whose parent had to be inferred.
+    pub fn inferred(&self) -> u64 {
+        self.inferred
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use formats::{Category, FrameEnd, FrameStart, ThreadInfo};
+
+    fn start(id: u32, context: u32, parent: Parent) -> Record<'static> {
+        Record::Start(FrameStart {
+            id,
+            worker: 1,
+            timestamp: u64::from(id),
+            context,
+            category: Category::FUNCTION,
+            label: "f",
+            parent,
+        })
+    }
+
+    fn thread(t: u32) -> Record<'static> {
+        Record::ThreadInfo(ThreadInfo {
+            worker: 1,
+            thread: t,
+            timestamp: 0,
+            name: "",
+        })
+    }
+
+    fn end(id: u32) -> Record<'static> {
+        Record::End(FrameEnd {
+            id,
+            worker: 1,
+            timestamp: 100,
+        })
+    }
+
+    #[test]
+    fn recorded_parents_win_over_nesting_on_the_thread() {
+        let mut p = Parents::new();
+        let k = |id| Some(FrameKey::new(1, id));
+        assert_eq!(p.add(&thread(1)), None);
+        // Frame 10 (context 10) is open on thread 1; frame 21 of context 20, whose parent 20
+        // ran on thread 2, starts inside it in time.
+        assert_eq!(
+            p.add(&start(10, 10, Parent::Root)),
+            Some(ParentOf::Recorded(None))
+        );
+        assert_eq!(
+            p.add(&start(21, 20, Parent::Frame(20))),
+            Some(ParentOf::Recorded(k(20)))
+        );
+        assert_eq!((p.recorded(), p.inferred()), (2, 0));
+    }
+
+    #[test]
+    fn type_0_starts_infer_the_innermost_open_frame_of_their_context_on_their_thread() {
+        let mut p = Parents::new();
+        let k = |id| Some(FrameKey::new(1, id));
+        let nr = Parent::NotRecorded;
+        p.add(&thread(1));
+        assert_eq!(p.add(&start(1, 1, nr)), Some(ParentOf::Inferred(None)));
+        assert_eq!(p.add(&start(2, 1, nr)), Some(ParentOf::Inferred(k(1))));
+        // Another context on the same thread is never a parent.
+        assert_eq!(p.add(&start(5, 5, nr)), Some(ParentOf::Inferred(None)));
+        assert_eq!(p.add(&start(3, 1, nr)), Some(ParentOf::Inferred(k(2))));
+        p.add(&end(3));
+        p.add(&end(2));
+        assert_eq!(p.add(&start(4, 1, nr)), Some(ParentOf::Inferred(k(1))));
+        // On another thread: the context's root.
+        p.add(&thread(2));
+        assert_eq!(p.add(&start(6, 1, nr)), Some(ParentOf::Inferred(k(1))));
+        assert_eq!(p.inferred(), 6);
+    }
+}
