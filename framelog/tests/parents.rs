@@ -109,6 +109,10 @@ fn parents_read_back_from_raw_and_compact_segments_and_past_damage() {
     }
     assert_eq!(starts(dir.path()), want);
 
+    let d = dir.path().to_str().unwrap();
+    let (out, err, ok) = framelog_cli(&["check", d]);
+    assert!(ok, "check of a healthy log with parents: {out}{err}");
+
     // A byte damaged in the middle of a compact segment and of the raw live one: the damaged
     // block and batch are lost, nothing else, and no start changes its parent.
     for n in [segs[0], *segs.last().unwrap()] {
@@ -118,9 +122,27 @@ fn parents_read_back_from_raw_and_compact_segments_and_past_damage() {
         b[mid] ^= 0x5a;
         std::fs::write(&p, &b).unwrap();
     }
+    let (out, err, ok) = framelog_cli(&["check", d]);
+    assert!(!ok, "check finds the damage");
+    assert!(
+        format!("{out}{err}").contains("frames-000001.framelog"),
+        "names the file: {out}{err}"
+    );
+    let copy = tempfile::tempdir().unwrap();
+    let copy_dir = copy.path().join("recovered");
+    let (out, err, ok) = framelog_cli(&["recover", d, "--out", copy_dir.to_str().unwrap()]);
+    assert!(ok, "recover: {out}{err}");
+    assert_eq!(
+        starts(&copy_dir),
+        starts(dir.path()),
+        "recover keeps parents"
+    );
     let got = starts(dir.path());
     assert!(got.len() < want.len(), "damage costs something");
-    assert!(got.len() > want.len() / 2, "damage costs only what it touches");
+    assert!(
+        got.len() > want.len() / 2,
+        "damage costs only what it touches"
+    );
     let want: std::collections::HashMap<_, _> = want.into_iter().collect();
     for (k, p) in got {
         assert_eq!(want[&k], p, "frame {k}");
