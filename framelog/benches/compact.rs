@@ -66,7 +66,12 @@ fn synthetic(dir: &Path, frames: u32) {
                 x ^= x << 17;
                 t += 20 + x % 40;
                 Record::Start(FrameStart {
-                    parent: formats::Parent::NotRecorded,
+                    // As a writer records them now: each frame's parent is the one it nests in.
+                    parent: if depth == 0 {
+                        formats::Parent::Root
+                    } else {
+                        formats::Parent::Frame(root + depth - 1)
+                    },
                     id: root + depth,
                     worker: w.worker(),
                     timestamp: t,
@@ -104,7 +109,7 @@ fn copy_log(from: &Path, to: &Path) {
     }
 }
 
-/// Whether the segment at `path` is compact (format version 2).
+/// Whether the segment at `path` is compact (format version 2 or 4).
 fn is_compact(path: &Path) -> bool {
     use std::io::Read;
     let mut head = [0u8; formats::HEADER_LEN];
@@ -151,23 +156,30 @@ fn frame_segments(dir: &Path) -> Vec<u32> {
 }
 
 /// Encodes every segment of the raw log at `level` in memory: (bytes, per-stream sizes).
-fn encode_all(dir: &Path, level: i32, measure: bool) -> (u64, [(u64, u64); 10]) {
+/// With `strip`, every start is encoded without its recorded parent (version 2), as a log
+/// written before parents existed holds it: the difference is what recording parents costs.
+fn encode_all(dir: &Path, level: i32, measure: bool, strip: bool) -> (u64, [(u64, u64); 11]) {
     let mut per_segment: std::collections::BTreeMap<u32, FramesEncoder> = Default::default();
     LogReader::open(dir)
         .unwrap()
         .read_available(|p, rec| {
             let enc = per_segment.entry(p.segment).or_insert_with(|| {
-                let mut e = FramesEncoder::new(level);
+                let mut e = if strip {
+                    FramesEncoder::new(level)
+                } else {
+                    FramesEncoder::with_parents(level)
+                };
                 if measure {
                     e.measure_streams();
                 }
                 e
             });
+            let rec = if strip { rec.without_parent() } else { rec };
             enc.push(p.offset, &rec).unwrap();
         })
         .unwrap();
     let mut total = 0u64;
-    let mut streams = [(0u64, 0u64); 10];
+    let mut streams = [(0u64, 0u64); 11];
     for (_, enc) in per_segment {
         let (file, sizes) = enc.finish_measured(0);
         if let Some(s) = sizes {
@@ -223,11 +235,11 @@ fn bench_log(name: &str, src: &Path) {
         .map(|v| v.split(',').map(|l| l.parse().unwrap()).collect())
         .unwrap_or_else(|_| vec![-1, 1, 3, 6, 9]);
     for level in levels {
-        let (bytes, _) = encode_all(&raw, level, false);
+        let (bytes, _) = encode_all(&raw, level, false, false);
         let t = Instant::now();
-        encode_all(&raw, level, false);
+        encode_all(&raw, level, false, false);
         let secs = t.elapsed().as_secs_f64();
-        let (_, streams) = encode_all(&raw, level, level == 3);
+        let (_, streams) = encode_all(&raw, level, level == 3, false);
         println!(
             "  zstd level {level:>3}: {bytes} bytes = {:.3} B/frame ({:.3} B/record); read + encode in memory {:.1} M frames/s",
             bytes as f64 / frames as f64,
@@ -235,6 +247,12 @@ fn bench_log(name: &str, src: &Path) {
             frames as f64 / secs / 1e6
         );
         if level == 3 {
+            let (without, _) = encode_all(&raw, level, false, true);
+            println!(
+                "      recorded parents cost {:+.3} B/frame ({without} bytes without them = {:.3} B/frame)",
+                (bytes as f64 - without as f64) / frames as f64,
+                without as f64 / frames as f64
+            );
             for (i, (r, c)) in streams.iter().enumerate() {
                 println!(
                     "      stream {:<10} raw {:>9} B, alone compressed {:>8} B = {:.3} B/frame",
@@ -349,13 +367,14 @@ fn bench_log(name: &str, src: &Path) {
         if bytes.len() <= 16 {
             continue;
         }
+        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
         for (at, h) in locate_blocks(&bytes).blocks {
             let z = bytes[at as usize + BLOCK_HEADER_LEN..][..h.len as usize].to_vec();
             let body = zstd::bulk::decompress(&z, h.raw_len as usize).unwrap();
             let l = lz4_flex::compress(&body);
             zstd_bytes += z.len();
             lz4_bytes += l.len();
-            bodies.push((h, z, l, body.len()));
+            bodies.push((h, z, l, body.len(), version));
         }
         let mut n2 = 0;
         decode_file(&bytes, |_| n2 += 1);
@@ -368,14 +387,14 @@ fn bench_log(name: &str, src: &Path) {
     let mut out = Vec::new();
     for _ in 0..RUNS {
         let t = Instant::now();
-        for (_, z, _, len) in &bodies {
+        for (_, z, _, len, _) in &bodies {
             out.clear();
             out.reserve(*len);
             zd.decompress_to_buffer(&z[..], &mut out).unwrap();
         }
         zt.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
-        for (_, _, l, len) in &bodies {
+        for (_, _, l, len, _) in &bodies {
             out.clear();
             out.resize(*len, 0);
             lz4_flex::decompress_into(l, &mut out).unwrap();
@@ -383,7 +402,8 @@ fn bench_log(name: &str, src: &Path) {
         lt.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let mut k = 0u64;
-        for (h, z, _, _) in &bodies {
+        for (h, z, _, _, version) in &bodies {
+            dec.set_version(*version);
             dec.decode(h, z).unwrap();
             dec.for_each(|_, _| k += 1);
         }
