@@ -379,15 +379,17 @@ mod tests {
     /// One record of a thread's stream, before the streams are interleaved into a log.
     #[derive(Clone, Copy)]
     enum Rec {
-        Start(u8, u32, u64, u32, usize),
+        Start(u8, u32, u64, u32, usize, formats::Parent),
         End(u8, u32, u64),
     }
 
     /// A random log as programs write one: threads of two processes each record frames in
     /// time order (nested, zero-length, at equal times, some handed to another thread to end,
     /// as async work is), and the writer appends each thread's records a chunk at a time,
-    /// announcing the thread before its chunk.
-    fn random_log(seed: u64) -> Log {
+    /// announcing the thread before its chunk. `parents`: starts record their parent (the
+    /// thread's innermost frame, or now and then the other thread's, as async work that moved,
+    /// or a frame not in the log), as type 6 records.
+    fn random_log(seed: u64, parents: bool) -> Log {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let labels = ["request", "db", "render", "io", "job"];
         let threads = 4usize;
@@ -398,14 +400,31 @@ mod tests {
         for _ in 0..4_000 {
             let th = rng.gen_range(0..threads);
             let w = (th / 2) as u8;
-            clock[th] += rng.gen_range(0..3);
+            // With parents, a thread's times go up at each record: a parent ending at the very
+            // nanosecond its child starts (which real clocks never show) is the one case the
+            // rows cannot tell apart from the frame after it.
+            clock[th] += rng.gen_range(u64::from(parents)..3);
             let t = clock[th];
             match rng.gen_range(0..10) {
                 0..=4 if stacks[th].len() < 6 => {
                     next_id[w as usize] += 1;
                     let id = next_id[w as usize];
-                    let ctx = stacks[th].last().map_or(id, |&(_, c)| c);
-                    streams[th].push(Rec::Start(w, id, t, ctx, rng.gen_range(0..labels.len())));
+                    let mut ctx = stacks[th].last().map_or(id, |&(_, c)| c);
+                    let mut parent = match stacks[th].last() {
+                        _ if !parents => formats::Parent::NotRecorded,
+                        Some(&(p, _)) => formats::Parent::Frame(p),
+                        None => formats::Parent::Root,
+                    };
+                    let other = w as usize * 2 + (th + 1) % 2;
+                    if parents && rng.gen_bool(0.2) {
+                        if let Some(&(p, c)) = stacks[other].last() {
+                            (parent, ctx) = (formats::Parent::Frame(p), c);
+                        } else if rng.gen_bool(0.2) {
+                            parent = formats::Parent::Frame(1_000_000 + id);
+                        }
+                    }
+                    let label = rng.gen_range(0..labels.len());
+                    streams[th].push(Rec::Start(w, id, t, ctx, label, parent));
                     stacks[th].push((id, ctx));
                 }
                 5 => {
@@ -435,7 +454,7 @@ mod tests {
             log.thread((th / 2) as u8, th as u32, "t");
             for r in &streams[th][at[th]..at[th] + n] {
                 match *r {
-                    Rec::Start(w, id, t, ctx, l) => log.start(w, id, t, ctx, labels[l]),
+                    Rec::Start(w, id, t, ctx, l, p) => log.start_with(w, id, t, ctx, labels[l], p),
                     Rec::End(w, id, t) => log.end(w, id, t),
                 };
             }
@@ -447,8 +466,9 @@ mod tests {
     #[test]
     fn ends_carried_by_their_starts_build_the_model_records_one_by_one_build() {
         let mut carried = 0;
-        for seed in 0..12 {
-            let log = random_log(seed);
+        for seed in 0..24 {
+            // Half of them with recorded parents.
+            let log = random_log(seed, seed % 2 == 1);
             let mut direct = Model::new();
             direct.apply_bytes(&log.bytes);
             // The reader stage, in batches cut at random places.
@@ -474,6 +494,64 @@ mod tests {
             assert_eq!(model.record_count(), direct.record_count(), "seed {seed}");
         }
         assert!(carried > 1_000, "the shortcut is taken: {carried}");
+    }
+
+    /// Every frame's parent is the one its start recorded (a frame when it is in the log,
+    /// unknown when not), whatever thread it ran on and wherever its start is in the file, and
+    /// its call path is its recorded ancestors' labels.
+    #[test]
+    fn parents_read_back_are_the_recorded_ones() {
+        use crate::model::ParentOf;
+        for seed in 0..8 {
+            let log = random_log(seed, true);
+            let mut recorded = std::collections::HashMap::new();
+            for item in formats::RecordIter::new(&log.bytes, 0) {
+                if let Record::Start(s) = item.unwrap().1 {
+                    recorded.insert(
+                        FrameKey::new(s.worker, s.id),
+                        (s.parent, s.label.to_owned()),
+                    );
+                }
+            }
+            let m = log.model();
+            let tree = m.call_tree();
+            let mut hops = 0;
+            m.for_each_frame(|at, row, i| {
+                let k = FrameKey::new(m.lanes()[at.lane as usize].worker, row.id(i));
+                let want = match recorded[&k].0 {
+                    formats::Parent::Frame(p) => {
+                        let pk = FrameKey::new(k.worker, p);
+                        Some(match recorded.get(&pk) {
+                            Some(_) => ParentOf::Frame(m.find(pk).unwrap()),
+                            None => ParentOf::Missing(pk),
+                        })
+                    }
+                    _ => None,
+                };
+                assert_eq!(m.parent_of(at), want, "seed {seed}, frame {k}");
+                if let Some(ParentOf::Frame(p)) = want {
+                    hops += usize::from(p.lane != at.lane);
+                    assert!(m.children_of(p).contains(&at), "seed {seed}, frame {k}");
+                }
+                // The call path: the labels up the recorded parents.
+                let mut path = vec![recorded[&k].1.clone()];
+                let mut up = recorded[&k].0;
+                while let formats::Parent::Frame(p) = up
+                    && let Some((pp, label)) = recorded.get(&FrameKey::new(k.worker, p))
+                {
+                    path.push(label.clone());
+                    up = *pp;
+                }
+                path.reverse();
+                let got: Vec<&str> = tree
+                    .path(row.node(i))
+                    .iter()
+                    .map(|&n| m.labels().name(tree.label(n)))
+                    .collect();
+                assert_eq!(got, path, "seed {seed}, frame {k}");
+            });
+            assert!(hops > 50, "seed {seed}: {hops} parents on another thread");
+        }
     }
 
     /// A process stops, and a new one in its worker slot uses the same context value: its

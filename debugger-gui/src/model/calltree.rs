@@ -76,6 +76,12 @@ impl CallTree {
         self.count[node as usize] += 1;
     }
 
+    /// A frame counted in `node` after `dur` ns moves to another node (see `on_close`).
+    pub(crate) fn on_uncount(&mut self, node: u32, dur: u64) {
+        self.total_ns[node as usize] = self.total_ns[node as usize].saturating_sub(dur);
+        self.count[node as usize] = self.count[node as usize].saturating_sub(1);
+    }
+
     /// Number of nodes (the root included).
     pub fn len(&self) -> usize {
         self.parent.len()

@@ -4,9 +4,10 @@
 //! parent (the most recently started, still running frame of the same context) that is free
 //! at its start time, so rows never hold overlapping frames.
 
-use formats::{FrameEnd, FrameKey, FrameStart, Record};
+use formats::{FrameEnd, FrameKey, FrameStart, Parent, Record};
 
 use super::pair::StartPair;
+use super::parents::Placed;
 use super::row::{Active, Lane, NewFrame, Row};
 use super::{FrameRef, Model, OPEN, UNKNOWN_THREAD, calltree};
 
@@ -29,7 +30,20 @@ pub struct StartRec {
     /// Index of its context (worker and context value) from a
     /// [`ContextIndex`](super::contexts::ContextIndex).
     pub context_index: u32,
+    /// The recorded parent's id when [`StartRec::parent_kind`] is [`PARENT_FRAME`].
+    pub parent: u32,
+    /// What the start says about its parent: [`PARENT_NOT_RECORDED`] (infer it),
+    /// [`PARENT_ROOT`] or [`PARENT_FRAME`] (a byte, not a `formats::Parent`: the record stays
+    /// 32 bytes).
+    pub parent_kind: u8,
 }
+
+/// [`StartRec::parent_kind`]: a type 0 start; its parent is inferred from nesting on its thread.
+pub const PARENT_NOT_RECORDED: u8 = 0;
+/// [`StartRec::parent_kind`]: recorded as having no parent.
+pub const PARENT_ROOT: u8 = 1;
+/// [`StartRec::parent_kind`]: recorded with the parent [`StartRec::parent`].
+pub const PARENT_FRAME: u8 = 2;
 
 impl StartRec {
     /// The compact form of `s`, whose label was interned as `label` and whose context was
@@ -43,9 +57,26 @@ impl StartRec {
             category: s.category.0,
             label,
             context_index,
+            parent: s.parent.id().unwrap_or(0),
+            parent_kind: match s.parent {
+                Parent::NotRecorded => PARENT_NOT_RECORDED,
+                Parent::Root => PARENT_ROOT,
+                Parent::Frame(_) => PARENT_FRAME,
+            },
+        }
+    }
+
+    /// The parent as the record stated it.
+    pub fn parent(&self) -> Parent {
+        match self.parent_kind {
+            PARENT_ROOT => Parent::Root,
+            PARENT_FRAME => Parent::Frame(self.parent),
+            _ => Parent::NotRecorded,
         }
     }
 }
+
+const _: () = assert!(std::mem::size_of::<StartRec>() == 32);
 
 /// A frame waiting for its end, in its pairing slot.
 #[derive(Clone, Copy, Debug)]
@@ -242,6 +273,26 @@ impl Model {
             }
         }
         active.truncate(kept);
+        // A recorded parent replaces the inferred one: in this lane if it runs here (the
+        // inferred one, most often), else wherever it is (see `parents`).
+        if s.parent_kind != PARENT_NOT_RECORDED {
+            let p = s.parent;
+            let is = |a: &Active| rows[a.row as usize].id(a.index as usize) == p;
+            parent = match s.parent_kind {
+                PARENT_FRAME if parent.is_some_and(|a| is(&a)) => parent,
+                PARENT_FRAME => active.iter().copied().find(|a| a.start <= t && is(a)),
+                _ => None,
+            };
+        }
+        let (far, far_node) = if s.parent_kind == PARENT_FRAME && parent.is_none() {
+            match self.find_parent(s.worker, s.parent, t) {
+                Some(p) => (Placed::Elsewhere(p), self.row(p).node(p.index as usize)),
+                None => (Placed::Waits(key(s.worker, s.parent)), calltree::ROOT),
+            }
+        } else {
+            (Placed::None, calltree::ROOT)
+        };
+        let Lane { rows, active, .. } = &mut self.lanes[lane_id as usize];
         let min_row = parent.map_or(0, |p| p.row as usize + 1);
         let row = match (min_row..rows.len()).find(|&r| rows[r].free_at(t)) {
             Some(r) => r,
@@ -250,9 +301,7 @@ impl Model {
                 rows.len() - 1
             }
         };
-        let parent_node = parent.map_or(calltree::ROOT, |p| {
-            rows[p.row as usize].node(p.index as usize)
-        });
+        let parent_node = parent.map_or(far_node, |p| rows[p.row as usize].node(p.index as usize));
         let node = self.calltree.child(parent_node, label);
         if rows[row].is_full() {
             let add = super::row_growth(self.expected_frames, self.frames, rows[row].len());
@@ -285,6 +334,20 @@ impl Model {
             (lane_id, row as u32, index),
             t,
         );
+        if s.parent_kind == PARENT_NOT_RECORDED {
+            self.parents.inferred += 1;
+        } else {
+            self.parents.recorded += 1;
+        }
+        let placed = match parent {
+            Some(p) => Placed::Below {
+                row: p.row,
+                index: p.index,
+                same_context: p.context == s.context,
+            },
+            None => far,
+        };
+        self.link_parent(at, key(s.worker, s.id), placed);
         // A frame placed with its end was pushed with it: what is left of closing it is
         // counting it (the row is not looked up again).
         match (end.or(ends_later), pair) {

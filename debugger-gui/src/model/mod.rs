@@ -18,6 +18,7 @@ pub mod activity;
 pub mod calltree;
 pub mod compare;
 pub mod context_list;
+pub mod context_tree;
 pub mod contexts;
 pub mod histogram;
 pub mod hit;
@@ -25,6 +26,7 @@ pub mod intern;
 mod layout;
 pub mod lod;
 pub mod pair;
+pub mod parents;
 mod row;
 pub mod same;
 pub mod search;
@@ -32,7 +34,8 @@ pub mod stats;
 #[cfg(test)]
 pub(crate) mod test_log;
 
-pub use layout::StartRec;
+pub use layout::{PARENT_FRAME, PARENT_NOT_RECORDED, PARENT_ROOT, StartRec};
+pub use parents::ParentOf;
 pub use row::{Lane, Row, SUMMARY_LEVELS, SUMMARY_SHIFT};
 
 use formats::{Category, FrameKey};
@@ -43,6 +46,7 @@ use contexts::{ContextIndex, Contexts};
 use intern::Interner;
 use layout::OpenSlot;
 use pair::Pairer;
+use parents::Parents;
 use stats::Stats;
 
 /// End time of a frame whose FrameEnd has not been seen yet ("open", drawn to the newest time).
@@ -133,6 +137,8 @@ pub struct Model {
     /// Context indices for records applied here (the ingest indexes on its reader thread).
     context_index: ContextIndex,
     calltree: CallTree,
+    /// The parents the rows do not tell (see [`parents`]).
+    parents: Parents,
     /// Frames cut when their process stopped writing.
     cut: FxHashSet<FrameRef>,
     /// Damaged bytes met while reading: (newest time read before them, what and where).
@@ -170,6 +176,7 @@ impl Model {
             contexts: Contexts::default(),
             context_index: ContextIndex::default(),
             calltree: CallTree::default(),
+            parents: Parents::default(),
             cut: FxHashSet::default(),
             damage: Vec::new(),
             lost: FxHashMap::default(),
@@ -291,6 +298,7 @@ impl Model {
         self.pairer.stop_worker(w);
         // As the reader stage does (`Digest::stop_writers`).
         self.context_index.forget_worker(w);
+        self.stop_waiting(w);
         for slot in 0..self.open.len() {
             let f = &mut self.open[slot];
             if f.live && f.key.worker == w {
@@ -385,31 +393,6 @@ impl Model {
         })
     }
 
-    /// Time in frame `at`'s direct children: the frames above it in its lane, of its
-    /// context, inside its time, whose call path is its own plus one label. (Computed, not
-    /// stored: 8 bytes a frame saved. Two concurrent frames of one call path in one context
-    /// would share their children's time; self time is then clamped at zero.)
-    pub fn children_ns(&self, at: FrameRef) -> u64 {
-        let lane = &self.lanes[at.lane as usize];
-        let row = &lane.rows[at.row as usize];
-        let i = at.index as usize;
-        let (start, end) = (row.start(i), row.end_or(i, self.max_time));
-        let (context, node) = (row.context(i), row.node(i));
-        let mut sum = 0;
-        for r in &lane.rows[at.row as usize + 1..] {
-            let first = r.start_partition_point(|s| s < start);
-            for j in first..r.len() {
-                if r.start(j) > end {
-                    break;
-                }
-                if r.context(j) == context && self.calltree.parent(r.node(j)) == node {
-                    sum += r.end_or(j, self.max_time).min(end) - r.start(j);
-                }
-            }
-        }
-        sum
-    }
-
     /// Finds a frame by key (linear scan; for tests and tools, not per-frame UI work).
     pub fn find(&self, k: FrameKey) -> Option<FrameRef> {
         for (li, lane) in self.lanes.iter().enumerate() {
@@ -478,6 +461,7 @@ impl Model {
             + self.contexts.heap_bytes()
             + self.context_index.heap_bytes()
             + self.calltree.heap_bytes()
+            + self.parents.heap_bytes()
     }
 }
 

@@ -95,6 +95,11 @@ impl Row {
         self.cells[i].node
     }
 
+    /// Gives frame `i` another call-tree node (its parent was found after it was placed).
+    pub(crate) fn set_node(&mut self, i: usize, node: u32) {
+        self.cells[i].node = node;
+    }
+
     /// Call-tree nodes of the frames in `range`.
     pub fn nodes(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = u32> + '_ {
         self.cells[range].iter().map(|c| c.node)

@@ -47,9 +47,12 @@ pub fn difference(a: &Model, b: &Model) -> Option<String> {
         let (x, y) = (a.worker(w), b.worker(w));
         same!(format!("process {w}"), (&x.name, x.pid), (&y.name, y.pid));
     }
+    same!("parents", a.parent_counts(), b.parent_counts());
     let frames = |m: &Model| {
         let mut v = Vec::new();
-        m.for_each_frame(|at, row, i| v.push((at, row.start(i), row.end(i), row.node(i))));
+        m.for_each_frame(|at, row, i| {
+            v.push((at, row.start(i), row.end(i), row.node(i), m.parent_of(at)))
+        });
         v
     };
     let (x, y) = (frames(a), frames(b));

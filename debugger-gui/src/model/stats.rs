@@ -94,6 +94,12 @@ impl Stats {
         s.children_ns = s.children_ns.saturating_add(child_dur);
     }
 
+    /// A child counted with `on_child` moved to another parent.
+    pub(crate) fn off_child(&mut self, parent_label: u32, child_dur: u64) {
+        let s = self.entry(parent_label);
+        s.children_ns = s.children_ns.saturating_sub(child_dur);
+    }
+
     /// Statistics of one label (zeroes if it never closed).
     pub fn get(&self, label: u32) -> LabelStats {
         self.by_label

@@ -14,6 +14,28 @@ impl Log {
     pub fn start(&mut self, w: u8, id: u32, ts: u64, ctx: u32, label: &str) -> &mut Self {
         self.start_cat(w, id, ts, ctx, label, Category::FUNCTION)
     }
+    /// A start that records its parent (a type 6 record).
+    pub fn start_with(
+        &mut self,
+        w: u8,
+        id: u32,
+        ts: u64,
+        ctx: u32,
+        label: &str,
+        parent: formats::Parent,
+    ) -> &mut Self {
+        Record::Start(FrameStart {
+            parent,
+            id,
+            worker: w,
+            timestamp: ts,
+            context: ctx,
+            category: Category::FUNCTION,
+            label,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
     pub fn start_cat(
         &mut self,
         w: u8,
