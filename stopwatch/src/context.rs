@@ -5,29 +5,39 @@
 //! state). Across threads, take the context with [`Frame::context`](crate::Frame::context) or
 //! [`Stopwatch::current_context`](crate::Stopwatch::current_context) and [`Context::enter`]
 //! it on the other thread; across `.await`s, [`InFrame`](crate::InFrame) enters it on every
-//! poll. The sampling decision travels with the context.
+//! poll. The sampling decision travels with the context, and so does its current frame: frames
+//! started wherever a context is entered record that frame as their parent.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use formats::Category;
+
+use crate::frame::Frame;
 use crate::inner::Inner;
 use crate::local::{self, CtxState, Entry};
 
 /// A unit of work's identity, to carry frames of one request across threads (`Send + Sync`).
+///
+/// It also carries the frame it was taken from (or the thread's current frame): frames
+/// started where it is entered, or with [`Context::child`], are that frame's children.
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<Inner>,
-    ctx: u32,
-    sampled: bool,
+    /// The state entered: `in_frame` is always true.
+    state: CtxState,
 }
 
 impl Context {
-    pub(crate) fn new(inner: Arc<Inner>, ctx: u32, sampled: bool) -> Context {
+    pub(crate) fn new(inner: Arc<Inner>, state: CtxState) -> Context {
         Context {
             inner,
-            ctx,
-            sampled,
+            state: CtxState {
+                in_frame: true,
+                ..state
+            },
         }
     }
 
@@ -36,31 +46,35 @@ impl Context {
         local::with_entry(inner, |e| {
             e.in_frame
                 .get()
-                .then(|| Context::new(inner.clone(), e.ctx.get(), e.sampled.get()))
+                .then(|| Context::new(inner.clone(), e.ctx_state()))
         })
         .flatten()
     }
 
     /// The context value written in FrameStart records (the id of the frame that opened it).
     pub fn id(&self) -> u32 {
-        self.ctx
+        self.state.ctx
     }
 
     /// Whether frames in this context are recorded (the root's sampling decision).
     pub fn is_sampled(&self) -> bool {
-        self.sampled
+        self.state.sampled
+    }
+
+    /// The id of the frame that frames started in this context name as their parent (the
+    /// recorded frame it was taken from, or its nearest recorded ancestor); `None`: they are
+    /// roots of the context.
+    pub fn parent_id(&self) -> Option<u32> {
+        (self.state.frame != 0).then_some(self.state.frame)
     }
 
     /// Makes this the calling thread's current context until the guard drops: frames started
-    /// meanwhile carry it (and its sampling decision) instead of opening new contexts.
+    /// meanwhile carry it (and its sampling decision) instead of opening new contexts, and
+    /// are children of its frame.
     pub fn enter(&self) -> ContextGuard {
         let entered = local::with_entry(&self.inner, |e| {
             let saved = e.ctx_state();
-            e.set_ctx_state(CtxState {
-                in_frame: true,
-                sampled: self.sampled,
-                ctx: self.ctx,
-            });
+            e.set_ctx_state(self.state);
             (e.clone(), saved)
         });
         ContextGuard {
@@ -74,13 +88,28 @@ impl Context {
         let _g = self.enter();
         f()
     }
+
+    /// Starts a frame in this context on the calling thread, a child of the context's frame
+    /// (the thread is in this context until it ends); with the default category.
+    pub fn child(&self, label: impl Into<Cow<'static, str>>) -> Frame {
+        self.child_with(label, self.inner.default_category)
+    }
+
+    /// Starts a frame in this context with a category (see [`Context::child`]).
+    pub fn child_with(&self, label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
+        match local::entry(&self.inner) {
+            Some(e) => Frame::start_entered(e, self.state, &label.into(), category),
+            None => Frame::inert(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
-            .field("id", &self.ctx)
-            .field("sampled", &self.sampled)
+            .field("id", &self.state.ctx)
+            .field("sampled", &self.state.sampled)
+            .field("parent", &self.state.frame)
             .finish()
     }
 }

@@ -1,5 +1,6 @@
 //! The frame guard: a timed span with a label, a category and optional data.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -11,21 +12,26 @@ use serde::Serialize;
 
 use crate::context::Context;
 use crate::inner::Inner;
-use crate::local::{self, Entry, RECORDING, ROOT};
+use crate::local::{self, CtxState, Entry, RECORDING, SAMPLED, Saved, Started};
 
 /// A running frame; it ends when dropped or on [`Frame::end`].
 ///
 /// A `Frame` belongs to the thread that started it (it is `!Send`): the context it opened is
 /// thread-local state. To let a frame span `.await`s on a multi-threaded runtime, wrap the
 /// future with [`Frame::instrument`] (or [`crate::FutureExt::in_frame`]); to carry a context
-/// to another thread, use [`Frame::context`] and [`Context::enter`].
+/// to another thread, use [`Frame::context`] and [`Context::enter`] (or [`Context::child`]).
+///
+/// While it runs, a recorded frame is its thread's *current frame*: frames started meanwhile
+/// on the thread (or in a future it instruments, or in its context entered elsewhere) record
+/// it as their parent.
 #[must_use = "a frame ends when dropped; bind it: `let _frame = ...`"]
 pub struct Frame {
     /// The thread's entry of the recorder; `None` when no recorder is installed.
     entry: Option<Rc<Entry>>,
-    id: u32,
-    /// `RECORDING` / `ROOT` bits, cleared once ended.
-    flags: u8,
+    /// Id, parent, context and flags (`RECORDING`, `ROOT`, ...; cleared once ended).
+    started: Started,
+    /// The thread's state before an entered frame (`Frame::child`, `Context::child`).
+    saved: Saved,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -35,8 +41,13 @@ impl Frame {
     pub fn inert() -> Frame {
         Frame {
             entry: None,
-            id: 0,
-            flags: 0,
+            started: Started {
+                id: 0,
+                parent: 0,
+                ctx: 0,
+                flags: 0,
+            },
+            saved: Saved::default(),
             _not_send: PhantomData,
         }
     }
@@ -46,11 +57,11 @@ impl Frame {
     pub(crate) fn start_on(inner: &Arc<Inner>, label: &str, category: Category) -> Frame {
         match local::entry(inner) {
             Some(e) => {
-                let (id, flags) = e.start(label, category);
+                let started = e.start(label, category);
                 Frame {
                     entry: Some(e),
-                    id,
-                    flags,
+                    started,
+                    saved: Saved::default(),
                     _not_send: PhantomData,
                 }
             }
@@ -58,17 +69,63 @@ impl Frame {
         }
     }
 
+    /// Starts a frame on the calling thread in the context state `state`, entered for the
+    /// frame's life (its end restores the thread's state).
+    pub(crate) fn start_entered(
+        e: Rc<Entry>,
+        state: CtxState,
+        label: &str,
+        category: Category,
+    ) -> Frame {
+        let (started, saved) = e.start_entered(state, label, category);
+        Frame {
+            entry: Some(e),
+            started,
+            saved,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Starts a child of this frame (its parent is this frame, in this frame's context) on
+    /// the calling thread, whatever frame is current there; with the default category.
+    pub fn child(&self, label: impl Into<Cow<'static, str>>) -> Frame {
+        match &self.entry {
+            Some(e) => self.child_with(label, e.inner.default_category),
+            None => Frame::inert(),
+        }
+    }
+
+    /// Starts a child of this frame with a category (see [`Frame::child`]).
+    pub fn child_with(&self, label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
+        match &self.entry {
+            Some(e) => {
+                Frame::start_entered(e.clone(), self.children_state(), &label.into(), category)
+            }
+            None => Frame::inert(),
+        }
+    }
+
+    /// The context state this frame's children start in.
+    fn children_state(&self) -> CtxState {
+        CtxState {
+            in_frame: true,
+            sampled: self.started.flags & SAMPLED != 0,
+            ctx: self.started.ctx,
+            frame: self.started.children_parent(),
+        }
+    }
+
     /// Whether this frame is being written to the log (a stopwatch is installed and the
     /// frame's context is sampled).
     pub fn is_recording(&self) -> bool {
-        self.flags & RECORDING != 0
+        self.started.flags & RECORDING != 0
     }
 
     /// The frame's key in the log, if it is recorded.
     pub fn key(&self) -> Option<FrameKey> {
         let e = self.entry.as_ref()?;
         self.is_recording()
-            .then(|| FrameKey::new(e.worker, self.id))
+            .then(|| FrameKey::new(e.worker, self.started.id))
     }
 
     /// Attaches data (any `Serialize` value, stored as a BSON document). May be called
@@ -77,18 +134,15 @@ impl Frame {
     pub fn data<T: Serialize + ?Sized>(&self, value: &T) {
         if let (Some(e), true) = (&self.entry, self.is_recording()) {
             e.inner
-                .send_frame_data(FrameKey::new(e.worker, self.id), value);
+                .send_frame_data(FrameKey::new(e.worker, self.started.id), value);
         }
     }
 
-    /// The context this frame runs in, to carry to another thread or task.
+    /// The context this frame runs in, to carry to another thread or task: frames started
+    /// in it are this frame's children.
     pub fn context(&self) -> Option<Context> {
         let e = self.entry.as_ref()?;
-        Some(Context::new(
-            e.inner.clone(),
-            e.ctx.get(),
-            self.flags & RECORDING != 0 || (e.in_frame.get() && e.sampled.get()),
-        ))
+        Some(Context::new(e.inner.clone(), self.children_state()))
     }
 
     /// Ends the frame now (dropping it does the same; ending twice is harmless).
@@ -105,18 +159,19 @@ impl Frame {
     #[inline(never)]
     fn finish(&mut self) {
         if let Some(e) = self.entry.take() {
-            e.end(self.id, self.flags);
-            self.flags = 0;
+            e.end(&self.started, self.saved);
+            self.started.flags = 0;
         }
     }
 
     /// Splits the frame from the calling thread so it can move (into a future or another
-    /// thread): the thread leaves the frame's context now, the frame's end is recorded
-    /// wherever it ends.
+    /// thread): the thread leaves the frame now (as its end would leave it), the frame's end
+    /// is recorded wherever it ends.
     pub(crate) fn detach(mut self) -> Option<Detached> {
         let e = self.entry.take()?;
-        let flags = std::mem::take(&mut self.flags);
-        Detached::from_started(&e, self.id, flags)
+        let started = self.started;
+        self.started.flags = 0;
+        Some(Detached::from_started(&e, started, self.saved))
     }
 }
 
@@ -141,8 +196,8 @@ impl std::fmt::Debug for Frame {
 pub(crate) struct Detached {
     pub(crate) inner: Arc<Inner>,
     pub(crate) id: u32,
-    pub(crate) ctx: u32,
-    pub(crate) sampled: bool,
+    /// The context state its children start in (this frame current, if it is recorded).
+    children: CtxState,
     flags: u8,
 }
 
@@ -151,40 +206,55 @@ impl Detached {
     #[cfg(feature = "tracing")]
     pub(crate) fn start(inner: &Arc<Inner>, label: &str, category: Category) -> Option<Detached> {
         local::with_entry(inner, |e| {
-            let (id, flags) = e.start(label, category);
-            Detached::from_started(e, id, flags)
+            let started = e.start(label, category);
+            Detached::from_started(e, started, Saved::default())
         })
-        .flatten()
     }
 
-    /// The detached form of a frame `e.start` just returned.
-    fn from_started(e: &Entry, id: u32, flags: u8) -> Option<Detached> {
-        let sampled = flags & RECORDING != 0 || (e.in_frame.get() && e.sampled.get());
-        if flags & ROOT != 0 {
-            // The frame opened the thread's context; the thread is no longer in it.
-            e.in_frame.set(false);
-        }
-        Some(Detached {
+    /// Starts a frame in a new context (a root, whatever the calling thread's state) and
+    /// detaches it at once.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn start_root(
+        inner: &Arc<Inner>,
+        label: &str,
+        category: Category,
+    ) -> Option<Detached> {
+        local::with_entry(inner, |e| {
+            let before = e.ctx_state();
+            e.set_ctx_state(CtxState::OUTSIDE);
+            let started = e.start(label, category);
+            let d = Detached::from_started(e, started, Saved::default());
+            e.set_ctx_state(before);
+            d
+        })
+    }
+
+    /// The detached form of a frame `e.start` just returned: the thread leaves it.
+    fn from_started(e: &Entry, started: Started, saved: Saved) -> Detached {
+        e.leave(&started, saved);
+        Detached {
             inner: e.inner.clone(),
-            id,
-            ctx: e.ctx.get(),
-            sampled,
-            flags,
-        })
+            id: started.id,
+            children: CtxState {
+                in_frame: true,
+                sampled: started.flags & SAMPLED != 0,
+                ctx: started.ctx,
+                frame: started.children_parent(),
+            },
+            flags: started.flags & RECORDING,
+        }
     }
 
-    /// The context the frame runs in.
+    /// The context the frame runs in (its children's).
     pub(crate) fn context(&self) -> Context {
-        Context::new(self.inner.clone(), self.ctx, self.sampled)
+        Context::new(self.inner.clone(), self.children)
     }
 
     /// Records the end (on the calling thread's buffer), once.
     pub(crate) fn end(&mut self) {
         let flags = std::mem::take(&mut self.flags);
         if flags & RECORDING != 0 {
-            // Only the end record: the thread's context state is not this frame's to change
-            // (it left its starting thread's context when it was detached).
-            let ended = local::with_entry(&self.inner, |e| e.end(self.id, RECORDING));
+            let ended = local::with_entry(&self.inner, |e| e.end_record(self.id));
             if ended.is_none() {
                 // This thread's recording state is already gone (the frame is dropped by a
                 // thread-local destructor, e.g. a runtime's worker exiting).

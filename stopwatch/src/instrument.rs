@@ -1,6 +1,6 @@
 //! Frames around futures: [`InFrame`] makes a frame cover a future's whole awaited duration
 //! (not just its first poll) and makes frames started inside the future, on whatever worker
-//! thread polls it, belong to the frame's context.
+//! thread polls it, belong to the frame's context and record the frame as their parent.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -19,7 +19,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use formats::{Category, FRAME_END_LEN, FRAME_START_HEADER_LEN, FrameEnd, FrameStart, RecordType};
+use formats::{
+    Category, FRAME_END_LEN, FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent,
+    RecordType,
+};
 
 use crate::buffer::{Buf, Encode, ONE_RECORD, Pos, pos_count, pos_len};
 use crate::clock::Clock;
@@ -49,10 +52,12 @@ pub(crate) struct Entry {
     base: Cell<NonNull<u8>>,
     cap: Cell<usize>,
     pos: Cell<Pos>,
-    // Context state: inside a frame (or an entered context)? recorded? which context?
+    // Context state: inside a frame (or an entered context)? recorded? which context? which
+    // frame is current (the parent of the next frame started; 0: none)?
     pub(crate) in_frame: Cell<bool>,
     pub(crate) sampled: Cell<bool>,
     pub(crate) ctx: Cell<u32>,
+    pub(crate) cur: Cell<u32>,
     // This thread's chunk of frame ids: `next_id` up to (not including) `id_end`, wrapping.
     next_id: Cell<u32>,
     id_end: Cell<u32>,
@@ -67,6 +72,41 @@ pub(crate) struct CtxState {
     pub(crate) in_frame: bool,
     pub(crate) sampled: bool,
     pub(crate) ctx: u32,
+    /// The current frame: the id of the innermost recorded frame (0: none).
+    pub(crate) frame: u32,
+}
+
+impl CtxState {
+    /// Outside any context (a frame started now opens one).
+    pub(crate) const OUTSIDE: CtxState = CtxState {
+        in_frame: false,
+        sampled: false,
+        ctx: 0,
+        frame: 0,
+    };
+}
+
+/// What starting a frame gave: its id (0 when not recorded), its flags, its context and
+/// the frame that was current when it started (its parent when it is recorded, the nearest
+/// recorded ancestor of its children when it is not).
+#[derive(Clone, Copy)]
+pub(crate) struct Started {
+    pub(crate) id: u32,
+    pub(crate) parent: u32,
+    pub(crate) ctx: u32,
+    pub(crate) flags: u8,
+}
+
+impl Started {
+    /// The frame children of this one name as their parent.
+    #[inline(always)]
+    pub(crate) fn children_parent(&self) -> u32 {
+        if self.flags & RECORDING != 0 {
+            self.id
+        } else {
+            self.parent
+        }
+    }
 }
 
 impl Entry {
@@ -84,6 +124,7 @@ impl Entry {
             in_frame: Cell::new(false),
             sampled: Cell::new(false),
             ctx: Cell::new(0),
+            cur: Cell::new(0),
             next_id: Cell::new(0),
             id_end: Cell::new(0),
             rng: Cell::new(crate::sampling::seed()),
@@ -105,6 +146,7 @@ impl Entry {
             in_frame: self.in_frame.get(),
             sampled: self.sampled.get(),
             ctx: self.ctx.get(),
+            frame: self.cur.get(),
         }
     }
 
@@ -114,6 +156,7 @@ impl Entry {
         self.in_frame.set(s.in_frame);
         self.sampled.set(s.sampled);
         self.ctx.set(s.ctx);
+        self.cur.set(s.frame);
     }
 
     /// The next frame id of this thread's chunk.
@@ -144,19 +187,35 @@ impl Entry {
         self.clock.now()
     }
 
-    /// Starts a frame in the thread's current context (or opens a new context).
+    /// Starts a frame in the thread's current context (or opens a new context). A recorded
+    /// frame names the current frame as its parent and becomes current.
     #[inline(always)]
-    pub(crate) fn start(&self, label: &str, category: Category) -> (u32, u8) {
+    pub(crate) fn start(&self, label: &str, category: Category) -> Started {
         // The session's rules, read once: 0 (no session rule) is the common case.
         let gate = self.gate.flags();
         if self.in_frame.get() {
-            if !self.sampled.get() || (gate != 0 && self.gate.skips_with(gate, category)) {
-                return (0, 0);
+            let parent = self.cur.get();
+            let ctx = self.ctx.get();
+            let sampled = self.sampled.get();
+            if !sampled || (gate != 0 && self.gate.skips_with(gate, category)) {
+                // Left out: it does not become current (its children name `parent`).
+                return Started {
+                    id: 0,
+                    parent,
+                    ctx,
+                    flags: if sampled { SAMPLED } else { 0 },
+                };
             }
             let id = self.next_id();
             let timestamp = self.now();
-            self.emit_start(id, timestamp, self.ctx.get(), category, label);
-            (id, RECORDING)
+            self.emit_start(id, timestamp, ctx, parent, category, label);
+            self.cur.set(id);
+            Started {
+                id,
+                parent,
+                ctx,
+                flags: RECORDING | SAMPLED,
+            }
         } else {
             self.start_root(gate, label, category)
         }
@@ -164,7 +223,7 @@ impl Entry {
 
     /// Opens a new context: the sampling decision is taken here, once.
     #[inline(always)]
-    fn start_root(&self, gate: u8, label: &str, category: Category) -> (u32, u8) {
+    fn start_root(&self, gate: u8, label: &str, category: Category) -> Started {
         let timestamp = self.now();
         let sampled = if gate == 0 {
             self.records_all || self.inner.sampler.sample(&self.rng, timestamp)
@@ -174,16 +233,35 @@ impl Entry {
         self.in_frame.set(true);
         self.sampled.set(sampled);
         if !sampled {
-            return (0, ROOT);
+            self.cur.set(0);
+            return Started {
+                id: 0,
+                parent: 0,
+                ctx: 0,
+                flags: ROOT,
+            };
         }
         let id = self.next_id();
         self.ctx.set(id);
         if gate != 0 && self.gate.skips_with(gate, category) {
-            // The context opens (its frames keep one id) but its root is left out.
-            return (0, ROOT);
+            // The context opens (its frames keep one id) but its root is left out: its
+            // children are roots.
+            self.cur.set(0);
+            return Started {
+                id: 0,
+                parent: 0,
+                ctx: id,
+                flags: ROOT | SAMPLED,
+            };
         }
-        self.emit_start(id, timestamp, id, category, label);
-        (id, ROOT | RECORDING)
+        self.emit_start(id, timestamp, id, 0, category, label);
+        self.cur.set(id);
+        Started {
+            id,
+            parent: 0,
+            ctx: id,
+            flags: ROOT | RECORDING | SAMPLED,
+        }
     }
 
     /// A new context's sampling decision under a session's rules.
@@ -195,19 +273,91 @@ impl Entry {
         self.gate.sample(own, &self.rng, timestamp)
     }
 
-    /// Ends a frame started with [`Entry::start`] (or detached from one).
+    /// Ends a frame started with [`Entry::start`]: records its end and restores the state it
+    /// changed (the current frame; the context, for a root or an entered frame). `saved`:
+    /// the state an entered frame (`ENTERED`) restores.
     #[inline(always)]
-    pub(crate) fn end(&self, id: u32, flags: u8) {
-        if flags & RECORDING != 0 {
+    pub(crate) fn end(&self, s: &Started, saved: Saved) {
+        if s.flags & RECORDING != 0 {
             let timestamp = self.now();
-            self.emit_end(id, timestamp);
-            if flags & ROOT != 0 {
+            self.emit_end(s.id, timestamp);
+            self.cur.set(s.parent);
+            if s.flags & (ROOT | ENTERED) != 0 {
+                if s.flags & ENTERED != 0 {
+                    return self.restore(s.flags, saved, Some(timestamp));
+                }
                 self.in_frame.set(false);
                 self.maybe_nudge(timestamp);
             }
-        } else if flags & ROOT != 0 {
+        } else if s.flags & (ROOT | ENTERED) != 0 {
+            self.leave(s, saved);
+        }
+    }
+
+    /// Records a frame's end, and nothing else: a detached frame's thread state is not this
+    /// thread's (it left its starting thread's context when it was detached).
+    #[inline]
+    pub(crate) fn end_record(&self, id: u32) {
+        let timestamp = self.now();
+        self.emit_end(id, timestamp);
+    }
+
+    /// Restores the thread's state as ending the frame would, without recording its end (the
+    /// frame is detached from the thread).
+    pub(crate) fn leave(&self, s: &Started, saved: Saved) {
+        if s.flags & RECORDING != 0 {
+            self.cur.set(s.parent);
+        }
+        if s.flags & ENTERED != 0 {
+            self.restore(s.flags, saved, None);
+        } else if s.flags & ROOT != 0 {
             self.in_frame.set(false);
         }
+    }
+
+    /// An entered frame ended or left: the thread goes back to the state before it.
+    #[cold]
+    #[inline(never)]
+    fn restore(&self, flags: u8, saved: Saved, ended_at: Option<u64>) {
+        let in_frame = flags & SAVED_IN_FRAME != 0;
+        self.set_ctx_state(CtxState {
+            in_frame,
+            sampled: flags & SAVED_SAMPLED != 0,
+            ctx: saved.ctx,
+            frame: saved.frame,
+        });
+        if let (Some(timestamp), false) = (ended_at, in_frame) {
+            // The thread's outermost frame ended.
+            self.maybe_nudge(timestamp);
+        }
+    }
+
+    /// Starts a frame in the context state `state` (entered for the frame's life: its end
+    /// restores the thread's state as it is now).
+    pub(crate) fn start_entered(
+        &self,
+        state: CtxState,
+        label: &str,
+        category: Category,
+    ) -> (Started, Saved) {
+        let before = self.ctx_state();
+        self.set_ctx_state(CtxState {
+            in_frame: true,
+            ..state
+        });
+        let mut s = self.start(label, category);
+        s.flags |= ENTERED;
+        if before.in_frame {
+            s.flags |= SAVED_IN_FRAME;
+        }
+        if before.sampled {
+            s.flags |= SAVED_SAMPLED;
+        }
+        let saved = Saved {
+            ctx: before.ctx,
+            frame: before.frame,
+        };
+        (s, saved)
     }
 
     /// Outermost frame ended: if this thread's records have waited a few ms and the writer
@@ -231,18 +381,27 @@ impl Entry {
         }
     }
 
-    /// Appends a FrameStart to the current buffer (the layout of `docs/FORMAT.md`, the bytes
-    /// `FrameStart::encode` makes), with one bounds check.
+    /// Appends a FrameStart with parent (type 6; `parent` 0: none) to the current buffer
+    /// (the layout of `docs/FORMAT.md`, the bytes `FrameStart::encode` makes), with one
+    /// bounds check.
     #[inline(always)]
-    fn emit_start(&self, id: u32, timestamp: u64, context: u32, category: Category, label: &str) {
+    fn emit_start(
+        &self,
+        id: u32,
+        timestamp: u64,
+        context: u32,
+        parent: u32,
+        category: Category,
+        label: &str,
+    ) {
         let pos = self.pos.get();
         let len = pos_len(pos);
-        let n = FRAME_START_HEADER_LEN + label.len();
+        let n = FRAME_START_PARENT_HEADER_LEN + label.len();
         // `len <= cap` always holds. A label longer than 255 bytes (cut by the encoder) takes
         // the slow path too.
         if label.len() > u8::MAX as usize || n > self.cap.get() - len {
             return self.emit_slow(&FrameStart {
-                parent: formats::Parent::NotRecorded,
+                parent: Parent::from_field(parent),
                 id,
                 worker: self.worker,
                 timestamp,
@@ -251,22 +410,24 @@ impl Entry {
                 label,
             });
         }
-        let mut head = [0u8; FRAME_START_HEADER_LEN];
+        let mut head = [0u8; FRAME_START_PARENT_HEADER_LEN];
         head[0..4].copy_from_slice(&id.to_le_bytes());
         head[4] = self.worker;
-        head[5] = RecordType::Start as u8;
+        head[5] = RecordType::StartWithParent as u8;
         head[6..14].copy_from_slice(&timestamp.to_le_bytes());
-        head[14..18].copy_from_slice(&context.to_le_bytes());
-        head[18] = category.0;
-        head[19] = label.len() as u8;
+        // payload_size: context, parent, category and the label (at most 9 + 255).
+        head[14..16].copy_from_slice(&(PARENT_START_FIXED + label.len() as u16).to_le_bytes());
+        head[16..20].copy_from_slice(&context.to_le_bytes());
+        head[20..24].copy_from_slice(&parent.to_le_bytes());
+        head[24] = category.0;
         // SAFETY: `base..base+cap` is the current buffer (checked above: `len + n <= cap`, so
         // a buffer exists and the record fits); this thread is the only writer above `len`
         // (the committed length it published), and the writer thread only reads below it.
         // `head` and `label` are other memory, so the copies do not overlap.
         unsafe {
             let dst = self.base.get().as_ptr().add(len);
-            ptr::copy_nonoverlapping(head.as_ptr(), dst, FRAME_START_HEADER_LEN);
-            copy_short(label.as_bytes(), dst.add(FRAME_START_HEADER_LEN));
+            ptr::copy_nonoverlapping(head.as_ptr(), dst, FRAME_START_PARENT_HEADER_LEN);
+            copy_short(label.as_bytes(), dst.add(FRAME_START_PARENT_HEADER_LEN));
         }
         self.publish(pos + n as Pos + ONE_RECORD);
     }
@@ -447,6 +608,27 @@ impl Entry {
 pub(crate) const RECORDING: u8 = 1;
 /// Frame flag: the frame opened its context (ending it leaves the context).
 pub(crate) const ROOT: u8 = 2;
+/// Frame flag: the frame's context is sampled (its frames are recorded, unless a session's
+/// category rule leaves them out).
+pub(crate) const SAMPLED: u8 = 4;
+/// Frame flag: the frame was started in a context entered for it (`Frame::child`,
+/// `Context::child`): ending it restores the thread's state before it ([`Saved`] and the
+/// two bits below).
+pub(crate) const ENTERED: u8 = 8;
+/// Frame flag (with `ENTERED`): the thread was in a context before the frame.
+pub(crate) const SAVED_IN_FRAME: u8 = 16;
+/// Frame flag (with `ENTERED`): the thread's context before the frame was sampled.
+pub(crate) const SAVED_SAMPLED: u8 = 32;
+
+/// The payload of a FrameStart with parent without its label: context, parent, category.
+const PARENT_START_FIXED: u16 = (FRAME_START_PARENT_HEADER_LEN - 16) as u16;
+
+/// The thread's state before an entered frame (`ENTERED`): its context and current frame.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Saved {
+    pub(crate) ctx: u32,
+    pub(crate) frame: u32,
+}
 
 /// The thread's entries.
 ///
@@ -642,11 +824,17 @@ mod tests {
                 0xa0b0_c0d0 ^ i as u32,
                 Category(i as u8),
             );
+            // Roots (parent 0), small and large parent ids.
+            let parent = match i % 3 {
+                0 => 0,
+                1 => 0x0506_0708 ^ i as u32,
+                _ => u32::MAX - i as u32,
+            };
             let before = pos_len(e.pos.get());
-            e.emit_start(id, ts, ctx, cat, label);
+            e.emit_start(id, ts, ctx, parent, cat, label);
             e.emit_end(id, ts + 1);
             let start = FrameStart {
-                parent: formats::Parent::NotRecorded,
+                parent: Parent::from_field(parent),
                 id,
                 worker: e.worker,
                 timestamp: ts,
@@ -675,5 +863,14 @@ mod tests {
         // SAFETY: this thread owns the buffer and wrote `0..pos`.
         let got = unsafe { (*e.buf.get()).bytes(0, pos_len(e.pos.get())).to_vec() };
         assert_eq!(got, want);
+        // And they decode as what was written: every start with its parent.
+        let parents: Vec<Parent> = formats::RecordIter::new(&got, 0)
+            .filter_map(|r| match r.unwrap().1 {
+                formats::Record::Start(s) => Some(s.parent),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(parents.len(), labels.len());
+        assert!(parents.iter().all(|p| p.is_recorded()));
     }
 }

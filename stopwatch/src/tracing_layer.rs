@@ -19,8 +19,13 @@
 //!   [`TracingLayer::category_for`] (defaults: `sqlx`, `diesel`, `postgres`, `redis` →
 //!   database; `hyper`, `axum`, `tower_http`, `reqwest` → http; `tonic` → rpc), else the
 //!   recorder's default.
-//! - Context: the root span's frame. A span's parent is its explicit parent, else the current
-//!   span (what `tracing` says); a span with no parent opens a context of its own.
+//! - Parent and context: a span's frame is a child of its parent span's frame (the explicit
+//!   parent, else the current span: what `tracing` says; a parent the layer does not record
+//!   gives way to its nearest recorded ancestor), in that frame's context, whatever thread
+//!   either is created on. A span with `parent: None` opens a context of its own; a contextual
+//!   span with no current span is started where the thread is: a root opening a context, or
+//!   a child of the thread's current frame (a `Stopwatch::start` frame, an `in_frame`
+//!   future).
 //! - Data: the span's fields and later `record`ed values, and the events inside it (the first
 //!   32, with `message`, fields, `level`, `target` and `time_unix_nano`, the event's time in
 //!   ns since the Unix epoch; the rest counted as `events_dropped`), attached when the span
@@ -196,10 +201,14 @@ impl TracingLayer {
         // The nearest ancestor that has a frame: `parent()` skips spans this layer's filter
         // disabled, but a span it saw without recording (none installed, not sampled) has none.
         let mut ancestor = span.parent();
-        let mut parent = None;
+        let mut parent = if attrs.is_root() {
+            Parent::Root
+        } else {
+            Parent::Thread
+        };
         while let Some(p) = ancestor {
-            parent = p.extensions().get::<SpanFrame>().map(|f| f.frame.context());
-            if parent.is_some() {
+            if let Some(f) = p.extensions().get::<SpanFrame>() {
+                parent = Parent::Span(f.frame.context());
                 break;
             }
             ancestor = p.parent();
@@ -229,14 +238,14 @@ impl TracingLayer {
         &self,
         label: Cow<'static, str>,
         category: Option<Category>,
-        parent: Option<crate::Context>,
+        parent: Parent,
     ) -> Option<Detached> {
         let go = |inner: &Arc<Inner>| {
             let category = category.unwrap_or(inner.default_category);
-            let start = || Detached::start(inner, &label, category);
             match &parent {
-                Some(ctx) => ctx.run(start),
-                None => start(),
+                Parent::Span(ctx) => ctx.run(|| Detached::start(inner, &label, category)),
+                Parent::Thread => Detached::start(inner, &label, category),
+                Parent::Root => Detached::start_root(inner, &label, category),
             }
         };
         match &self.target {
@@ -244,6 +253,16 @@ impl TracingLayer {
             Target::Global => with_global(go).flatten(),
         }
     }
+}
+
+/// Where a new span's frame goes.
+enum Parent {
+    /// Under the frame of its nearest recorded ancestor span, in that span's context.
+    Span(crate::Context),
+    /// A root in a context of its own (`parent: None`).
+    Root,
+    /// No recorded ancestor span: where the thread is (under its current frame, if any).
+    Thread,
 }
 
 /// BSON element types written here.

@@ -1,15 +1,17 @@
 //! Connect mode against a real server on 127.0.0.1 (`framelog::remote::Server`, in this
 //! process) and against raw sockets acting as old, new and malicious peers.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use formats::RecordType::{self, StartWithParent};
 use formats::protocol::{
     self, Advertise, Command, Kind, Reply, SessionSettings, Status, encode_frames,
 };
-use formats::{Category, FrameKey, Record};
+use formats::{Category, FrameKey, Parent, Record};
 use framelog::LogReader;
 use framelog::remote::wire::read_message;
 use framelog::remote::{ProcessInfo, ProcessState, Server, ServerOptions};
@@ -80,7 +82,10 @@ fn new_program_new_server_v1_then_v2_settings_apply_while_it_runs() {
         process(&server).is_some_and(|p| p.state == ProcessState::Waiting)
     });
     let p = process(&server).unwrap();
-    assert_eq!((p.protocol, p.start_session_version), (1, 3));
+    assert_eq!(
+        (p.protocol, p.start_session_version),
+        (1, protocol::LATEST_START_SESSION)
+    );
     assert_eq!(p.pid, std::process::id());
     // Before a session: recorded and held, sent first when the session starts.
     record(&rec, "before", Category::HTTP);
@@ -223,7 +228,10 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
         .build()
         .unwrap();
     let (mut c, adv) = accept_advertise(&listener);
-    assert_eq!(adv.command_version(protocol::START_SESSION), 3);
+    assert_eq!(
+        adv.command_version(protocol::START_SESSION),
+        protocol::LATEST_START_SESSION
+    );
 
     // A newer server's command this program does not know: an explicit error, no hang.
     let mut out = Vec::new();
@@ -236,18 +244,18 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
     assert_eq!(r.status, Status::UnknownCommand);
     assert!(r.text.contains("unknown command code 42"), "{}", r.text);
 
-    // StartSession v4 (from a future server): unsupported, naming what it knows.
+    // StartSession v5 (from a future server): unsupported, naming what it knows.
     let (mut c, _) = accept_advertise(&listener);
     let mut out = Vec::new();
     protocol::encode_header(Kind::Command, 2, &mut out);
-    out.extend_from_slice(&[protocol::START_SESSION, 4]);
+    out.extend_from_slice(&[protocol::START_SESSION, 5]);
     c.write_all(&out).unwrap();
     read_message(&mut c, &mut payload, usize::MAX).unwrap();
     let r = Reply::decode(&payload).unwrap();
     assert_eq!(r.status, Status::UnsupportedVersion);
     assert!(
         r.text
-            .contains("StartSession v4 is not supported (this program knows up to v3)")
+            .contains("StartSession v5 is not supported (this program knows up to v4)")
     );
 
     // An old server: StartSession v1. The program answers Ok and streams on this connection.
@@ -263,14 +271,22 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
     // ... and advertises again on a new connection.
     let (_next, _) = accept_advertise(&listener);
     wait_until("the stream", || rec.is_streaming());
-    record(&rec, "over-v1", Category::JOB);
+    let outer = rec.start("over-v1");
+    record(&rec, "nested-over-v1", Category::JOB);
+    drop(outer);
     drop(rec);
     let mut starts = Vec::new();
     loop {
         match read_message(&mut c, &mut payload, usize::MAX).unwrap() {
             Some(Kind::Frames) => {
+                assert_eq!(
+                    record_types(&payload)[&StartWithParent],
+                    0,
+                    "v1: no parents"
+                );
                 for r in formats::RecordIter::new(&payload, 0) {
                     if let Record::Start(s) = r.unwrap().1 {
+                        assert_eq!(s.parent, Parent::NotRecorded);
                         starts.push(s.label.to_owned());
                     }
                 }
@@ -280,7 +296,202 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
             other => panic!("unexpected {other:?}"),
         }
     }
-    assert_eq!(starts, ["over-v1"]);
+    assert_eq!(starts, ["over-v1", "nested-over-v1"]);
+}
+
+/// How many records of each type `records` holds, by the type byte (every type counted,
+/// zero included, for the two starts).
+fn record_types(records: &[u8]) -> HashMap<RecordType, usize> {
+    let mut n = HashMap::from([(RecordType::Start, 0), (StartWithParent, 0)]);
+    let mut at = 0;
+    while at < records.len() {
+        let len = formats::record_len(&records[at..]).expect("whole records");
+        let kind = RecordType::from_byte(records[at + 5]).expect("a known type");
+        *n.entry(kind).or_default() += 1;
+        at += len;
+    }
+    n
+}
+
+/// Plays a server for a session started with StartSession `version` (v3 and later:
+/// acknowledged): the program records a small tree of frames (a context entered on another
+/// thread included) and shuts down; returns the records it streamed, in order, and its
+/// stats. Every Frames message is acknowledged as it arrives (from v3).
+fn session_by_hand(version: u8) -> (Vec<u8>, Vec<(&'static str, FrameKey)>, stopwatch::Stats) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rec = Stopwatch::builder()
+        .connect(listener.local_addr().unwrap().to_string())
+        .build()
+        .unwrap();
+    let (mut c, adv) = accept_advertise(&listener);
+    assert_eq!(
+        adv.command_version(protocol::START_SESSION),
+        protocol::LATEST_START_SESSION
+    );
+    let reply = send(
+        &mut c,
+        &Command::StartSession {
+            version,
+            settings: SessionSettings::keep(),
+        },
+    );
+    assert_eq!(reply, Reply::ok(protocol::START_SESSION, version));
+    let reader = std::thread::spawn(move || {
+        let (mut records, mut payload, mut count) = (Vec::new(), Vec::new(), 0u64);
+        let mut out = Vec::new();
+        loop {
+            match read_message(&mut c, &mut payload, usize::MAX).unwrap() {
+                Some(Kind::Frames) => {
+                    records.extend_from_slice(&payload);
+                    count += formats::RecordIter::new(&payload, 0)
+                        .filter(|r| matches!(r, Ok((_, Record::Start(_) | Record::End(_)))))
+                        .count() as u64;
+                    if version >= protocol::ACKED_START_SESSION {
+                        out.clear();
+                        protocol::encode_ack(count, &mut out);
+                        c.write_all(&out).unwrap();
+                    }
+                }
+                Some(Kind::Data) => {}
+                Some(Kind::End) => return records,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    });
+    let _next = accept_advertise(&listener);
+    wait_until("the stream", || rec.is_streaming());
+    let mut keys = Vec::new();
+    {
+        let root = rec.start("root");
+        keys.push(("root", root.key().unwrap()));
+        let a = rec.start("a");
+        keys.push(("a", a.key().unwrap()));
+        let ctx = a.context().unwrap();
+        let on_pool = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _in = ctx.enter();
+                rec.start("on-pool").key().unwrap()
+            })
+            .join()
+            .unwrap()
+        });
+        keys.push(("on-pool", on_pool));
+        drop(a);
+        keys.push(("b", rec.start("b").key().unwrap()));
+    }
+    let stats = rec.shutdown();
+    (reader.join().unwrap(), keys, stats)
+}
+
+#[test]
+fn a_session_before_v4_never_gets_a_start_with_parent_and_acks_stay_exact() {
+    for version in [2, 3] {
+        let (records, keys, stats) = session_by_hand(version);
+        let types = record_types(&records);
+        assert_eq!(types[&StartWithParent], 0, "v{version}: {types:?}");
+        assert_eq!(
+            types[&RecordType::Start],
+            keys.len(),
+            "v{version}: every start"
+        );
+        assert_eq!(types[&RecordType::End], keys.len(), "v{version}: every end");
+        assert_eq!(
+            (stats.unsent, stats.dropped),
+            (0, 0),
+            "v{version}: every record acknowledged: {stats:?}"
+        );
+        let mut got: Vec<(String, FrameKey, Parent)> = formats::RecordIter::new(&records, 0)
+            .filter_map(|r| match r.unwrap().1 {
+                Record::Start(s) => {
+                    Some((s.label.to_owned(), FrameKey::new(s.worker, s.id), s.parent))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut want: Vec<(String, FrameKey, Parent)> = keys
+            .iter()
+            .map(|(l, k)| ((*l).to_owned(), *k, Parent::NotRecorded))
+            .collect();
+        got.sort_by_key(|s| s.1.id);
+        want.sort_by_key(|s| s.1.id);
+        assert_eq!(got, want, "v{version}: the same starts, without parents");
+    }
+}
+
+#[test]
+fn a_v4_session_gets_every_start_with_its_parent() {
+    let (records, keys, stats) = session_by_hand(protocol::PARENTS_START_SESSION);
+    let types = record_types(&records);
+    assert_eq!(types[&StartWithParent], keys.len(), "{types:?}");
+    assert_eq!(types[&RecordType::Start], 0, "{types:?}");
+    assert_eq!((stats.unsent, stats.dropped), (0, 0), "{stats:?}");
+    let key = |label: &str| keys.iter().find(|k| k.0 == label).unwrap().1;
+    let parents: HashMap<FrameKey, Parent> = formats::RecordIter::new(&records, 0)
+        .filter_map(|r| match r.unwrap().1 {
+            Record::Start(s) => Some((FrameKey::new(s.worker, s.id), s.parent)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(parents[&key("root")], Parent::Root);
+    assert_eq!(parents[&key("a")], Parent::Frame(key("root").id));
+    assert_eq!(parents[&key("on-pool")], Parent::Frame(key("a").id));
+    assert_eq!(parents[&key("b")], Parent::Frame(key("root").id));
+}
+
+#[test]
+fn through_a_real_server_v4_keeps_parents_under_rewritten_keys_and_v3_infers_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), |_| {});
+    let addr = server.local_addr().to_string();
+    for (version, prefix) in [(protocol::LATEST_START_SESSION, "new"), (3, "old")] {
+        let rec = Stopwatch::builder()
+            .connect(addr.clone())
+            .start_session_version(version)
+            .build()
+            .unwrap();
+        wait_until("the session", || rec.is_streaming());
+        let root = rec.start(format!("{prefix}/root"));
+        let child = root.child(format!("{prefix}/child"));
+        let ctx = child.context().unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| drop(ctx.child(format!("{prefix}/grandchild"))));
+        });
+        drop((child, root));
+        let stats = rec.shutdown();
+        assert_eq!((stats.unsent, stats.dropped), (0, 0), "{stats:?}");
+    }
+    let mut starts: HashMap<String, (FrameKey, Parent)> = HashMap::new();
+    wait_until("every frame in the log", || {
+        starts.clear();
+        if let Ok(mut reader) = LogReader::open(dir.path()) {
+            reader
+                .read_available(|_, r| {
+                    if let Record::Start(s) = r {
+                        starts.insert(
+                            s.label.to_owned(),
+                            (FrameKey::new(s.worker, s.id), s.parent),
+                        );
+                    }
+                })
+                .unwrap();
+        }
+        starts.len() == 6
+    });
+    let (root, child, gc) = (
+        starts["new/root"],
+        starts["new/child"],
+        starts["new/grandchild"],
+    );
+    assert_eq!(root.1, Parent::Root);
+    assert_eq!(child.1, Parent::Frame(root.0.id), "{starts:?}");
+    assert_eq!(gc.1, Parent::Frame(child.0.id), "{starts:?}");
+    assert_eq!(
+        (root.0.worker, gc.0.worker),
+        (child.0.worker, child.0.worker)
+    );
+    for label in ["old/root", "old/child", "old/grandchild"] {
+        assert_eq!(starts[label].1, Parent::NotRecorded, "v3: {label}");
+    }
 }
 
 #[test]

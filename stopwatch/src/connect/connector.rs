@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use formats::protocol::{
-    ACKED_START_SESSION, Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME,
-    RefuseReason, Refused, Reply, START_SESSION, STOP_SESSION, SamplingSetting, SessionSettings,
-    Status, printable,
+    Advertise, Command, Kind, MAX_CONTROL_LEN, PROTOCOL_VERSION, RESUME, RefuseReason, Refused,
+    Reply, START_SESSION, STOP_SESSION, SamplingSetting, SessionSettings, Status, printable,
 };
 use framelog::remote::wire::{is_timeout, read_message};
 use parking_lot::{Condvar, Mutex};
@@ -43,7 +42,8 @@ pub(crate) struct Identity {
     pub(crate) token: String,
     pub(crate) name: String,
     pub(crate) instance: u64,
-    /// Highest StartSession version understood (2; 1 to act as an older program).
+    /// Highest StartSession version understood (`LATEST_START_SESSION`; lower to act as an
+    /// older program).
     pub(crate) start_session_version: u8,
 }
 
@@ -382,7 +382,7 @@ impl Thread {
             // The reply went first; the records follow on this connection.
             let _ = conn.set_read_timeout(None);
             self.apply(&settings);
-            if !self.remote.start(conn, version >= ACKED_START_SESSION) {
+            if !self.remote.start(conn, version) {
                 return Next::Stop;
             }
         }

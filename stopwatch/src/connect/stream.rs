@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use formats::protocol::{
-    DataEntryRef, Kind, MAX_STREAM_PAYLOAD, encode_data_body, encode_end, encode_frames,
-    encode_header,
+    ACKED_START_SESSION, DataEntryRef, Kind, MAX_STREAM_PAYLOAD, PARENTS_START_SESSION,
+    encode_data_body, encode_end, encode_frames, encode_header,
 };
 use formats::{Dropped, FrameKey, Record};
 use parking_lot::{Condvar, Mutex};
@@ -39,6 +39,9 @@ struct Live {
     sent: u64,
     /// What the server acknowledged (v3 sessions).
     acks: Option<Arc<Acks>>,
+    /// The session takes FrameStarts with parent (StartSession v4); before v4 every one is
+    /// sent as the type 0 start with the same fields (an older server would skip them).
+    parents: bool,
 }
 
 impl Live {
@@ -56,6 +59,8 @@ struct State {
     conn: Option<Live>,
     /// Message being built (reused).
     out: Vec<u8>,
+    /// Records with their parents stripped, for a session before v4 (reused).
+    stripped: Vec<u8>,
     /// Records lost since the last stream began (sent as a Dropped record on the next).
     unsent: u64,
     /// Whole records waiting for a session (streaming-only recorders).
@@ -108,6 +113,7 @@ impl RemoteStream {
             state: Mutex::new(State {
                 conn: None,
                 out: Vec::new(),
+                stripped: Vec::new(),
                 unsent: 0,
                 held: Vec::new(),
                 held_records: 0,
@@ -165,11 +171,12 @@ impl RemoteStream {
         }
     }
 
-    /// Makes `conn` the session's stream (ending a previous one); `acked`: the server
-    /// acknowledges it (StartSession v3). The loss since the last stream goes first, as a
-    /// Dropped record, then what was held for the session. False if the recorder is shutting
-    /// down (no stream starts then).
-    pub(crate) fn start(&self, conn: TcpStream, acked: bool) -> bool {
+    /// Makes `conn` the session's stream (ending a previous one), for a session started with
+    /// StartSession `version`: the server acknowledges it from v3, takes parents from v4.
+    /// The loss since the last stream goes first, as a Dropped record, then what was held for
+    /// the session. False if the recorder is shutting down (no stream starts then).
+    pub(crate) fn start(&self, conn: TcpStream, version: u8) -> bool {
+        let acked = version >= ACKED_START_SESSION;
         let mut st = self.state.lock();
         if st.finished {
             return false;
@@ -187,6 +194,7 @@ impl RemoteStream {
             conn,
             sent: 0,
             acks,
+            parents: version >= PARENTS_START_SESSION,
         });
         st.undecided = false;
         self.changed.notify_all();
@@ -312,8 +320,35 @@ impl RemoteStream {
     }
 
     /// Writes records on the stream in messages of at most 8 MiB, the whole call within the
-    /// stall limit; on failure the stream ends and `count` records are unsent.
+    /// stall limit; on failure the stream ends and `count` records are unsent. A session
+    /// before v4 gets them with parents stripped (the same records, the same count).
     fn send_frames(&self, st: &mut State, records: &[u8], count: u64) {
+        let strip = st.conn.as_ref().is_some_and(|l| !l.parents)
+            && formats::downgrade::has_parents(records);
+        if !strip {
+            return self.send_frames_as_is(st, records, count);
+        }
+        let mut stripped = std::mem::take(&mut st.stripped);
+        stripped.clear();
+        match formats::downgrade::strip_parents(records, &mut stripped) {
+            Ok(()) => self.send_frames_as_is(st, &stripped, count),
+            Err(e) => {
+                // Never happens with the recorder's own records; counted, not sent whole.
+                st.unsent += count;
+                self.lose_records(count);
+                self.reporter.report(Error::Remote(format!(
+                    "{count} records for {} were not sent: {e}",
+                    self.addr
+                )));
+            }
+        }
+        if stripped.capacity() <= STRIPPED_KEEP {
+            st.stripped = stripped;
+        }
+    }
+
+    /// [`RemoteStream::send_frames`] of records the session takes as they are.
+    fn send_frames_as_is(&self, st: &mut State, records: &[u8], count: u64) {
         let deadline = Instant::now() + STALL_LIMIT;
         let mut rest = records;
         while !rest.is_empty() {
@@ -438,6 +473,10 @@ impl RemoteStream {
         }
     }
 }
+
+/// The stripping buffer kept between messages, at most (a larger one, made for a big held
+/// backlog, is freed).
+const STRIPPED_KEEP: usize = 4 << 20;
 
 /// How long a failed stream waits for the last Acks the server sent (a dead server's
 /// connection closes at once; a stopped one's does not).
