@@ -15,6 +15,16 @@
 //!   [`LANE_TID_BASE`] up, named "THREAD (overlap N)", each nesting strictly too.
 //! - A frame that could not be placed in time order (see [`super::tracks`]) is a `b`/`e`
 //!   async pair instead.
+//! - A slice only encloses frames it is the real parent of (see [`super::tracks`]): a child
+//!   drawn apart from its parent (on another thread or lane) is linked to it by a flow (the
+//!   format's flow events, version 1, which Perfetto and chrome://tracing import into their
+//!   flow arrows, Perfetto's `flow` table): every frame whose start records its parent is the
+//!   source of flow `WORKER << 32 | ID` (an `s` event right after its `B`, at its start, on
+//!   its `tid`: it binds to that slice), and each child drawn apart ends that flow (an `f`
+//!   event with `"bp":"e"` right after its own `B`: it binds to the child). Flow events are
+//!   named `parent`, category `framelog`. Frames on async tracks take no part (a flow event
+//!   binds to a slice of its thread's track). Logs written before parents were recorded
+//!   have no flows: their nesting is inferred, as before.
 //! - Each event's `id` is the frame's key "WORKER:ID" and `context` its context: outside
 //!   `args`, because speedscope names a frame by its name and `args` (Left Heavy and Sandwich
 //!   merge frames of one label only if their `args` are equal). `args` holds the frame's data
@@ -33,6 +43,29 @@ use super::{Frame, FrameSink};
 /// The first `tid` given to overlap lanes (in each process, counting up); far above the
 /// thread numbers a process uses.
 pub const LANE_TID_BASE: u32 = 1_000_000_000;
+
+/// The flow id of frame `key` (as parent): its key as one number.
+fn flow_id(key: formats::FrameKey) -> u64 {
+    (u64::from(key.worker) << 32) | u64::from(key.id)
+}
+
+/// A flow event (`s` or `f`) of flow `id` at `ts` on `(pid, tid)`.
+fn render_flow(buf: &mut Vec<u8>, ph: &str, id: u64, ts: u64, pid: u8, tid: u32) {
+    buf.extend_from_slice(b"{\"ph\":\"");
+    buf.extend_from_slice(ph.as_bytes());
+    buf.extend_from_slice(b"\",\"name\":\"parent\",\"cat\":\"framelog\",\"id\":");
+    push_int(buf, id);
+    buf.extend_from_slice(b",\"ts\":");
+    push_micros(buf, ts);
+    buf.extend_from_slice(b",\"pid\":");
+    push_int(buf, pid);
+    buf.extend_from_slice(b",\"tid\":");
+    push_int(buf, tid);
+    if ph == "f" {
+        buf.extend_from_slice(b",\"bp\":\"e\"");
+    }
+    buf.push(b'}');
+}
 
 /// A frame begun on a tid: its end time and its rendered `E` event.
 type PendingEnd = (u64, Vec<u8>);
@@ -54,6 +87,8 @@ pub struct ChromeTrace<W: Write> {
     args: Vec<u8>,
     /// Rendered `E` events' buffers, written and kept for the next frames' ends.
     spare: Vec<Vec<u8>>,
+    /// Flows written (children linked to a parent drawn elsewhere).
+    pub flows: u64,
 }
 
 impl<W: Write> ChromeTrace<W> {
@@ -71,6 +106,7 @@ impl<W: Write> ChromeTrace<W> {
             buf: Vec::new(),
             args: Vec::new(),
             spare: Vec::new(),
+            flows: 0,
         })
     }
 
@@ -260,6 +296,20 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
             self.close_until((f.thread.0, tid), f.start_ns, f.end_ns)?;
         }
         self.raw(&buf)?;
+        if !f.parent_inferred && !f.async_track {
+            // Right after its begin, at its start: bound to this slice and no other.
+            buf.clear();
+            render_flow(&mut buf, "s", flow_id(f.key), f.start_ns, f.thread.0, tid);
+            self.raw(&buf)?;
+            if let Some(p) = f.parent
+                && !f.under_parent
+            {
+                buf.clear();
+                render_flow(&mut buf, "f", flow_id(p), f.start_ns, f.thread.0, tid);
+                self.raw(&buf)?;
+                self.flows += 1;
+            }
+        }
         let mut close = self.spare.pop().unwrap_or_default();
         close.clear();
         // The end repeats the begin's name and args: speedscope matches them by both.

@@ -4,7 +4,10 @@
 //!
 //! [`export`] streams the log once, in file order: records are paired by key and become
 //! frames on strictly nested per-thread lanes, placed by their real start and end, each with
-//! its parent in its own context ([`tracks`]); filtered by context, label and time window,
+//! its parent: the one its start records, or, in a log written before parents were
+//! recorded, the one inferred from nesting on its thread ([`tracks`]). A slice only ever
+//! encloses frames it is the real parent of; a child drawn apart from its parent (on another
+//! thread or lane) is linked to it instead (Chrome flow events, OTLP's parent span id); filtered by context, label and time window,
 //! each with its frame data when asked, they go to a [`FrameSink`] as they are released.
 //! Memory holds the open frames and, per thread, the frames finished since its earliest
 //! open one started, not the log. Threads are named once each, and threads of one process
@@ -66,10 +69,18 @@ pub struct Frame<'a> {
     pub async_track: bool,
     /// Still open when the log ended (its end is the log's last time).
     pub open: bool,
-    /// Its parent in its own context: the innermost frame of its context open on its thread
-    /// when it started, else the context's root frame `(worker, context)` (which may not be
-    /// in the export); `None` for a root.
+    /// Its parent: the one its start records (the frame it was called from, whatever thread
+    /// it ran on; it may be missing from the log or the export, and is never replaced by
+    /// another), or, when the start records none (`parent_inferred`), the innermost frame of
+    /// its context open on its thread when it started, else the context's root frame
+    /// `(worker, context)` (which may not be in the export); `None` for a root.
     pub parent: Option<FrameKey>,
+    /// Its start recorded no parent: `parent` is a guess from nesting on its thread.
+    pub parent_inferred: bool,
+    /// Drawn inside its parent: on its lane, the innermost frame enclosing it is `parent`.
+    /// A child with `under_parent == false` is drawn apart from its parent (another thread or
+    /// lane, an async track, or its parent is not in the log): a viewer links it instead.
+    pub under_parent: bool,
     /// Start, ns since the Unix epoch.
     pub start_unix_ns: u64,
     /// End, ns since the Unix epoch.
@@ -103,6 +114,12 @@ pub struct ExportSummary {
     pub open_frames: u64,
     /// Damaged bytes skipped while reading.
     pub damaged_bytes: u64,
+    /// Of the frames written, those whose start recorded no parent (a log written before
+    /// parents were recorded): their parent and nesting are inferred from their thread.
+    pub inferred_parents: u64,
+    /// Of the frames written, children drawn apart from their recorded parent (on another
+    /// thread or lane, or their parent is not in the log): linked to it, not nested in it.
+    pub linked_children: u64,
 }
 
 struct StartInfo {
@@ -325,6 +342,7 @@ impl Exporter {
                     FrameKey::new(s.worker, s.id),
                     thread,
                     s.context,
+                    s.parent,
                     s.timestamp,
                     info,
                     &mut |d| done.push(d),
@@ -371,6 +389,8 @@ impl Exporter {
                 async_track: d.async_track,
                 open: d.open,
                 parent: d.parent,
+                parent_inferred: d.parent_inferred,
+                under_parent: d.under_parent,
                 data,
             };
             sink.frame(&f)?;
@@ -378,6 +398,9 @@ impl Exporter {
             self.summary.async_frames += u64::from(d.async_track);
             self.summary.overlap_frames += u64::from(!d.async_track && d.lane > 0);
             self.summary.open_frames += u64::from(d.open);
+            self.summary.inferred_parents += u64::from(d.parent_inferred);
+            self.summary.linked_children +=
+                u64::from(!d.parent_inferred && d.parent.is_some() && !d.under_parent);
         }
         Ok(())
     }

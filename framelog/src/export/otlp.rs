@@ -5,12 +5,19 @@
 //! - Trace id per context (the log's start time, the worker and the context id); span id per
 //!   frame, a bijective mix of the log's start time, the worker and the frame id, so spans of
 //!   different logs never share ids while a log sent twice keeps its ids.
-//! - Parent span: the frame's parent in its own context ([`super::Frame::parent`]): the
-//!   innermost frame of its context open on its thread when it started, else its context's
-//!   root. Every trace has exactly one root: its root frame, or, when that frame is not in
-//!   the export (dropped, filtered out, lost to damage), a span standing in for it (same
-//!   span id, named "context W:C (root frame not in the export)", `framelog.synthetic`),
-//!   covering the context's spans, sent at the end.
+//! - Parent span: the frame's parent ([`super::Frame::parent`]): the one its start records,
+//!   whatever thread either ran on, in the same trace; in a log written before parents were
+//!   recorded, the innermost frame of its context open on its thread when it started, else
+//!   its context's root. Every trace has exactly one root: its root frame, or, when that
+//!   frame is not in the export (dropped, filtered out, lost to damage), a span standing in
+//!   for it (same span id, named "context W:C (root frame not in the export)",
+//!   `framelog.synthetic`), covering the context's spans, sent at the end. A recorded parent
+//!   that is not in the export either gets a stand-in of its own at the end (its span id, so
+//!   the child's `parent_span_id` stays its real parent; named "frame W:ID (not in the
+//!   export)", `framelog.synthetic`, under the trace's root: where it was called from is not
+//!   known). A parent already sent in another trace (its context differs from the child's,
+//!   which a recording program does not do) is not a parent across traces: the child hangs
+//!   under its own trace's root, with a span link and `framelog.parent` naming the real one.
 //! - Resource per worker: `service.name` = process name, `process.pid`, `framelog.worker`.
 //! - Attributes: `framelog.category`, `framelog.frame`, `framelog.context`, `framelog.open`
 //!   for a frame still running at the end, and the frame data's top-level fields
@@ -40,6 +47,8 @@ use opentelemetry_proto::tonic::trace::v1::{
 };
 use prost::Message;
 
+use formats::FrameKey;
+
 use super::{Frame, FrameSink};
 
 /// Spans per request.
@@ -49,11 +58,17 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Rejection messages kept (the count is always complete).
 const MAX_MESSAGES: usize = 8;
 
-/// A context whose root frame has not been sent: its spans' extent, for a stand-in root.
-struct Rootless {
+/// A parent named by spans sent and not sent itself (yet): its trace and its children's
+/// extent, for a stand-in.
+struct Awaited {
+    context: u32,
     start: u64,
     end: u64,
 }
+
+/// Frames remembered as sent, per generation (two generations: a child sent up to twice
+/// this many spans after its parent still finds it).
+const SENT_GENERATION: usize = 1 << 20;
 
 /// Sends frames to an OTLP/HTTP endpoint.
 pub struct OtlpSender {
@@ -66,8 +81,11 @@ pub struct OtlpSender {
     salt: Option<u64>,
     /// Contexts (worker, context) whose root frame was sent.
     roots_sent: HashSet<(u8, u32)>,
-    /// Contexts with spans sent whose root frame was not (yet).
-    rootless: HashMap<(u8, u32), Rootless>,
+    /// Frames sent recently, with their context (this generation, the one before).
+    sent_now: HashMap<FrameKey, u32>,
+    sent_before: HashMap<FrameKey, u32>,
+    /// Parents (context roots included) named by spans sent, not sent themselves (yet).
+    awaited: HashMap<FrameKey, Awaited>,
     /// Spans the collector accepted.
     pub sent: u64,
     /// Spans the collector answered it rejected (OTLP partial success).
@@ -76,6 +94,8 @@ pub struct OtlpSender {
     pub rejections: Vec<String>,
     /// Stand-in root spans sent for contexts whose root frame was not in the export.
     pub synthetic_roots: u64,
+    /// Stand-in spans sent for other recorded parents not in the export.
+    pub synthetic_parents: u64,
 }
 
 fn kv(key: &str, v: any_value::Value) -> KeyValue {
@@ -266,12 +286,43 @@ impl OtlpSender {
             waiting: 0,
             salt: None,
             roots_sent: HashSet::new(),
-            rootless: HashMap::new(),
+            sent_now: HashMap::new(),
+            sent_before: HashMap::new(),
+            awaited: HashMap::new(),
             sent: 0,
             rejected: 0,
             rejections: Vec::new(),
             synthetic_roots: 0,
+            synthetic_parents: 0,
         }
+    }
+
+    /// The context of frame `key` if it was sent (recently, for a frame that is not a root).
+    fn sent_context(&self, key: FrameKey) -> Option<u32> {
+        self.sent_now
+            .get(&key)
+            .or_else(|| self.sent_before.get(&key))
+            .copied()
+    }
+
+    /// Frame `key` of `context` is sent: remembered for its children.
+    fn mark_sent(&mut self, key: FrameKey, context: u32) {
+        if self.sent_now.len() >= SENT_GENERATION {
+            self.sent_before = std::mem::take(&mut self.sent_now);
+        }
+        self.sent_now.insert(key, context);
+        self.awaited.remove(&key);
+    }
+
+    /// A span of `context` spanning `[start, end]` names `parent`, not sent (yet).
+    fn await_parent(&mut self, parent: FrameKey, context: u32, start: u64, end: u64) {
+        let a = self.awaited.entry(parent).or_insert(Awaited {
+            context,
+            start,
+            end,
+        });
+        a.start = a.start.min(start);
+        a.end = a.end.max(end);
     }
 
     fn salt(&mut self, f: &Frame<'_>) -> u64 {
@@ -393,24 +444,44 @@ impl FrameSink for OtlpSender {
         let salt = self.salt(f);
         let worker = f.key.worker;
         let ctx = (worker, f.context);
+        let root_key = FrameKey::new(worker, f.context);
+        let mut links = Vec::new();
+        let mut parent = f.parent;
+        if let Some(p) = parent
+            && p != root_key
+        {
+            match self.sent_context(p) {
+                Some(c) if c != f.context => {
+                    // Its parent went to another trace: a link, under this trace's root.
+                    links.push(span::Link {
+                        trace_id: trace_id(salt, p.worker, c),
+                        span_id: span_id(salt, p.worker, p.id),
+                        attributes: vec![kv(
+                            "framelog.parent",
+                            V::StringValue(format!("{}:{}", p.worker, p.id)),
+                        )],
+                        ..Default::default()
+                    });
+                    parent = (f.key != root_key).then_some(root_key);
+                }
+                Some(_) => {}
+                None => self.await_parent(p, f.context, f.start_unix_ns, f.end_unix_ns),
+            }
+        }
+        if parent == Some(root_key) && !self.roots_sent.contains(&ctx) {
+            self.await_parent(root_key, f.context, f.start_unix_ns, f.end_unix_ns);
+        }
         if f.parent.is_none() {
             self.roots_sent.insert(ctx);
-            self.rootless.remove(&ctx);
-        } else if !self.roots_sent.contains(&ctx) {
-            let r = self.rootless.entry(ctx).or_insert(Rootless {
-                start: f.start_unix_ns,
-                end: f.end_unix_ns,
-            });
-            r.start = r.start.min(f.start_unix_ns);
-            r.end = r.end.max(f.end_unix_ns);
         }
+        self.mark_sent(f.key, f.context);
         let mut span = Span {
             trace_id: trace_id(salt, worker, f.context),
             span_id: span_id(salt, worker, f.key.id),
-            parent_span_id: f
-                .parent
+            parent_span_id: parent
                 .map(|p| span_id(salt, p.worker, p.id))
                 .unwrap_or_default(),
+            links,
             name: f.label.to_owned(),
             kind: span::SpanKind::Internal as i32,
             start_time_unix_nano: f.start_unix_ns,
@@ -429,6 +500,12 @@ impl FrameSink for OtlpSender {
             span.attributes
                 .push(kv("framelog.open", V::BoolValue(true)));
         }
+        if let (Some(p), false) = (f.parent, span.links.is_empty()) {
+            span.attributes.push(kv(
+                "framelog.parent",
+                V::StringValue(format!("{}:{}", p.worker, p.id)),
+            ));
+        }
         if let Some(d) = &f.data {
             data_to_span(d, f.end_unix_ns, &mut span);
         }
@@ -437,11 +514,66 @@ impl FrameSink for OtlpSender {
 
     fn finish(&mut self) -> std::io::Result<()> {
         use any_value::Value as V;
-        // Stand-ins for root frames not in the export: every trace gets exactly one root.
-        let mut rootless: Vec<_> = self.rootless.drain().collect();
-        rootless.sort_unstable_by_key(|&(k, _)| k);
         let salt = self.salt.unwrap_or(0);
-        for ((worker, context), r) in rootless {
+        // Stand-ins for parents not in the export, under their trace's root; then for root
+        // frames not in the export: every span's parent is sent, every trace has one root.
+        let mut awaited: Vec<_> = self.awaited.drain().collect();
+        awaited.sort_unstable_by_key(|&(k, _)| k);
+        let mut roots: Vec<(FrameKey, Awaited)> = Vec::new();
+        for (key, a) in awaited {
+            let root_key = FrameKey::new(key.worker, a.context);
+            if key == root_key {
+                roots.push((key, a));
+                continue;
+            }
+            if !self.roots_sent.contains(&(key.worker, a.context)) {
+                roots.push((
+                    root_key,
+                    Awaited {
+                        context: a.context,
+                        start: a.start,
+                        end: a.end,
+                    },
+                ));
+            }
+            let span = Span {
+                trace_id: trace_id(salt, key.worker, a.context),
+                span_id: span_id(salt, key.worker, key.id),
+                parent_span_id: span_id(salt, key.worker, a.context),
+                name: format!("frame {}:{} (not in the export)", key.worker, key.id),
+                kind: span::SpanKind::Internal as i32,
+                start_time_unix_nano: a.start,
+                end_time_unix_nano: a.end,
+                attributes: vec![
+                    kv(
+                        "framelog.frame",
+                        V::StringValue(format!("{}:{}", key.worker, key.id)),
+                    ),
+                    kv("framelog.context", V::IntValue(i64::from(a.context))),
+                    kv("framelog.synthetic", V::BoolValue(true)),
+                ],
+                ..Default::default()
+            };
+            self.synthetic_parents += 1;
+            self.push(key.worker, span)?;
+        }
+        // One stand-in per context, covering all that wait for it.
+        roots.sort_unstable_by_key(|&(k, _)| k);
+        let mut merged: Vec<(FrameKey, Awaited)> = Vec::new();
+        for (k, a) in roots {
+            match merged.last_mut() {
+                Some((lk, la)) if *lk == k => {
+                    la.start = la.start.min(a.start);
+                    la.end = la.end.max(a.end);
+                }
+                _ => merged.push((k, a)),
+            }
+        }
+        for (key, r) in merged {
+            let (worker, context) = (key.worker, r.context);
+            if !self.roots_sent.insert((worker, context)) {
+                continue;
+            }
             let span = Span {
                 trace_id: trace_id(salt, worker, context),
                 span_id: span_id(salt, worker, context),
@@ -455,7 +587,6 @@ impl FrameSink for OtlpSender {
                 ],
                 ..Default::default()
             };
-            self.roots_sent.insert((worker, context));
             self.synthetic_roots += 1;
             self.push(worker, span)?;
         }

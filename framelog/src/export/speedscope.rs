@@ -5,7 +5,10 @@
 //! and close (`C`) events in time order, strictly nested and balanced: "PROCESS / THREAD" for
 //! the thread's own track, "PROCESS / THREAD (overlap N)" for the frames that would overlap
 //! it. Frames on async tracks (rare: placed out of time order) go to extra profiles per thread
-//! ("… (async 1)" …), each holding frames that do not overlap. Thread names are unique within a
+//! ("… (async 1)" …), each holding frames that do not overlap. Since a lane's frame only
+//! encloses frames it is the real parent of (for logs that record parents), every stack is a
+//! chain of real ancestors: a child that ran apart from its parent (another thread, or beside
+//! a sibling) starts a stack of its own on its lane. Thread names are unique within a
 //! process. Profiles are written to temporary files as frames arrive and joined at the end
 //! (sorted by process, thread and lane), so memory does not grow with the log.
 

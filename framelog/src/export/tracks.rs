@@ -10,21 +10,30 @@
 //!   starts, then in the order they started), once no frame that started earlier on the
 //!   thread can still arrive: the thread's starts come in time order, so that is when every
 //!   frame started before the earliest one still open has ended.
-//! - Each released frame goes on the first **lane** of its thread where it nests: lane 0 is
-//!   the thread's own track, lanes 1, 2 … hold the frames that would overlap it (concurrent
-//!   async work). Every lane nests strictly, and frames arrive on it in start order.
+//! - Each released frame goes on a **lane** of its thread: lane 0 is the thread's own track,
+//!   lanes 1, 2 … hold the frames that would overlap it (concurrent async work). Every lane
+//!   nests strictly, and frames arrive on it in start order. A frame whose start records its
+//!   parent nests only inside that parent: on the parent's lane when the parent is the
+//!   innermost frame open there and encloses it ([`Done::under_parent`]), else on the first
+//!   lane where nothing is open at its start (a root, a child of a frame on another thread or
+//!   lane, a child whose parent is not in the log). So an enclosing slice is always the real
+//!   parent. A frame whose start records no parent (a log written before parents were
+//!   recorded) goes, as before, on the first lane where it nests in whatever is open.
 //! - A frame that cannot be placed in order (its thread's starts went back in time, or it
 //!   stayed open while more than [`MAX_HELD`] later frames waited for it) is released on no
 //!   lane ([`Done::async_track`]): viewers draw it as an async slice.
-//! - Its **parent** is the innermost frame of its own context that was open on its thread
-//!   when it started, else its context's root frame (key `(worker, context)`); a root (its id
-//!   is its context) has none.
+//! - Its **parent** is the one its start records ([`formats::Parent`]): a frame of the same
+//!   worker, or none. Never another: a recorded parent that is not in the log leaves the frame
+//!   drawn as a root of its lane, its parent named but absent. Only for a start that records no
+//!   parent is it inferred ([`Done::parent_inferred`]): the innermost frame of its own context
+//!   that was open on its thread when it started, else its context's root frame (key
+//!   `(worker, context)`); a root (its id is its context) has none.
 
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeSet, BinaryHeap};
 
-use formats::FrameKey;
+use formats::{FrameKey, Parent};
 
 use crate::pairing::Pairing;
 
@@ -49,8 +58,15 @@ pub struct Done<S> {
     /// The lane of its thread it nests on: 0 is the thread's own track, 1, 2 … the lanes of
     /// frames that overlap it. Meaningless when `async_track`.
     pub lane: u32,
-    /// Its parent in its context (see the module doc); `None` for a context's root.
+    /// Its parent: the one its start records (which may be missing from the log), else, for
+    /// a start that records none, the inferred one (see the module doc); `None` for a root.
     pub parent: Option<FrameKey>,
+    /// Its start recorded no parent: `parent` is inferred from nesting on its thread.
+    pub parent_inferred: bool,
+    /// On its lane, the innermost frame enclosing it is its parent (it is drawn inside it).
+    /// `false` for a root, a frame on an async track, and a child drawn apart from its parent
+    /// (on another thread or lane, or not in the log): viewers link those to their parent.
+    pub under_parent: bool,
     /// It could not be placed on a lane in time order: it belongs on an async track.
     pub async_track: bool,
     /// It had not ended when the log ended.
@@ -63,6 +79,7 @@ struct Started<S> {
     thread: (u8, u32),
     seq: u64,
     context: u32,
+    parent: Parent,
     info: S,
 }
 
@@ -73,6 +90,7 @@ struct Held<S> {
     seq: u64,
     key: FrameKey,
     context: u32,
+    parent: Parent,
     open: bool,
     info: S,
 }
@@ -110,12 +128,24 @@ struct Thread<S> {
     held: BinaryHeap<Reverse<Held<S>>>,
     /// Start of the last frame released in order.
     released: u64,
-    /// Per lane, the ends of the frames open on it, outermost first.
-    lanes: Vec<Vec<u64>>,
+    /// Per lane, the frames open on it, outermost first.
+    lanes: Vec<Vec<OnLane>>,
+    /// The lane of each frame in `lanes` whose start recorded its parent (their children,
+    /// which record them, look it up; a log without parents never fills it).
+    lane_of: FxHashMap<FrameKey, u32>,
     /// Per context, frames released here that may still be open: (key, end), in start order.
     contexts: FxHashMap<u32, Vec<(FrameKey, u64)>>,
     context_entries: usize,
     sweep_at: usize,
+}
+
+/// A frame open on a lane.
+#[derive(Clone, Copy)]
+struct OnLane {
+    end: u64,
+    key: FrameKey,
+    /// In [`Thread::lane_of`].
+    indexed: bool,
 }
 
 /// Whether a frame `[start, end]` nests inside (or on) a frame ending at `outer_end` that
@@ -132,6 +162,7 @@ impl<S> Thread<S> {
             held: BinaryHeap::new(),
             released: 0,
             lanes: Vec::new(),
+            lane_of: FxHashMap::default(),
             contexts: FxHashMap::default(),
             context_entries: 0,
             sweep_at: 4096,
@@ -148,19 +179,83 @@ impl<S> Thread<S> {
         }
     }
 
-    /// The first lane the frame nests on.
-    fn lane(&mut self, start: u64, end: u64) -> u32 {
-        for (i, lane) in self.lanes.iter_mut().enumerate() {
-            while lane.last().is_some_and(|&e| !still_open(e, start, end)) {
-                lane.pop();
+    /// Pops the frames of `lane` that are over by `[start, end]`.
+    fn pop_over(&mut self, lane: usize, start: u64, end: u64) {
+        let stack = &mut self.lanes[lane];
+        while let Some(&top) = stack.last() {
+            if still_open(top.end, start, end) {
+                break;
             }
-            if lane.last().is_none_or(|&e| end <= e) {
-                lane.push(end);
-                return i as u32;
+            stack.pop();
+            if top.indexed {
+                self.lane_of.remove(&top.key);
             }
         }
-        self.lanes.push(vec![end]);
-        (self.lanes.len() - 1) as u32
+    }
+
+    fn push(&mut self, lane: usize, end: u64, key: FrameKey, indexed: bool) -> u32 {
+        if lane == self.lanes.len() {
+            self.lanes.push(Vec::new());
+        }
+        self.lanes[lane].push(OnLane { end, key, indexed });
+        if indexed {
+            self.lane_of.insert(key, lane as u32);
+        }
+        lane as u32
+    }
+
+    /// A frame whose start records no parent: the first lane it nests on, in whatever is
+    /// open there (as before parents were recorded). Whether the frame enclosing it is
+    /// `parent`.
+    fn lane_by_time(
+        &mut self,
+        key: FrameKey,
+        start: u64,
+        end: u64,
+        parent: Option<FrameKey>,
+    ) -> (u32, bool) {
+        for i in 0..self.lanes.len() {
+            self.pop_over(i, start, end);
+            match self.lanes[i].last() {
+                None => return (self.push(i, end, key, false), false),
+                Some(&top) if end <= top.end => {
+                    return (self.push(i, end, key, false), Some(top.key) == parent);
+                }
+                Some(_) => {}
+            }
+        }
+        (self.push(self.lanes.len(), end, key, false), false)
+    }
+
+    /// A frame whose start records its parent: inside the parent when the parent is the
+    /// innermost frame open on its lane and encloses it, else the first lane where nothing
+    /// is open at its start. Whether it is inside its parent.
+    fn lane_by_parent(
+        &mut self,
+        key: FrameKey,
+        start: u64,
+        end: u64,
+        parent: Option<FrameKey>,
+    ) -> (u32, bool) {
+        if let Some(p) = parent
+            && let Some(&l) = self.lane_of.get(&p)
+        {
+            let l = l as usize;
+            self.pop_over(l, start, end);
+            if let Some(&top) = self.lanes[l].last()
+                && top.key == p
+                && end <= top.end
+            {
+                return (self.push(l, end, key, true), true);
+            }
+        }
+        for i in 0..self.lanes.len() {
+            self.pop_over(i, start, end);
+            if self.lanes[i].is_empty() {
+                return (self.push(i, end, key, true), false);
+            }
+        }
+        (self.push(self.lanes.len(), end, key, true), false)
     }
 
     /// The innermost frame of `context` open here at `start`; records this frame as one.
@@ -220,8 +315,23 @@ impl<S> Default for Tracks<S> {
     }
 }
 
+/// The parent a start records, if it records one.
+fn recorded(key: FrameKey, parent: Parent) -> Option<Option<FrameKey>> {
+    match parent {
+        Parent::NotRecorded => None,
+        Parent::Root => Some(None),
+        Parent::Frame(id) => Some(Some(FrameKey::new(key.worker, id))),
+    }
+}
+
 fn async_done<S>(thread: (u8, u32), h: Held<S>) -> Done<S> {
-    let parent = (h.key.id != h.context).then(|| FrameKey::new(h.key.worker, h.context));
+    let (parent, parent_inferred) = match recorded(h.key, h.parent) {
+        Some(p) => (p, false),
+        None => (
+            (h.key.id != h.context).then(|| FrameKey::new(h.key.worker, h.context)),
+            true,
+        ),
+    };
     Done {
         key: h.key,
         thread,
@@ -230,6 +340,8 @@ fn async_done<S>(thread: (u8, u32), h: Held<S>) -> Done<S> {
         end_ns: h.end,
         lane: 0,
         parent,
+        parent_inferred,
+        under_parent: false,
         async_track: true,
         open: h.open,
         info: h.info,
@@ -252,12 +364,14 @@ impl<S> Tracks<S> {
         end >= self.window.0 && start <= self.window.1
     }
 
-    /// A frame of `context` starts on `thread`.
+    /// A frame of `context` starts on `thread`, naming its parent or not.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
         key: FrameKey,
         thread: (u8, u32),
         context: u32,
+        parent: Parent,
         start_ns: u64,
         info: S,
         out: &mut impl FnMut(Done<S>),
@@ -276,6 +390,7 @@ impl<S> Tracks<S> {
                     seq,
                     key,
                     context,
+                    parent,
                     open: false,
                     info,
                 },
@@ -290,6 +405,7 @@ impl<S> Tracks<S> {
                         thread,
                         seq,
                         context,
+                        parent,
                         info,
                     },
                 );
@@ -320,6 +436,7 @@ impl<S> Tracks<S> {
             seq: s.seq,
             key,
             context: s.context,
+            parent: s.parent,
             open,
             info: s.info,
         };
@@ -367,8 +484,14 @@ impl<S> Tracks<S> {
                     break;
                 };
                 t.released = t.released.max(h.start);
-                let lane = t.lane(h.start, h.end);
-                let parent = t.parent(h.key, h.context, h.start, h.end);
+                let (parent, parent_inferred, (lane, under_parent)) =
+                    match recorded(h.key, h.parent) {
+                        Some(p) => (p, false, t.lane_by_parent(h.key, h.start, h.end, p)),
+                        None => {
+                            let p = t.parent(h.key, h.context, h.start, h.end);
+                            (p, true, t.lane_by_time(h.key, h.start, h.end, p))
+                        }
+                    };
                 out(Done {
                     key: h.key,
                     thread,
@@ -377,6 +500,8 @@ impl<S> Tracks<S> {
                     end_ns: h.end,
                     lane,
                     parent,
+                    parent_inferred,
+                    under_parent,
                     async_track: false,
                     open: h.open,
                     info: h.info,
@@ -443,8 +568,8 @@ mod tests {
         };
         for &(what, id, ctx, ts) in events {
             match what {
-                's' => t.start(k(id), (0, 1), ctx, ts, (), &mut out),
-                'S' => t.start(k(id), (0, 2), ctx, ts, (), &mut out),
+                's' => t.start(k(id), (0, 1), ctx, Parent::NotRecorded, ts, (), &mut out),
+                'S' => t.start(k(id), (0, 2), ctx, Parent::NotRecorded, ts, (), &mut out),
                 _ => t.end(k(id), ts, &mut out),
             }
         }
@@ -589,15 +714,207 @@ mod tests {
         assert_eq!(parent(11), Some(10), "its root, ended: not frame 1");
     }
 
+    /// A start or end: ('s', id, context, parent, thread, time) or ('e', id, 0, _, 0, time).
+    type Ev = (char, u32, u32, Parent, u32, u64);
+
+    /// (id, thread, lane, parent id, parent inferred, under parent), in release order.
+    fn run_parents(events: &[Ev], last: u64) -> Vec<(u32, u32, u32, Option<u32>, bool, bool)> {
+        let mut t = Tracks::default();
+        let mut got = Vec::new();
+        let mut out = |d: Done<()>| {
+            got.push((
+                d.key.id,
+                d.thread.1,
+                d.lane,
+                d.parent.map(|p| p.id),
+                d.parent_inferred,
+                d.under_parent,
+            ))
+        };
+        for &(what, id, ctx, parent, thread, ts) in events {
+            match what {
+                's' => t.start(k(id), (0, thread), ctx, parent, ts, (), &mut out),
+                _ => t.end(k(id), ts, &mut out),
+            }
+        }
+        t.finish(last, &mut out);
+        got
+    }
+
+    #[test]
+    fn a_recorded_parent_is_the_parent_and_only_it_encloses_its_children() {
+        use Parent::{Frame as P, Root};
+        // Thread 1 runs X [0,100] (context 50). Request R [5,80] (context 10) runs on thread
+        // 2; its child C [20,30] runs on thread 1, inside X in time; C's child D [22,25]
+        // too. G [85,86] names parent 999, which is not in the log. Q [40,45] is a child of
+        // X on thread 1.
+        let got = run_parents(
+            &[
+                ('s', 50, 50, Root, 1, 0),
+                ('s', 10, 10, Root, 2, 5),
+                ('s', 20, 10, P(10), 1, 20),
+                ('s', 21, 10, P(20), 1, 22),
+                ('e', 21, 0, Root, 0, 25),
+                ('e', 20, 0, Root, 0, 30),
+                ('s', 30, 50, P(50), 1, 40),
+                ('e', 30, 0, Root, 0, 45),
+                ('e', 10, 0, Root, 0, 80),
+                ('s', 40, 10, P(999), 2, 85),
+                ('e', 40, 0, Root, 0, 86),
+                ('e', 50, 0, Root, 0, 100),
+            ],
+            100,
+        );
+        let row = |id| *got.iter().find(|r| r.0 == id).unwrap();
+        assert_eq!(row(50), (50, 1, 0, None, false, false));
+        assert_eq!(row(10), (10, 2, 0, None, false, false));
+        assert_eq!(
+            row(20),
+            (20, 1, 1, Some(10), false, false),
+            "not inside X: on a lane where nothing encloses it, its parent elsewhere"
+        );
+        assert_eq!(row(21), (21, 1, 1, Some(20), false, true), "inside C");
+        assert_eq!(row(30), (30, 1, 0, Some(50), false, true), "inside X");
+        assert_eq!(
+            row(40),
+            (40, 2, 0, Some(999), false, false),
+            "its parent, absent, is not replaced by another"
+        );
+        // The same log without recorded parents: nested by time, parents inferred.
+        let old: Vec<Ev> = [
+            ('s', 50, 50, 1, 0),
+            ('s', 10, 10, 2, 5),
+            ('s', 20, 10, 1, 20),
+            ('s', 21, 10, 1, 22),
+            ('e', 21, 0, 0, 25),
+            ('e', 20, 0, 0, 30),
+            ('e', 10, 0, 0, 80),
+            ('e', 50, 0, 0, 100),
+        ]
+        .into_iter()
+        .map(|(w, id, c, th, ts)| (w, id, c, Parent::NotRecorded, th, ts))
+        .collect();
+        let got = run_parents(&old, 100);
+        let row = |id| *got.iter().find(|r| r.0 == id).unwrap();
+        assert_eq!(
+            row(20),
+            (20, 1, 0, Some(10), true, false),
+            "inside X, as before"
+        );
+        assert_eq!(row(21), (21, 1, 0, Some(20), true, true));
+    }
+
+    #[test]
+    fn siblings_open_together_get_lanes_of_their_own_and_a_child_outliving_its_parent_too() {
+        use Parent::{Frame as P, Root};
+        // R [0,100] with children A [10,50] and B [20,40] open together (B is not A's
+        // child), and S [60,120] outliving R; A's child A1 [12,14].
+        let got = run_parents(
+            &[
+                ('s', 1, 1, Root, 1, 0),
+                ('s', 2, 1, P(1), 1, 10),
+                ('s', 3, 1, P(2), 1, 12),
+                ('e', 3, 0, Root, 0, 14),
+                ('s', 4, 1, P(1), 1, 20),
+                ('e', 4, 0, Root, 0, 40),
+                ('e', 2, 0, Root, 0, 50),
+                ('s', 5, 1, P(1), 1, 60),
+                ('e', 1, 0, Root, 0, 100),
+                ('e', 5, 0, Root, 0, 120),
+            ],
+            120,
+        );
+        let row = |id| *got.iter().find(|r| r.0 == id).unwrap();
+        assert_eq!(row(2), (2, 1, 0, Some(1), false, true));
+        assert_eq!(row(3), (3, 1, 0, Some(2), false, true));
+        assert_eq!(row(4), (4, 1, 1, Some(1), false, false), "not inside A");
+        assert_eq!(row(5), (5, 1, 1, Some(1), false, false), "outlives R");
+    }
+
+    #[test]
+    fn random_async_trees_on_two_threads_nest_only_in_real_parents() {
+        // Frames of random trees started on either thread while their parent is open, each
+        // thread's starts in time order, ends written at their time; some parents absent.
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        // (id, parent, thread, start, end)
+        let mut frames: Vec<(u32, Parent, u32, u64, u64)> = Vec::new();
+        for id in 1..=400u32 {
+            let start = u64::from(id) * 10;
+            let open: Vec<_> = frames
+                .iter()
+                .filter(|f| f.3 < start && f.4 > start)
+                .map(|f| f.0)
+                .collect();
+            let parent = match next(5) {
+                0 => Parent::Root,
+                1 => Parent::Frame(10_000 + id), // not in the log
+                _ if !open.is_empty() => Parent::Frame(open[next(open.len() as u64) as usize]),
+                _ => Parent::Root,
+            };
+            let end = start + 1 + next(600);
+            frames.push((id, parent, 1 + next(2) as u32, start, end));
+        }
+        let mut evs: Vec<(u64, Ev)> = Vec::new();
+        for &(id, parent, thread, start, end) in &frames {
+            evs.push((start, ('s', id, 1, parent, thread, start)));
+            evs.push((end, ('e', id, 0, Parent::Root, 0, end)));
+        }
+        evs.sort_by_key(|e| (e.0, e.1.0 == 's'));
+        let evs: Vec<Ev> = evs.into_iter().map(|e| e.1).collect();
+        let got = run_parents(&evs, 10_000);
+        assert_eq!(got.len(), frames.len());
+        let info: FxHashMap<u32, (u64, u64)> = frames.iter().map(|f| (f.0, (f.3, f.4))).collect();
+        // Per (thread, lane), in release order: the innermost open frame is the parent of a
+        // frame under its parent, and nothing is open around any other frame.
+        let mut stacks: FxHashMap<(u32, u32), Vec<(u32, u64)>> = FxHashMap::default();
+        let mut under = 0;
+        for &(id, thread, lane, parent, inferred, under_parent) in &got {
+            assert!(!inferred);
+            let want = frames.iter().find(|f| f.0 == id).unwrap().1;
+            assert_eq!(parent, want.id(), "{id}: the recorded parent");
+            let (s, e) = info[&id];
+            let stack = stacks.entry((thread, lane)).or_default();
+            while stack.last().is_some_and(|&(_, pe)| !still_open(pe, s, e)) {
+                stack.pop();
+            }
+            match stack.last() {
+                Some(&(p, pe)) => {
+                    assert!(
+                        under_parent && Some(p) == parent && e <= pe,
+                        "{id} inside {p}"
+                    );
+                    under += 1;
+                }
+                None => assert!(!under_parent, "{id}"),
+            }
+            stack.push((id, e));
+        }
+        assert!(under > 20, "only {under} frames under their parent");
+    }
+
     #[test]
     fn a_frame_open_too_long_goes_async_and_the_rest_is_released() {
         let mut t = Tracks::default();
         t.set_max_held(4);
         let got = std::cell::RefCell::new(Vec::new());
         let mut out = |d: Done<()>| got.borrow_mut().push((d.key.id, d.async_track));
-        t.start(k(1), (0, 1), 1, 0, (), &mut out);
+        t.start(k(1), (0, 1), 1, Parent::NotRecorded, 0, (), &mut out);
         for i in 0..10u32 {
-            t.start(k(10 + i), (0, 1), 1, 1 + u64::from(i) * 2, (), &mut out);
+            t.start(
+                k(10 + i),
+                (0, 1),
+                1,
+                Parent::NotRecorded,
+                1 + u64::from(i) * 2,
+                (),
+                &mut out,
+            );
             t.end(k(10 + i), 2 + u64::from(i) * 2, &mut out);
         }
         assert!(
