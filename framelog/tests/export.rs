@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::process::{Command, Output};
 
-use formats::{Category, FrameEnd, FrameKey, FrameStart, Record, ThreadInfo};
+use formats::{Category, FrameEnd, FrameKey, FrameStart, Parent, Record, ThreadInfo};
 use framelog::{DataBatch, LogWriter, WriterOptions};
 use serde_json::Value;
 
@@ -17,9 +17,11 @@ fn framelog(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// One event: start (label, category, context) or end, on `thread`.
+/// One event: start (id, label, context, time), start naming its parent (id, label,
+/// context, time, parent), or end (id, time), on `thread`.
 enum Ev {
     S(u32, &'static str, u32, u64),
+    P(u32, &'static str, u32, u64, Parent),
     E(u32, u64),
 }
 
@@ -39,6 +41,15 @@ fn write(w: &LogWriter, thread: u32, events: &[Ev]) {
         match *e {
             Ev::S(id, label, context, t) => Record::Start(FrameStart {
                 parent: formats::Parent::NotRecorded,
+                id,
+                worker,
+                timestamp: T0 + t,
+                context,
+                category: Category::HTTP,
+                label,
+            }),
+            Ev::P(id, label, context, t, parent) => Record::Start(FrameStart {
+                parent,
                 id,
                 worker,
                 timestamp: T0 + t,
@@ -689,4 +700,306 @@ fn serve_forwards_frames_to_otlp_as_they_arrive() {
     let status = serve.wait().unwrap();
     assert!(status.success());
     assert_eq!(names().len(), 2, "nothing forwarded twice");
+}
+
+/// An async service's log, by hand: on thread 2 request `GET /user` (context 10) runs; its
+/// child `load_user` runs on thread 1, where an unrelated `task: after order` (context 50)
+/// encloses it in time; `load_user`'s child `db: select` runs inside it; `render` (a child of
+/// the request) runs on thread 2 inside it; `task: step` is the task's child; `orphan` names
+/// a parent (999) that is not in the log; `GET /next` (context 60) starts on thread 1 inside
+/// the task too; `prefetch`, another child of the request, runs on thread 1, and while it
+/// runs `audit`, a child of `render` (thread 2), starts there. With `recorded`, starts name their parents; without, they are type 0 (a log
+/// written before parents were recorded).
+fn async_log(recorded: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open_with(
+        dir.path(),
+        WriterOptions {
+            process_name: Some("users-api".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let p = |parent: Parent| {
+        if recorded {
+            parent
+        } else {
+            Parent::NotRecorded
+        }
+    };
+    write(
+        &w,
+        2,
+        &[
+            Ev::P(10, "GET /user", 10, 1_000, p(Parent::Root)),
+            Ev::P(13, "render", 10, 6_000, p(Parent::Frame(10))),
+            Ev::E(13, 7_000),
+            Ev::E(10, 8_000),
+            Ev::P(14, "orphan", 10, 8_500, p(Parent::Frame(999))),
+            Ev::E(14, 9_000),
+        ],
+    );
+    write(
+        &w,
+        1,
+        &[
+            Ev::P(50, "task: after order", 50, 0, p(Parent::Root)),
+            Ev::P(11, "load_user", 10, 2_000, p(Parent::Frame(10))),
+            Ev::P(12, "db: select", 10, 2_500, p(Parent::Frame(11))),
+            Ev::E(12, 3_000),
+            Ev::E(11, 5_000),
+            Ev::P(15, "prefetch", 10, 5_500, p(Parent::Frame(10))),
+            Ev::P(51, "task: step", 50, 6_000, p(Parent::Frame(50))),
+            Ev::P(16, "audit", 10, 6_100, p(Parent::Frame(13))),
+            Ev::E(16, 6_300),
+            Ev::E(51, 6_500),
+            Ev::P(60, "GET /next", 60, 7_000, p(Parent::Root)),
+            Ev::E(60, 7_500),
+            Ev::E(15, 6_800),
+            Ev::E(50, 10_000),
+        ],
+    );
+    dir
+}
+
+/// Each frame's real parent, by label (`None`: a root; `Some(None)`: not in the log).
+fn real_parents() -> HashMap<&'static str, Option<&'static str>> {
+    HashMap::from([
+        ("GET /user", None),
+        ("render", Some("GET /user")),
+        ("orphan", Some("frame 999")),
+        ("task: after order", None),
+        ("load_user", Some("GET /user")),
+        ("db: select", Some("load_user")),
+        ("task: step", Some("task: after order")),
+        ("GET /next", None),
+        ("prefetch", Some("GET /user")),
+        ("audit", Some("render")),
+    ])
+}
+
+/// What a Chrome JSON viewer makes of `events` (Perfetto's import rules): per `(pid, tid)`,
+/// `B`/`E` slices nested in time order; a flow start (`s`) binds to the innermost slice open
+/// on its tid at its time, a flow end (`f`, `"bp":"e"`) to the innermost slice open on its
+/// tid, events taken in time order and, at equal times, in file order. Returns each slice's
+/// enclosing slice (by name) and the flows (from, to) by name; flow ends without a start are
+/// left out, as Perfetto leaves them out.
+fn as_a_viewer_reads_it(
+    events: &[Value],
+) -> (HashMap<String, Option<String>>, Vec<(String, String)>) {
+    let mut order: Vec<(u64, usize)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["ph"] != "M")
+        .map(|(i, e)| (ns(&e["ts"]), i))
+        .collect();
+    order.sort();
+    let mut stacks: HashMap<(u64, u64), Vec<String>> = HashMap::new();
+    let mut enclosing = HashMap::new();
+    let mut sources: HashMap<u64, String> = HashMap::new();
+    let mut flows = Vec::new();
+    for (_, i) in order {
+        let e = &events[i];
+        let tid = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        let stack = stacks.entry(tid).or_default();
+        let name = e["name"].as_str().unwrap().to_owned();
+        match e["ph"].as_str().unwrap() {
+            "B" => {
+                enclosing.insert(name.clone(), stack.last().cloned());
+                stack.push(name);
+            }
+            "E" => assert_eq!(stack.pop(), Some(name)),
+            "s" => {
+                assert_eq!(e["name"], "parent");
+                let top = stack.last().expect("a flow start inside no slice").clone();
+                assert!(
+                    sources.insert(e["id"].as_u64().unwrap(), top).is_none(),
+                    "flow id twice"
+                );
+            }
+            "f" => {
+                assert_eq!(e["bp"], "e");
+                let top = stack.last().expect("a flow end inside no slice").clone();
+                if let Some(from) = sources.get(&e["id"].as_u64().unwrap()) {
+                    flows.push((from.clone(), top));
+                }
+            }
+            ph => panic!("event type {ph}"),
+        }
+    }
+    flows.sort();
+    (enclosing, flows)
+}
+
+#[test]
+fn chrome_nests_only_real_parents_and_links_children_that_ran_elsewhere() {
+    let dir = async_log(true);
+    let (events, stderr) = export_json(dir.path(), &[]);
+    assert!(stderr.contains("exported 10 frames"), "{stderr}");
+    let (enclosing, flows) = as_a_viewer_reads_it(&events);
+    let real = real_parents();
+    for (name, parent) in &enclosing {
+        if let Some(p) = parent {
+            assert_eq!(
+                real[name.as_str()],
+                Some(p.as_str()),
+                "{name} is drawn inside {p}, which is not its parent"
+            );
+        }
+    }
+    assert_eq!(enclosing.len(), 10, "every frame once");
+    assert_eq!(enclosing["db: select"].as_deref(), Some("load_user"));
+    assert_eq!(enclosing["render"].as_deref(), Some("GET /user"));
+    assert_eq!(
+        enclosing["task: step"].as_deref(),
+        Some("task: after order")
+    );
+    for apart in ["load_user", "GET /next", "orphan", "prefetch", "audit"] {
+        assert_eq!(
+            enclosing[apart], None,
+            "{apart} is drawn inside another frame"
+        );
+    }
+    // Every child drawn apart from a parent in the log is linked to it, and only those.
+    let want: Vec<(String, String)> = [
+        ("GET /user", "load_user"),
+        ("GET /user", "prefetch"),
+        ("render", "audit"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(flows, want, "flows from a parent to each child drawn apart");
+    // The orphan's flow end names its absent parent and starts nowhere.
+    let orphan_end = events
+        .iter()
+        .find(|e| e["ph"] == "f" && e["id"] == (999u64))
+        .expect("the orphan's flow end");
+    assert_eq!(ns(&orphan_end["ts"]), 8_500);
+}
+
+#[test]
+fn chrome_export_of_a_log_without_parents_is_as_before_with_no_flows() {
+    let dir = async_log(false);
+    let (events, _) = export_json(dir.path(), &[]);
+    assert!(events.iter().all(|e| e["ph"] != "s" && e["ph"] != "f"));
+    let (enclosing, _) = as_a_viewer_reads_it(&events);
+    // Nested by time on the thread, whatever the context (as before parents were recorded).
+    assert_eq!(enclosing["load_user"].as_deref(), Some("task: after order"));
+    assert_eq!(enclosing["GET /next"].as_deref(), Some("task: after order"));
+    assert_eq!(enclosing["db: select"].as_deref(), Some("load_user"));
+    assert_eq!(enclosing["audit"].as_deref(), Some("task: step"));
+    // The summary says the parents are inferred.
+    let mut sink = framelog::export::chrome::ChromeTrace::new(Vec::new()).unwrap();
+    let summary = framelog::export::export(dir.path(), &Default::default(), &mut sink).unwrap();
+    assert_eq!((summary.inferred_parents, summary.linked_children), (10, 0));
+    let dir = async_log(true);
+    let mut sink = framelog::export::chrome::ChromeTrace::new(Vec::new()).unwrap();
+    let summary = framelog::export::export(dir.path(), &Default::default(), &mut sink).unwrap();
+    assert_eq!((summary.inferred_parents, summary.linked_children), (0, 4));
+    assert_eq!(
+        sink.flows, 4,
+        "load_user's, prefetch's, audit's and the orphan's"
+    );
+}
+
+#[test]
+fn speedscope_stacks_are_chains_of_real_ancestors() {
+    let dir = async_log(true);
+    let out = dir.path().join("out.speedscope.json");
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "speedscope",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(check_speedscope(&v), 10);
+    let frames: Vec<&str> = v["shared"]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    let real = real_parents();
+    let mut stacks = Vec::new();
+    for p in v["profiles"].as_array().unwrap() {
+        let mut stack: Vec<&str> = Vec::new();
+        for e in p["events"].as_array().unwrap() {
+            let name = frames[e["frame"].as_u64().unwrap() as usize];
+            if e["type"] == "O" {
+                if let Some(&outer) = stack.last() {
+                    assert_eq!(real[name], Some(outer), "{name} under {outer}");
+                }
+                stack.push(name);
+                stacks.push(stack.join(" > "));
+            } else {
+                stack.pop();
+            }
+        }
+    }
+    stacks.sort();
+    assert_eq!(
+        stacks,
+        [
+            "GET /next",
+            "GET /user",
+            "GET /user > render",
+            "audit",
+            "load_user",
+            "load_user > db: select",
+            "orphan",
+            "prefetch",
+            "task: after order",
+            "task: after order > task: step",
+        ]
+    );
+}
+
+#[test]
+fn otlp_parents_are_the_recorded_ones_in_the_same_trace() {
+    let dir = async_log(true);
+    let (url, got) = otlp_receiver();
+    let o = framelog(&["export", dir.path().to_str().unwrap(), "--otlp", &url]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let spans: Vec<_> = got
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.resource_spans.iter())
+        .flat_map(|rs| rs.scope_spans.iter())
+        .flat_map(|ss| ss.spans.iter().cloned())
+        .collect();
+    let by: HashMap<&str, _> = spans.iter().map(|s| (s.name.as_str(), s)).collect();
+    assert_eq!(
+        spans.len(),
+        11,
+        "10 frames and a stand-in for the orphan's parent"
+    );
+    let stand_in = by["frame 0:999 (not in the export)"];
+    for (name, parent) in real_parents() {
+        let s = by[name];
+        match parent {
+            None => assert!(s.parent_span_id.is_empty(), "{name} is a root"),
+            Some("frame 999") => assert_eq!(s.parent_span_id, stand_in.span_id),
+            Some(p) => assert_eq!(s.parent_span_id, by[p].span_id, "{name}'s parent is {p}"),
+        }
+    }
+    // The stand-in is in its child's trace, under the trace's root; traces follow contexts.
+    assert_eq!(stand_in.trace_id, by["orphan"].trace_id);
+    assert_eq!(stand_in.parent_span_id, by["GET /user"].span_id);
+    for n in [
+        "load_user",
+        "db: select",
+        "render",
+        "orphan",
+        "prefetch",
+        "audit",
+    ] {
+        assert_eq!(by[n].trace_id, by["GET /user"].trace_id, "{n}");
+    }
+    assert_ne!(by["load_user"].trace_id, by["task: after order"].trace_id);
 }
