@@ -78,6 +78,7 @@ pub(crate) struct CtxState {
 
 impl CtxState {
     /// Outside any context (a frame started now opens one).
+    #[cfg(feature = "tracing")]
     pub(crate) const OUTSIDE: CtxState = CtxState {
         in_frame: false,
         sampled: false,
