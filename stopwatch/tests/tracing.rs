@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use formats::{Category, FrameKey, Record};
+use formats::{Category, FrameKey, Parent, Record};
 use framelog::{DataStore, LogReader};
 use stopwatch::{Recorder, Stopwatch, TracingLayer};
 use tracing::{info, info_span, instrument};
@@ -19,6 +19,7 @@ struct F {
     label: String,
     category: Category,
     context: u32,
+    parent: Parent,
     start: u64,
     end: u64,
 }
@@ -40,6 +41,7 @@ fn read(dir: &std::path::Path) -> (Vec<F>, Vec<F>) {
                         label: s.label.to_owned(),
                         category: s.category,
                         context: s.context,
+                        parent: s.parent,
                         start: s.timestamp,
                         end: 0,
                     },
@@ -147,6 +149,12 @@ fn instrumented_async_fns_are_one_frame_per_span_life_nested_in_their_request() 
             .find(|q| q.context == h.key.id)
             .expect("the query runs in its request's context");
         assert_eq!(q.category, Category::DATABASE, "the category field");
+        assert_eq!(h.parent, Parent::Root);
+        assert_eq!(
+            q.parent,
+            Parent::Frame(h.key.id),
+            "the query's parent is its request"
+        );
         assert!(q.end - q.start >= 10_000_000, "{q:?}");
         assert!(
             q.start >= h.start && q.end <= h.end,
@@ -289,9 +297,19 @@ fn explicit_parents_follows_from_out_of_order_exits_other_threads_and_filters() 
     assert!(!by.contains_key("hidden"), "filtered out: {all:?}");
     let (root, child, gc) = (by["root"], by["child"], by["grandchild"]);
     assert_eq!(child.context, root.key.id, "explicit parent");
+    assert_eq!(child.parent, Parent::Frame(root.key.id), "explicit parent");
     assert_eq!(
         gc.context, root.key.id,
         "through the hidden span to the recorded one"
+    );
+    assert_eq!(
+        gc.parent,
+        Parent::Frame(root.key.id),
+        "through the hidden span to the recorded one"
+    );
+    assert_eq!(
+        (root.parent, by["cause"].parent),
+        (Parent::Root, Parent::Root)
     );
     assert_eq!(gc.category, Category::JOB, "category by target prefix");
     let mut store = DataStore::open(dir.path()).unwrap();
@@ -314,4 +332,173 @@ fn explicit_parents_follows_from_out_of_order_exits_other_threads_and_filters() 
             .unwrap(),
         "ada"
     );
+}
+
+#[instrument(skip_all, fields(request = id))]
+async fn request(id: u32) {
+    // Contextual children, each after an await (the task may resume on the other worker).
+    tokio::task::yield_now().await;
+    load(id).await;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    render(id).await;
+    // An explicit parent, the span created on a pool thread.
+    let me = tracing::Span::current();
+    tokio::task::spawn_blocking(move || {
+        let _s = info_span!(parent: &me, "explicit", request = id).entered();
+    })
+    .await
+    .unwrap();
+    // `parent: None`: a root, in a context of its own, though created inside the request.
+    let background = info_span!(parent: None, "background", request = id);
+    tracing::Instrument::instrument(
+        async {
+            tokio::task::yield_now().await;
+            // Its own contextual child.
+            render(id).await;
+        },
+        background,
+    )
+    .await;
+}
+
+#[instrument(skip_all, fields(request = id))]
+async fn load(id: u32) {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    db(id).await;
+    tokio::task::yield_now().await;
+    db(id).await;
+}
+
+#[instrument(skip_all, fields(request = id, category = "database"))]
+async fn db(id: u32) {
+    tokio::task::yield_now().await;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+#[instrument(skip_all, fields(request = id))]
+async fn render(id: u32) {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+#[test]
+fn every_span_frame_names_its_tracing_parent_across_awaits_and_threads() {
+    const REQUESTS: usize = 16;
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let dispatch =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(TracingLayer::new(&rec)));
+    let d = dispatch.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .unwrap();
+    tracing::dispatcher::with_default(&dispatch, || {
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..REQUESTS as u32)
+                .map(|id| tokio::spawn(request(id)))
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        })
+    });
+    drop(rt);
+    // Per request: request, load, 2 db, render, explicit, background and its render.
+    let all = frames(&rec, dir.path(), REQUESTS * 8);
+    let mut store = DataStore::open(dir.path()).unwrap();
+    let by_key: HashMap<FrameKey, &F> = all.iter().map(|f| (f.key, f)).collect();
+    let parent_of = |f: &F| match f.parent {
+        Parent::Frame(id) => Some(by_key[&FrameKey::new(f.key.worker, id)]),
+        Parent::Root => None,
+        Parent::NotRecorded => panic!("a parent is recorded: {f:?}"),
+    };
+    let mut per_request: HashMap<i64, Vec<&F>> = HashMap::new();
+    for f in &all {
+        let data = store.get(f.key).unwrap().expect("the request field");
+        per_request
+            .entry(data.get_i64("request").unwrap())
+            .or_default()
+            .push(f);
+    }
+    assert_eq!(per_request.len(), REQUESTS);
+    for (id, frames) in &per_request {
+        let one = |label: &str| -> Vec<&F> {
+            frames
+                .iter()
+                .copied()
+                .filter(|f| f.label == label)
+                .collect()
+        };
+        let (req, load, explicit, background) = (
+            one("request")[0],
+            one("load")[0],
+            one("explicit")[0],
+            one("background")[0],
+        );
+        assert_eq!(req.parent, Parent::Root, "request {id}");
+        assert_eq!(req.context, req.key.id, "request {id}");
+        for (child, parent) in [(load, req), (explicit, req)] {
+            assert_eq!(
+                parent_of(child).map(|p| p.key),
+                Some(parent.key),
+                "request {id}: {child:?}"
+            );
+            assert_eq!(child.context, req.key.id, "request {id}: {child:?}");
+        }
+        let dbs = one("db");
+        assert_eq!(dbs.len(), 2);
+        for db in dbs {
+            assert_eq!(parent_of(db).map(|p| p.key), Some(load.key), "request {id}");
+            assert_eq!(db.context, req.key.id);
+        }
+        assert_eq!(background.parent, Parent::Root, "parent: None is a root");
+        assert_eq!(
+            background.context, background.key.id,
+            "parent: None opens a context of its own"
+        );
+        let renders = one("render");
+        assert_eq!(renders.len(), 2);
+        let parents: Vec<FrameKey> = renders
+            .iter()
+            .map(|r| parent_of(r).expect("a parent").key)
+            .collect();
+        assert!(
+            parents.contains(&req.key) && parents.contains(&background.key),
+            "request {id}: one render under the request, one under the background span"
+        );
+        for r in renders {
+            assert_eq!(r.context, parent_of(r).unwrap().context);
+        }
+    }
+}
+
+#[test]
+fn a_span_without_a_tracing_parent_is_a_child_of_the_current_frame_unless_parent_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let subscriber = tracing_subscriber::registry().with(TracingLayer::new(&rec));
+    let (outer, inner) = tracing::subscriber::with_default(subscriber, || {
+        let outer = rec.start("outer");
+        let inner = rec.start("inner");
+        // Contextual, with no current span: under the thread's current frame.
+        drop(info_span!("contextual").entered());
+        // Explicitly no parent: a root of its own context, whatever the thread is in.
+        drop(info_span!(parent: None, "root").entered());
+        // After both, the thread's frames are as they were.
+        let after = rec.start("after");
+        drop(after);
+        (outer.key().unwrap(), inner.key().unwrap())
+    });
+    let all = frames(&rec, dir.path(), 5);
+    let by: HashMap<&str, &F> = all.iter().map(|f| (f.label.as_str(), f)).collect();
+    assert_eq!(by["outer"].parent, Parent::Root);
+    assert_eq!(by["inner"].parent, Parent::Frame(outer.id));
+    assert_eq!(by["contextual"].parent, Parent::Frame(inner.id));
+    assert_eq!(by["contextual"].context, outer.id);
+    assert_eq!(by["root"].parent, Parent::Root);
+    assert_eq!(by["root"].context, by["root"].key.id);
+    assert_eq!(by["after"].parent, Parent::Frame(inner.id));
+    assert_eq!(by["after"].context, outer.id);
 }
