@@ -778,15 +778,16 @@ fn real_parents() -> HashMap<&'static str, Option<&'static str>> {
     ])
 }
 
+/// Each slice's enclosing slice, by name.
+type Enclosing = HashMap<String, Option<String>>;
+
 /// What a Chrome JSON viewer makes of `events` (Perfetto's import rules): per `(pid, tid)`,
 /// `B`/`E` slices nested in time order; a flow start (`s`) binds to the innermost slice open
 /// on its tid at its time, a flow end (`f`, `"bp":"e"`) to the innermost slice open on its
 /// tid, events taken in time order and, at equal times, in file order. Returns each slice's
 /// enclosing slice (by name) and the flows (from, to) by name; flow ends without a start are
 /// left out, as Perfetto leaves them out.
-fn as_a_viewer_reads_it(
-    events: &[Value],
-) -> (HashMap<String, Option<String>>, Vec<(String, String)>) {
+fn as_a_viewer_reads_it(events: &[Value]) -> (Enclosing, Vec<(String, String)>) {
     let mut order: Vec<(u64, usize)> = events
         .iter()
         .enumerate()

