@@ -1,5 +1,8 @@
 //! `framelog export` throughput (Chrome JSON and speedscope) on a 2 M-frame log, against reading the same
-//! log with `LogReader` (the floor: an export must read every record) in the same run.
+//! log with `LogReader` (the floor: an export must read every record) in the same run; once
+//! with starts that record no parent (a log written before parents were recorded: nesting
+//! inferred), once with each start naming its parent (type 6: placed by parent, Chrome flow
+//! starts).
 //!
 //! `cargo bench -p framelog --bench export`
 
@@ -15,8 +18,9 @@ use framelog::{LogReader, LogWriter};
 
 const FRAMES: u32 = 2_000_000;
 
-/// Requests of four frames (a root and three nested), on 4 threads, in 64 KiB-ish appends.
-fn write_log(dir: &std::path::Path) {
+/// Requests of four frames (a root and three nested), on 4 threads, in 64 KiB-ish appends;
+/// with `parents`, each start names its parent.
+fn write_log(dir: &std::path::Path, parents: bool) {
     let w = LogWriter::open(dir).unwrap();
     let labels = [
         "GET /orders",
@@ -39,8 +43,13 @@ fn write_log(dir: &std::path::Path) {
         for _ in 0..256 {
             let root = id;
             for (depth, label) in labels.iter().enumerate() {
+                let parent = match (parents, depth) {
+                    (false, _) => formats::Parent::NotRecorded,
+                    (true, 0) => formats::Parent::Root,
+                    (true, d) => formats::Parent::Frame(root + d as u32 - 1),
+                };
                 Record::Start(FrameStart {
-                    parent: formats::Parent::NotRecorded,
+                    parent,
                     id: root + depth as u32,
                     worker: w.worker(),
                     timestamp: t + depth as u64 * 10,
@@ -67,8 +76,19 @@ fn write_log(dir: &std::path::Path) {
 }
 
 fn main() {
+    for parents in [false, true] {
+        run(parents);
+    }
+}
+
+fn run(parents: bool) {
     let dir = tempfile::tempdir().unwrap();
-    write_log(dir.path());
+    write_log(dir.path(), parents);
+    let what = if parents {
+        "parents recorded"
+    } else {
+        "no parents (inferred)"
+    };
     let mut floor = Vec::new();
     let mut chrome = Vec::new();
     let mut speedscope = Vec::new();
@@ -85,6 +105,7 @@ fn main() {
         let mut sink = ChromeTrace::new(std::io::BufWriter::new(std::io::sink())).unwrap();
         let s = export(dir.path(), &ExportOptions::default(), &mut sink).unwrap();
         assert_eq!(s.frames, n);
+        assert_eq!(s.inferred_parents, if parents { 0 } else { n });
         chrome.push(s.frames as f64 / t.elapsed().as_secs_f64());
 
         let t = Instant::now();
@@ -96,23 +117,22 @@ fn main() {
     speedscope.sort_by(f64::total_cmp);
     floor.sort_by(f64::total_cmp);
     chrome.sort_by(f64::total_cmp);
-    println!(
-        "export chrome: {:.2} M frames/s (median of 3: {:?}); floor (LogReader over the same log): {:.1} M frames/s; ratio {:.3}",
-        chrome[1] / 1e6,
-        chrome
-            .iter()
+    let runs = |v: &[f64]| {
+        v.iter()
             .map(|r| (r / 1e4).round() / 100.0)
-            .collect::<Vec<_>>(),
+            .collect::<Vec<_>>()
+    };
+    println!(
+        "[{what}] export chrome: {:.2} M frames/s (median of 3: {:?}); floor (LogReader over the same log): {:.1} M frames/s; ratio {:.3}",
+        chrome[1] / 1e6,
+        runs(&chrome),
         floor[1] / 1e6,
         chrome[1] / floor[1]
     );
     println!(
-        "export speedscope: {:.2} M frames/s (median of 3: {:?}); ratio to the floor {:.3}",
+        "[{what}] export speedscope: {:.2} M frames/s (median of 3: {:?}); ratio to the floor {:.3}",
         speedscope[1] / 1e6,
-        speedscope
-            .iter()
-            .map(|r| (r / 1e4).round() / 100.0)
-            .collect::<Vec<_>>(),
+        runs(&speedscope),
         speedscope[1] / floor[1]
     );
 }
