@@ -24,9 +24,10 @@ use crate::recent::RecentLogs;
 use crate::source::LogSource;
 use crate::ui::aggregated::{self, AggregatedState, ScopeInput};
 use crate::ui::compare::{self as compare_tab, ComparePanel};
+use crate::ui::context_view::{self, ContextAction, ContextView};
 use crate::ui::contexts::{self, ContextsPanel};
-use crate::ui::data_panel::DataPanel;
 pub use crate::ui::data_panel::DataState;
+use crate::ui::data_panel::{DataPanel, PanelAction};
 use crate::ui::flamegraph::{self, FlameState};
 use crate::ui::histogram::{self, HistogramPanel};
 use crate::ui::search_bar::SearchBar;
@@ -79,6 +80,8 @@ pub enum CentralView {
     Timeline,
     /// Frames merged by call path (icicle: callers above callees).
     FlameGraph,
+    /// One context's frames as one tree across threads.
+    Context,
 }
 
 /// The debugger window's state.
@@ -90,6 +93,7 @@ pub struct DebuggerApp {
     /// the log is still growing).
     follow_checked: bool,
     aggregated: AggregatedState,
+    context_view: ContextView,
     selected: Option<FrameRef>,
     selected_info: Option<FrameInfo>,
     data: DataPanel,
@@ -158,6 +162,7 @@ impl DebuggerApp {
             flame: FlameState::default(),
             follow_checked: false,
             aggregated: AggregatedState::default(),
+            context_view: ContextView::default(),
             selected: None,
             selected_info: None,
             data: DataPanel::default(),
@@ -548,6 +553,7 @@ impl DebuggerApp {
                     following: self.is_following(),
                     ingest: &status,
                     path: &path,
+                    parents_inferred: model.parents_inferred(),
                 };
                 if status_bar::show(ui, &info) {
                     self.toggle_follow();
@@ -563,8 +569,11 @@ impl DebuggerApp {
                         ui.set_max_width(ui.available_width());
                         ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Wrap);
                         let info = self.selected_info.as_ref();
-                        if let Some((start, end)) = self.data.ui(ui, model, info) {
-                            self.flame.zoom_to(start, end);
+                        match self.data.ui(ui, model, info) {
+                            Some(PanelAction::Zoom(start, end)) => self.flame.zoom_to(start, end),
+                            Some(PanelAction::Select(at)) => self.select_and_reveal(model, at),
+                            Some(PanelAction::OpenContext(at)) => self.open_context(at),
+                            None => {}
                         }
                     });
             }
@@ -628,6 +637,9 @@ impl DebuggerApp {
                 ui.horizontal(|ui| {
                     ui.selectable_value(&mut self.view, CentralView::Timeline, "Timeline");
                     ui.selectable_value(&mut self.view, CentralView::FlameGraph, "Flame graph");
+                    if self.context_view.is_open() {
+                        ui.selectable_value(&mut self.view, CentralView::Context, "Context");
+                    }
                     self.selection_bar(ui, model);
                 });
                 match self.view {
@@ -637,6 +649,19 @@ impl DebuggerApp {
                             flamegraph::show(ui, &mut self.flame, model, matches, self.selected);
                         if let Some(sel) = out.clicked {
                             self.select(sel);
+                        }
+                    }
+                    CentralView::Context => {
+                        match context_view::show(ui, &mut self.context_view, model, self.selected)
+                        {
+                            Some(ContextAction::Select(at)) => {
+                                self.select(Some(at));
+                            }
+                            Some(ContextAction::Close) => {
+                                self.context_view.close();
+                                self.view = CentralView::Timeline;
+                            }
+                            None => {}
                         }
                     }
                     CentralView::FlameGraph => {
@@ -708,6 +733,25 @@ impl DebuggerApp {
     /// Switches the central area's view.
     pub fn set_view(&mut self, view: CentralView) {
         self.view = view;
+    }
+
+    /// The context view's state.
+    pub fn context_view(&self) -> &ContextView {
+        &self.context_view
+    }
+
+    /// Shows the context of frame `at` as a tree (the context view).
+    pub fn open_context(&mut self, at: FrameRef) {
+        self.context_view.open(at);
+        self.view = CentralView::Context;
+    }
+
+    /// Selects frame `at` and brings it into view on the timeline.
+    pub fn select_and_reveal(&mut self, model: &Model, at: FrameRef) {
+        self.select(Some(at));
+        if let Some(info) = model.info(at) {
+            self.reveal(model, info);
+        }
     }
 
     /// The aggregated flame graph's state.
@@ -1012,7 +1056,11 @@ impl DebuggerApp {
             #[cfg(target_arch = "wasm32")]
             BottomTab::Processes => self.tab = BottomTab::Contexts,
             BottomTab::Contexts => {
-                if let Some(row) = contexts::show(ui, &mut self.contexts, model) {
+                let picked = contexts::show(ui, &mut self.contexts, model);
+                if let Some(root) = self.contexts.open_tree.take() {
+                    self.open_context(root);
+                }
+                if let Some(row) = picked {
                     self.select(Some(row.root));
                     self.flame
                         .zoom_to(row.start, row.start + row.duration.max(1));

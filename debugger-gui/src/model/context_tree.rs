@@ -65,6 +65,15 @@ impl ContextTree {
             top = p;
             steps += 1;
         }
+        // Not the context's root (its parent unknown, or inferred where the root ran on
+        // another thread): the root, whose id is the context value, if it is near.
+        let (worker, tr) = (model.lanes()[top.lane as usize].worker, model.row(top));
+        if tr.id(top.index as usize) != context
+            && let Some(root) = model.find_parent(worker, context, tr.start(top.index as usize))
+            && model.row(root).context(root.index as usize) == context
+        {
+            top = root;
+        }
         Self::build(model, top)
     }
 

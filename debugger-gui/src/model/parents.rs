@@ -196,6 +196,27 @@ impl Model {
         v
     }
 
+    /// The links a view draws for frame `at` between lanes (as Perfetto draws flows):
+    /// `(parent, child)` for its parent when that ran on another lane, and for each of its
+    /// children that ran on another lane (at most `max` of them).
+    pub fn links_of(&self, at: FrameRef, max: usize) -> Vec<(FrameRef, FrameRef)> {
+        let mut v = Vec::new();
+        if let Some(ParentOf::Frame(p)) = self.parent_of(at)
+            && p.lane != at.lane
+        {
+            v.push((p, at));
+        }
+        if let Some(kids) = self.parents.kids.get(&at) {
+            v.extend(
+                kids.iter()
+                    .filter(|c| c.lane != at.lane)
+                    .take(max)
+                    .map(|&c| (at, c)),
+            );
+        }
+        v
+    }
+
     /// Time in frame `at`'s direct children, each clipped to its time. (Computed, not
     /// stored: 8 bytes a frame saved. Concurrent children can add up to more than the frame;
     /// self time is then clamped at zero.)

@@ -23,6 +23,8 @@ pub struct ContextsPanel {
     pub min_ms: f64,
     /// The selected context (index into the model's context entries).
     pub selected: Option<u32>,
+    /// The user asked to see this context root's context as a tree (the context view).
+    pub open_tree: Option<crate::model::FrameRef>,
     rows: ContextList,
     computed: Option<(u64, ContextQuery, Instant)>,
     cost: Duration,
@@ -92,6 +94,7 @@ fn sort_header(ui: &mut Ui, q: &mut ContextQuery, col: ContextSort, name: &str) 
 /// Shows the panel; returns the row the user selected this frame.
 pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<ContextRow> {
     let mut picked = None;
+    let mut open_tree = None;
     ui.horizontal(|ui| {
         ui.label("Filter:");
         ui.add(
@@ -110,6 +113,17 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
         .accessible_name("Minimum duration")
         .on_hover_text("Only contexts that took at least this long");
         panel.query.min_duration_ns = (panel.min_ms * 1e6) as u64;
+        let root = panel
+            .selected
+            .and_then(|e| model.context_row(e))
+            .map(|r| r.root);
+        if ui
+            .add_enabled(root.is_some(), egui::Button::new("Show as tree"))
+            .on_hover_text("The selected context's frames as one tree, across threads (or double-click a context)")
+            .clicked()
+        {
+            panel.open_tree = root;
+        }
     });
     let base = model.time_range().map_or(0, |r| r.0);
     let mut query = panel.query.clone();
@@ -176,13 +190,21 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
                 row.col(|ui| {
                     ui.label(present::lane_title(model, r.root.lane));
                 });
-                if row.response().clicked() {
+                let resp = row.response();
+                if resp.clicked() {
                     picked = Some(r);
+                }
+                if resp.double_clicked() {
+                    picked = Some(r);
+                    open_tree = Some(r.root);
                 }
             });
         });
     panel.rows = rows;
     panel.query = query;
+    if open_tree.is_some() {
+        panel.open_tree = open_tree;
+    }
     if let Some(r) = picked {
         panel.selected = Some(r.entry);
     }

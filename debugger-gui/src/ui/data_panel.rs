@@ -5,8 +5,8 @@ use egui::{Color32, RichText, Ui};
 use formats::FrameKey;
 
 use crate::data_loader::{DataLoader, DataResult};
-use crate::model::{FrameInfo, Model};
-use crate::ui::{category_color, data_tree, frame_info};
+use crate::model::{FrameInfo, FrameRef, Model};
+use crate::ui::{category_color, data_tree, frame_info, relatives};
 
 /// What the frame-data panel knows about the selected frame's data.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,17 +20,29 @@ pub enum DataState {
 }
 
 /// The panel's state: which frame's data was asked for, and the answer.
-#[derive(Debug)]
 pub struct DataPanel {
     state: DataState,
+    relatives: relatives::Relatives,
 }
 
 impl Default for DataPanel {
     fn default() -> Self {
         Self {
             state: DataState::Empty,
+            relatives: relatives::Relatives::default(),
         }
     }
+}
+
+/// What the user asked for in the panel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PanelAction {
+    /// Zoom the timeline to this time range (ns since the epoch).
+    Zoom(u64, u64),
+    /// Select this frame (its parent or a child) and bring it into view.
+    Select(FrameRef),
+    /// Show the context of this frame as a tree.
+    OpenContext(FrameRef),
 }
 
 impl DataPanel {
@@ -63,14 +75,13 @@ impl DataPanel {
         }
     }
 
-    /// Draws the panel for the selected frame `info`; returns the time range to zoom to if
-    /// the user asked for it.
+    /// Draws the panel for the selected frame `info`; returns what the user asked for.
     pub fn ui(
         &mut self,
         ui: &mut Ui,
         model: &Model,
         info: Option<&FrameInfo>,
-    ) -> Option<(u64, u64)> {
+    ) -> Option<PanelAction> {
         ui.heading("Frame");
         let Some(info) = info else {
             ui.label(RichText::new("Click a frame to see its details and data.").weak());
@@ -98,10 +109,20 @@ impl DataPanel {
                 ui.label("Frame key");
                 ui.label(info.key.to_string());
                 ui.end_row();
+                if let Some(at) = relatives::rows(ui, &mut self.relatives, model, info.at) {
+                    zoom = Some(PanelAction::Select(at));
+                }
             });
         ui.horizontal(|ui| {
             if ui.button("🔍 Zoom to frame").clicked() {
-                zoom = Some((info.start, info.start + info.duration));
+                zoom = Some(PanelAction::Zoom(info.start, info.start + info.duration));
+            }
+            if ui
+                .button("Context view")
+                .on_hover_text("Its context's frames as one tree, across threads")
+                .clicked()
+            {
+                zoom = Some(PanelAction::OpenContext(info.at));
             }
         });
         ui.separator();

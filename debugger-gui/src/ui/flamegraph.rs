@@ -76,6 +76,8 @@ pub struct Drawn {
     pub labeled: Vec<(FrameRef, String, bool, bool)>,
     /// Merged boxes as drawn: (rect, lane, row, the box), for their tooltip and clicks.
     pub merged_boxes: Vec<(Rect, u32, u32, LodBox)>,
+    /// Links drawn from a parent to a child on another lane: (parent, child).
+    pub links: Vec<(FrameRef, FrameRef)>,
 }
 
 /// Merged boxes remembered per paint (for hovering); beyond this, they are drawn only.
@@ -569,6 +571,25 @@ pub fn show(
         }
     }
     let _ = a11y;
+    // ---- links between lanes: the selected frame's parent and children elsewhere ----
+    if let Some(sel) = selected {
+        let y_of = |at: FrameRef| -> Option<f32> {
+            let &(_, y0, nrows) = lanes.iter().find(|l| l.0 == at.lane)?;
+            Some(if nrows == 0 {
+                top + y0 + LANE_HEADER_H / 2.0
+            } else {
+                top + y0 + LANE_HEADER_H + (at.row as f32 + 0.5) * ROW_H
+            })
+        };
+        for (parent, child) in model.links_of(sel, 64) {
+            let (Some(py), Some(cy)) = (y_of(parent), y_of(child)) else {
+                continue;
+            };
+            let x = x_of(model.row(child).start(child.index as usize));
+            draw_link(&lane_painter, pos2(x, py), pos2(x, cy));
+            drawn.links.push((parent, child));
+        }
+    }
     state.drawn = drawn;
 
     // ---- the selected range ----
@@ -725,6 +746,38 @@ pub fn show(
         );
     }
     out
+}
+
+/// Color of a link from a parent to its child on another lane.
+pub const LINK_COLOR: Color32 = crate::ui::context_view::HOP_COLOR;
+
+/// A link from a point of the parent (at the child's start) to the child's start: a curve
+/// out to the left and back, a dot where it leaves, an arrowhead where it arrives.
+fn draw_link(painter: &egui::Painter, from: Pos2, to: Pos2) {
+    let stroke = Stroke::new(1.8, LINK_COLOR);
+    let bulge = 14.0 + ((to.y - from.y).abs() * 0.15).min(40.0);
+    let curve = egui::epaint::CubicBezierShape::from_points_stroke(
+        [
+            from,
+            pos2(from.x - bulge, from.y),
+            pos2(to.x - bulge * 1.5, to.y),
+            pos2(to.x - 1.0, to.y),
+        ],
+        false,
+        Color32::TRANSPARENT,
+        stroke,
+    );
+    painter.add(curve);
+    painter.circle_filled(from, 3.0, LINK_COLOR);
+    painter.add(egui::Shape::convex_polygon(
+        vec![
+            to,
+            pos2(to.x - 8.0, to.y - 4.5),
+            pos2(to.x - 8.0, to.y + 4.5),
+        ],
+        LINK_COLOR,
+        Stroke::NONE,
+    ));
 }
 
 fn merged_tooltip(response: &Response, model: &Model, lane: u32, row: u32, b: &LodBox) {

@@ -3,6 +3,7 @@
 
 pub mod aggregated;
 pub mod compare;
+pub mod context_view;
 pub mod contexts;
 pub mod data_panel;
 pub mod data_tree;
@@ -13,6 +14,7 @@ pub mod overview;
 pub mod present;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod processes;
+pub mod relatives;
 pub mod search_bar;
 pub mod stats;
 pub mod status_bar;

@@ -24,6 +24,25 @@ pub fn lane_title(model: &Model, lane: u32) -> String {
     format!("{process} · {thread}{stopped}")
 }
 
+/// A lane's thread, shortly: its name, else "thread N".
+pub fn thread_name(model: &Model, lane: u32) -> String {
+    let l = &model.lanes()[lane as usize];
+    match (l.thread, l.thread_name.is_empty()) {
+        (UNKNOWN_THREAD, _) => "thread ?".to_owned(),
+        (t, true) => format!("thread {t}"),
+        (_, false) => l.thread_name.clone(),
+    }
+}
+
+/// A frame as a link names it: "label on thread".
+pub fn frame_link(model: &Model, at: crate::model::FrameRef) -> String {
+    format!(
+        "{} on {}",
+        model.labels().name(model.label_of(at)),
+        thread_name(model, at.lane)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,8 @@ pub struct StatusInfo<'a> {
     pub ingest: &'a IngestStatus,
     /// Log path.
     pub path: &'a str,
+    /// The log records no parents: they are inferred.
+    pub parents_inferred: bool,
 }
 
 /// Formats a count with thousands separators.
@@ -73,6 +75,11 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
             .on_hover_text("The program lost records in Drop mode (its buffers were full).");
         } else {
             ui.label("0 dropped");
+        }
+        if s.parents_inferred {
+            ui.separator();
+            ui.label(RichText::new("parents inferred").weak())
+                .on_hover_text(crate::ui::relatives::INFERRED);
         }
         ui.separator();
         let (text, tip) = if s.following {
