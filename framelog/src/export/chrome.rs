@@ -11,8 +11,9 @@
 //!   `ts + dur` in floating point, so frames that end at the same nanosecond (a frame and
 //!   its parent, every frame still open at the end) could end in either order, and
 //!   speedscope then reports them mis-nested. Frames that would overlap their thread's track
-//!   (concurrent async work) are on the thread's overlap lanes: extra `tid`s from
-//!   [`LANE_TID_BASE`] up, named "THREAD (overlap N)", each nesting strictly too.
+//!   (concurrent async work), or be drawn inside frames that are not their parent, are on
+//!   the thread's overlap lanes: extra `tid`s from [`LANE_TID_BASE`] up, named "THREAD
+//!   (overlap N)", each nesting strictly too.
 //! - A frame that could not be placed in time order (see [`super::tracks`]) is a `b`/`e`
 //!   async pair instead.
 //! - A slice only encloses frames it is the real parent of (see [`super::tracks`]): a child

@@ -63,7 +63,9 @@ pub struct Frame<'a> {
     /// End, ns since the log's start.
     pub end_ns: u64,
     /// The lane of its thread it nests on: 0 is the thread's own track, 1, 2 … hold frames
-    /// that would overlap it (concurrent async work). Every lane nests strictly.
+    /// that would overlap it (concurrent async work) or that must not be drawn inside what is
+    /// open there (a root, or a child whose parent ran elsewhere, beside unrelated frames of
+    /// the thread). Every lane nests strictly.
     pub lane: u32,
     /// On no lane: it could not be placed in time order (see [`tracks`]); an async track.
     pub async_track: bool,
@@ -108,7 +110,8 @@ pub struct ExportSummary {
     pub frames: u64,
     /// Of which on async tracks (on no lane).
     pub async_frames: u64,
-    /// Of which on a lane other than their thread's own track (they overlap it).
+    /// Of which on a lane other than their thread's own track (they overlap it, or it holds
+    /// frames that are not their parent).
     pub overlap_frames: u64,
     /// Of which still open at the log's end.
     pub open_frames: u64,
