@@ -159,7 +159,7 @@ impl Frame {
     #[inline(never)]
     fn finish(&mut self) {
         if let Some(e) = self.entry.take() {
-            e.end(&self.started, self.saved);
+            e.end(&self.started, &self.saved);
             self.started.flags = 0;
         }
     }
@@ -171,7 +171,7 @@ impl Frame {
         let e = self.entry.take()?;
         let started = self.started;
         self.started.flags = 0;
-        Some(Detached::from_started(&e, started, self.saved))
+        Some(Detached::from_started(&e, started, &self.saved))
     }
 }
 
@@ -207,7 +207,7 @@ impl Detached {
     pub(crate) fn start(inner: &Arc<Inner>, label: &str, category: Category) -> Option<Detached> {
         local::with_entry(inner, |e| {
             let started = e.start(label, category);
-            Detached::from_started(e, started, Saved::default())
+            Detached::from_started(e, started, &Saved::default())
         })
     }
 
@@ -223,14 +223,14 @@ impl Detached {
             let before = e.ctx_state();
             e.set_ctx_state(CtxState::OUTSIDE);
             let started = e.start(label, category);
-            let d = Detached::from_started(e, started, Saved::default());
+            let d = Detached::from_started(e, started, &Saved::default());
             e.set_ctx_state(before);
             d
         })
     }
 
     /// The detached form of a frame `e.start` just returned: the thread leaves it.
-    fn from_started(e: &Entry, started: Started, saved: Saved) -> Detached {
+    fn from_started(e: &Entry, started: Started, saved: &Saved) -> Detached {
         e.leave(&started, saved);
         Detached {
             inner: e.inner.clone(),

@@ -195,20 +195,20 @@ impl Entry {
         // The session's rules, read once: 0 (no session rule) is the common case.
         let gate = self.gate.flags();
         if self.in_frame.get() {
-            let parent = self.cur.get();
-            let ctx = self.ctx.get();
             let sampled = self.sampled.get();
             if !sampled || (gate != 0 && self.gate.skips_with(gate, category)) {
-                // Left out: it does not become current (its children name `parent`).
+                // Left out: it does not become current (its children name the current one).
                 return Started {
                     id: 0,
-                    parent,
-                    ctx,
+                    parent: self.cur.get(),
+                    ctx: self.ctx.get(),
                     flags: if sampled { SAMPLED } else { 0 },
                 };
             }
             let id = self.next_id();
             let timestamp = self.now();
+            // Read after the clock: nothing kept across its call.
+            let (parent, ctx) = (self.cur.get(), self.ctx.get());
             self.emit_start(id, timestamp, ctx, parent, category, label);
             self.cur.set(id);
             Started {
@@ -278,7 +278,7 @@ impl Entry {
     /// changed (the current frame; the context, for a root or an entered frame). `saved`:
     /// the state an entered frame (`ENTERED`) restores.
     #[inline(always)]
-    pub(crate) fn end(&self, s: &Started, saved: Saved) {
+    pub(crate) fn end(&self, s: &Started, saved: &Saved) {
         if s.flags & RECORDING != 0 {
             let timestamp = self.now();
             self.emit_end(s.id, timestamp);
@@ -305,7 +305,7 @@ impl Entry {
 
     /// Restores the thread's state as ending the frame would, without recording its end (the
     /// frame is detached from the thread).
-    pub(crate) fn leave(&self, s: &Started, saved: Saved) {
+    pub(crate) fn leave(&self, s: &Started, saved: &Saved) {
         if s.flags & RECORDING != 0 {
             self.cur.set(s.parent);
         }
@@ -319,7 +319,7 @@ impl Entry {
     /// An entered frame ended or left: the thread goes back to the state before it.
     #[cold]
     #[inline(never)]
-    fn restore(&self, flags: u8, saved: Saved, ended_at: Option<u64>) {
+    fn restore(&self, flags: u8, saved: &Saved, ended_at: Option<u64>) {
         let in_frame = flags & SAVED_IN_FRAME != 0;
         self.set_ctx_state(CtxState {
             in_frame,
