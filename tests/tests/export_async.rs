@@ -130,12 +130,15 @@ fn logs() -> &'static Logs {
 /// export's origin); open frames end at the log's last time.
 struct Truth {
     frames: HashMap<FrameKey, (String, u64, u64, bool)>,
+    /// Each frame's parent as its start records it (`None`: a root; absent: not recorded).
+    parents: HashMap<FrameKey, Option<FrameKey>>,
 }
 
 fn truth(dir: &Path) -> Truth {
     let mut starts: HashMap<FrameKey, (String, u64)> = HashMap::new();
     let mut early_ends: HashMap<FrameKey, u64> = HashMap::new();
     let mut done: HashMap<FrameKey, (String, u64, u64, bool)> = HashMap::new();
+    let mut parents = HashMap::new();
     let (mut origin, mut last) = (u64::MAX, 0u64);
     LogReader::open(dir)
         .unwrap()
@@ -145,6 +148,15 @@ fn truth(dir: &Path) -> Truth {
                 origin = origin.min(s.timestamp);
                 last = last.max(s.timestamp);
                 let k = FrameKey::new(s.worker, s.id);
+                match s.parent {
+                    formats::Parent::NotRecorded => {}
+                    formats::Parent::Root => {
+                        parents.insert(k, None);
+                    }
+                    formats::Parent::Frame(p) => {
+                        parents.insert(k, Some(FrameKey::new(s.worker, p)));
+                    }
+                }
                 match early_ends.remove(&k) {
                     Some(e) => {
                         done.insert(
@@ -180,7 +192,10 @@ fn truth(dir: &Path) -> Truth {
         f.1 -= origin;
         f.2 -= origin;
     }
-    Truth { frames: done }
+    Truth {
+        frames: done,
+        parents,
+    }
 }
 
 fn export(dir: &Path, args: &[&str]) -> (Output, PathBuf) {
@@ -375,6 +390,42 @@ fn check_speedscope(path: &Path, t: &Truth) -> usize {
     profiles.len()
 }
 
+/// Checks that a Chrome export, read as a viewer reads it, draws a frame inside another
+/// only when that one is its recorded parent, and links every child drawn apart from a
+/// parent in the log (unless one of them is on an async track, where flows do not bind).
+/// Returns the flows.
+fn check_chrome_parents(path: &Path, t: &Truth) -> usize {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let on_async: HashSet<FrameKey> = events
+        .iter()
+        .filter(|e| e["ph"] == "b")
+        .map(|e| key_of(e["id"].as_str().unwrap()))
+        .collect();
+    let (enclosing, flows) = as_a_viewer_reads_it(events);
+    for (k, outer) in &enclosing {
+        let Some(&parent) = t.parents.get(k) else {
+            continue; // inferred, as before parents were recorded
+        };
+        match outer {
+            Some(o) => assert_eq!(Some(*o), parent, "{k:?} drawn inside {o:?}, not its parent"),
+            None => {
+                if let Some(p) = parent
+                    && t.frames.contains_key(&p)
+                    && !on_async.contains(&p)
+                    && !on_async.contains(k)
+                {
+                    assert!(flows.contains(&(p, *k)), "{k:?} apart from {p:?}, no flow");
+                }
+            }
+        }
+    }
+    for (from, to) in &flows {
+        assert_eq!(t.parents[to], Some(*from), "a flow from a non-parent");
+    }
+    flows.len()
+}
+
 fn check_all_exports(dir: &Path, what: &str) {
     let t = truth(dir);
     assert!(
@@ -384,13 +435,15 @@ fn check_all_exports(dir: &Path, what: &str) {
     );
     let (o, chrome) = export(dir, &[]);
     let (durations, lanes) = check_chrome(&chrome, &t, true);
+    let linked = check_chrome_parents(&chrome, &t);
     let (_, bare) = export(dir, &["--no-data"]);
     check_chrome(&bare, &t, false);
     let (_, ss) = export(dir, &["--format", "speedscope"]);
     let profiles = check_speedscope(&ss, &t);
     eprintln!(
-        "{what}: {} frames, {durations} B/E pairs, {lanes} overlap lanes, {profiles} speedscope profiles; {}",
+        "{what}: {} frames ({} with recorded parents), {durations} B/E pairs, {lanes} overlap lanes, {linked} flows, {profiles} speedscope profiles; {}",
         t.frames.len(),
+        t.parents.len(),
         String::from_utf8_lossy(&o.stderr).trim()
     );
 }
