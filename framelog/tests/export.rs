@@ -1004,3 +1004,47 @@ fn otlp_parents_are_the_recorded_ones_in_the_same_trace() {
     }
     assert_ne!(by["load_user"].trace_id, by["task: after order"].trace_id);
 }
+
+#[test]
+fn otlp_a_parent_in_another_trace_is_a_link_not_a_parent() {
+    // A writer never does this: frame 71 of context 70 names frame 10, the root of context
+    // 10, as its parent. A parent span must be in the child's trace.
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    write(
+        &w,
+        1,
+        &[
+            Ev::P(10, "GET /a", 10, 0, Parent::Root),
+            Ev::P(71, "stray", 70, 10, Parent::Frame(10)),
+            Ev::E(71, 20),
+            Ev::E(10, 100),
+        ],
+    );
+    let (url, got) = otlp_receiver();
+    let o = framelog(&["export", dir.path().to_str().unwrap(), "--otlp", &url]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let spans: Vec<_> = got
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.resource_spans.iter())
+        .flat_map(|rs| rs.scope_spans.iter())
+        .flat_map(|ss| ss.spans.iter().cloned())
+        .collect();
+    let by: HashMap<&str, _> = spans.iter().map(|s| (s.name.as_str(), s)).collect();
+    let (a, stray) = (by["GET /a"], by["stray"]);
+    let root = by["context 0:70 (root frame not in the export)"];
+    assert_eq!(
+        stray.parent_span_id, root.span_id,
+        "under its own trace's root"
+    );
+    assert_eq!(stray.trace_id, root.trace_id);
+    assert_ne!(stray.trace_id, a.trace_id);
+    assert_eq!(stray.links.len(), 1);
+    assert_eq!(
+        (&stray.links[0].trace_id, &stray.links[0].span_id),
+        (&a.trace_id, &a.span_id),
+        "a link to the parent it named"
+    );
+}

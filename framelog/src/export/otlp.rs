@@ -471,7 +471,7 @@ impl FrameSink for OtlpSender {
         if parent == Some(root_key) && !self.roots_sent.contains(&ctx) {
             self.await_parent(root_key, f.context, f.start_unix_ns, f.end_unix_ns);
         }
-        if f.parent.is_none() {
+        if f.key == root_key {
             self.roots_sent.insert(ctx);
         }
         self.mark_sent(f.key, f.context);
