@@ -266,6 +266,13 @@ fn dump_prints_parents_and_stats_says_whether_they_were_recorded() {
     let (out, _, ok) = framelog_cli(&["dump", old.path().to_str().unwrap(), "--json"]);
     assert!(ok);
     assert!(!out.contains("parent"), "{out}");
+    // Exports say when the nesting they draw is inferred, and only then.
+    let (_, err, ok) = framelog_cli(&["export", old.path().to_str().unwrap(), "-o", "/dev/null"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("1 frames record no parent"), "{err}");
+    let (_, err, ok) = framelog_cli(&["export", d, "-o", "/dev/null"]);
+    assert!(ok, "{err}");
+    assert!(!err.contains("record no parent"), "{err}");
 }
 
 #[test]

@@ -75,9 +75,10 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             ExportError::Log(e) => anyhow::Error::new(e),
         })?;
         eprintln!(
-            "sent {} spans to {url} ({} still open at the end, {} standing in for root frames not in the export)",
-            sender.sent, summary.open_frames, sender.synthetic_roots
+            "sent {} spans to {url} ({} still open at the end, {} standing in for root frames and {} for parents not in the export)",
+            sender.sent, summary.open_frames, sender.synthetic_roots, sender.synthetic_parents
         );
+        note_inferred(&summary);
         if sender.rejected > 0 || !sender.rejections.is_empty() {
             eprintln!(
                 "{url} rejected {} spans{}",
@@ -125,5 +126,16 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             String::new()
         }
     );
+    note_inferred(&summary);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says when the call tree was inferred rather than recorded (a log written before parents).
+fn note_inferred(summary: &framelog::export::ExportSummary) {
+    if summary.inferred_parents > 0 {
+        eprintln!(
+            "{} frames record no parent (a log written before parents were recorded): their nesting is inferred from their threads",
+            summary.inferred_parents
+        );
+    }
 }
