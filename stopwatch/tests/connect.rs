@@ -744,3 +744,70 @@ fn the_longest_suspend_timeout_and_flush_interval_are_accepted_and_record() {
             && f.iter().filter(|f| f.0 == "by builder").count() == 10
     });
 }
+
+#[test]
+fn frames_a_session_leaves_out_give_way_to_their_nearest_recorded_ancestor() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), |o| o.auto_start = None);
+    let rec = Stopwatch::builder()
+        .connect(server.local_addr().to_string())
+        .build()
+        .unwrap();
+    wait_until("the program", || process(&server).is_some());
+    let p = process(&server).unwrap();
+    let only_db = SessionSettings {
+        categories: vec![Category::DATABASE],
+        ..SessionSettings::keep()
+    };
+    server.start_session(p.instance, only_db).unwrap();
+    wait_until("the session", || rec.is_streaming());
+    {
+        // http (left out) > db1 > function (left out) > db2, and db3 in the left-out
+        // function's context entered on another thread; a left-out child of db1 made by hand.
+        let request = rec.start_with("request", Category::HTTP);
+        assert!(!request.is_recording());
+        let db1 = rec.start_with("db1", Category::DATABASE);
+        let f = rec.start_with("function", Category::FUNCTION);
+        assert!(!f.is_recording());
+        drop(rec.start_with("db2", Category::DATABASE));
+        let ctx = f.context().unwrap();
+        assert_eq!(ctx.parent_id(), Some(db1.key().unwrap().id));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _in = ctx.enter();
+                drop(rec.start_with("db3", Category::DATABASE));
+            });
+        });
+        let by_hand = db1.child_with("by hand", Category::FUNCTION);
+        drop(by_hand.child_with("db4", Category::DATABASE));
+        drop((by_hand, f, db1));
+        // A database frame of its own context: a root.
+        drop(request);
+        drop(rec.start_with("db5", Category::DATABASE));
+    }
+    let stats = rec.shutdown();
+    assert_eq!((stats.unsent, stats.dropped), (0, 0), "{stats:?}");
+    let mut starts: HashMap<String, (FrameKey, Parent)> = HashMap::new();
+    wait_until("every recorded frame in the log", || {
+        starts.clear();
+        if let Ok(mut reader) = LogReader::open(dir.path()) {
+            reader
+                .read_available(|_, r| {
+                    if let Record::Start(s) = r {
+                        starts.insert(
+                            s.label.to_owned(),
+                            (FrameKey::new(s.worker, s.id), s.parent),
+                        );
+                    }
+                })
+                .unwrap();
+        }
+        starts.len() == 5
+    });
+    let db1 = starts["db1"].0.id;
+    assert_eq!(starts["db1"].1, Parent::Root, "its parent was left out");
+    for label in ["db2", "db3", "db4"] {
+        assert_eq!(starts[label].1, Parent::Frame(db1), "{label}: {starts:?}");
+    }
+    assert_eq!(starts["db5"].1, Parent::Root);
+}
