@@ -3,10 +3,18 @@
 //!
 //! Only sealed segments are deleted (a later segment of the same kind exists, so no writer
 //! appends to them again): the live ones are never touched. Frame-log and data segments are
-//! taken together, oldest first by their last write, so a frame's data goes at about the
-//! same time as the frame. A data segment goes with its index. Readers that have a deleted
-//! segment open keep reading it (the file lives until they close it); a reader that reaches
-//! a gap moves on to the oldest segment still there.
+//! taken together, oldest first, so a frame's data goes at about the same time as the frame.
+//! A data segment goes with its index. Readers that have a deleted segment open keep reading
+//! it (the file lives until they close it); a reader that reaches a gap moves on to the
+//! oldest segment still there.
+//!
+//! Age and order never come from file times alone: a copied log (`cp -r`) has new ones, in
+//! whatever order the copy made them. Within a kind, order is the segment number: a segment
+//! is never deleted while an older one of its kind stays. A frame-log segment's age is the
+//! newest time inside it (its last block's, once compact; otherwise the time its successor's
+//! first batch was appended, which no record of it is later than). Data segments hold no
+//! times: theirs is their last write, capped by the next data segment's (so a copy, whose
+//! files all look new, only ever makes them look younger: never deleted too early).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -41,7 +49,7 @@ pub struct SegmentFile {
     pub number: u32,
     /// Bytes (data: with its index).
     pub bytes: u64,
-    /// Last write.
+    /// The newest time of its contents (see the module docs).
     pub modified: SystemTime,
     /// A later segment of the same kind exists.
     pub sealed: bool,
@@ -52,15 +60,36 @@ pub struct SegmentFile {
 /// Pure: deletes sealed segments older than the age limit, then the oldest sealed ones
 /// until the whole log fits the byte budget (or nothing sealed is left).
 pub fn plan(files: &[SegmentFile], retention: &Retention, now: SystemTime) -> Vec<usize> {
+    // Each segment's time capped by every later segment's of its kind: within a kind, older
+    // numbers are never younger (whatever the clocks or a copy did).
+    // A live segment is being written: it caps nothing (its file time may be anything).
+    let mut time: Vec<SystemTime> = files
+        .iter()
+        .map(|f| {
+            if f.sealed {
+                f.modified
+            } else {
+                now.max(f.modified)
+            }
+        })
+        .collect();
+    let mut by_number: Vec<usize> = (0..files.len()).collect();
+    by_number.sort_by_key(|&i| (files[i].kind == FileKind::FrameData, files[i].number));
+    for w in by_number.windows(2).rev() {
+        let (a, b) = (w[0], w[1]);
+        if files[a].kind == files[b].kind {
+            time[a] = time[a].min(time[b]);
+        }
+    }
     let mut sealed: Vec<usize> = (0..files.len()).filter(|&i| files[i].sealed).collect();
-    sealed.sort_by_key(|&i| (files[i].modified, files[i].number));
+    sealed.sort_by_key(|&i| (time[i], files[i].number));
     let mut total: u64 = files.iter().map(|f| f.bytes).sum();
     let mut out = Vec::new();
     for i in sealed {
         let f = &files[i];
         let too_old = retention
             .max_age
-            .is_some_and(|age| now.duration_since(f.modified).is_ok_and(|d| d > age));
+            .is_some_and(|age| now.duration_since(time[i]).is_ok_and(|d| d > age));
         let over = retention.max_bytes.is_some_and(|max| total > max);
         if !(too_old || over) {
             // Oldest first: once one may stay, so may every younger one.
@@ -102,16 +131,67 @@ pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>> {
                 let idx = segments::segment_path(dir, FileKind::FrameIndex, n);
                 bytes += std::fs::metadata(&idx).map_or(0, |m| m.len());
             }
+            let sealed = Some(n) != last;
+            let inside = match kind {
+                FileKind::FrameLog if sealed => frames_time(dir, n, &numbers),
+                _ => None,
+            };
+            let modified = match inside {
+                Some(ns) => SystemTime::UNIX_EPOCH + Duration::from_nanos(ns),
+                None => meta.modified().at(&path)?,
+            };
             out.push(SegmentFile {
                 kind,
                 number: n,
                 bytes,
-                modified: meta.modified().at(&path)?,
-                sealed: Some(n) != last,
+                modified,
+                sealed,
             });
         }
     }
     Ok(out)
+}
+
+/// The newest time inside sealed frame-log segment `n` (ns since the Unix epoch), if its
+/// bytes tell: a compact segment's last block's; a raw one's successor's first record's (a
+/// batch header's append time).
+fn frames_time(dir: &Path, n: u32, numbers: &[u32]) -> Option<u64> {
+    use crate::compact::frames::{Item, plan as blocks};
+    let open = |n: u32| {
+        let path = segments::segment_path(dir, FileKind::FrameLog, n);
+        let file = std::fs::File::open(&path).ok()?;
+        let header = crate::pread::read_header_any(&file, &path, FileKind::FrameLog).ok()??;
+        Some((file, path, header))
+    };
+    let (file, path, header) = open(n)?;
+    if header.is_compact() {
+        return blocks(&file, &path)
+            .ok()?
+            .items
+            .iter()
+            .rev()
+            .find_map(|i| match i {
+                Item::Block { entry: Some(e), .. } => Some(e.max_time),
+                _ => None,
+            });
+    }
+    let next = *numbers.iter().find(|&&m| m > n)?;
+    let (file, path, header) = open(next)?;
+    if header.is_compact() {
+        return blocks(&file, &path)
+            .ok()?
+            .items
+            .iter()
+            .find_map(|i| match i {
+                Item::Block { entry: Some(e), .. } => Some(e.min_time),
+                _ => None,
+            });
+    }
+    // Every record, batch headers included, has its timestamp at bytes 6-13.
+    let mut first = [0u8; formats::FRAME_END_LEN];
+    let got =
+        crate::pread::read_full_at(&file, &path, &mut first, u64::from(header.header_len)).ok()?;
+    (got == first.len()).then(|| u64::from_le_bytes(first[6..14].try_into().expect("8 bytes")))
 }
 
 /// Deletes the log's oldest sealed segments in `dir` as `retention` says. Safe while
@@ -190,6 +270,29 @@ mod tests {
         // Never the live segments, even when the budget cannot be met.
         assert_eq!(plan(&files, &keep(0), now()), vec![0, 2, 1]);
         assert!(plan(&files, &Retention::default(), now()).is_empty());
+    }
+
+    #[test]
+    fn within_a_kind_older_numbers_go_first_whatever_their_times() {
+        // A copy gave segment 3 the oldest time and segment 1 the newest.
+        let files = vec![
+            file(FileKind::FrameLog, 1, 100, 10, true),
+            file(FileKind::FrameLog, 2, 100, 20, true),
+            file(FileKind::FrameLog, 3, 100, 30, true),
+            file(FileKind::FrameLog, 4, 100, 40, false),
+        ];
+        let keep = |max_bytes| Retention {
+            max_bytes: Some(max_bytes),
+            max_age: None,
+        };
+        assert_eq!(plan(&files, &keep(300), now()), vec![0]);
+        assert_eq!(plan(&files, &keep(200), now()), vec![0, 1]);
+        let old = Retention {
+            max_bytes: None,
+            max_age: Some(Duration::from_secs(25)),
+        };
+        // Segment 3 looks 30 s old, so 1 and 2 are at least as old.
+        assert_eq!(plan(&files, &old, now()), vec![0, 1, 2]);
     }
 
     #[test]

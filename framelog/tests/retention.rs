@@ -261,3 +261,80 @@ fn framelog_prune_says_what_it_deleted_and_refuses_bad_arguments() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Gives every segment file of `dir` a modification time, newest segments oldest: what a copy
+/// can do (`cp -r` writes files in directory order, with fresh times).
+fn scramble_file_times(dir: &std::path::Path) {
+    let base = std::time::SystemTime::now();
+    for kind in [FileKind::FrameLog, FileKind::FrameData] {
+        for n in segments::list(dir, kind).unwrap() {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(segments::segment_path(dir, kind, n))
+                .unwrap();
+            f.set_modified(base - Duration::from_secs(u64::from(n) * 10))
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn prune_on_a_copied_log_keeps_the_newest_segments_whatever_the_file_times() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(small_segments(dir.path(), 60, Retention::default()));
+    let before = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    assert!(before.len() > 10, "{before:?}");
+    scramble_file_times(dir.path());
+    let pruned = framelog::retention::prune(
+        dir.path(),
+        &Retention {
+            max_bytes: Some(log_bytes(dir.path()) / 2),
+            max_age: None,
+        },
+    )
+    .unwrap();
+    assert!(pruned.bytes > 0);
+    let after = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    // What is left is a run of the newest segments, no hole.
+    assert_eq!(after, before[before.len() - after.len()..].to_vec());
+    assert!(after.len() < before.len());
+    // And it reads without frames cut in half by a gap: every start has its end.
+    let mut stats = framelog::stats::StatsBuilder::new();
+    LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, r| stats.add(&r))
+        .unwrap();
+    let (t, _) = stats.finish();
+    assert_eq!((t.open, t.orphan_ends), (0, 0));
+}
+
+#[test]
+fn age_comes_from_the_times_inside_the_segments_not_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(small_segments(dir.path(), 20, Retention::default()));
+    // Every file looks a day old, but the log was written just now: nothing is too old.
+    let day_ago = std::time::SystemTime::now() - Duration::from_secs(86_400);
+    for kind in [FileKind::FrameLog] {
+        for n in segments::list(dir.path(), kind).unwrap() {
+            std::fs::File::options()
+                .write(true)
+                .open(segments::segment_path(dir.path(), kind, n))
+                .unwrap()
+                .set_modified(day_ago)
+                .unwrap();
+        }
+    }
+    let hour = Retention {
+        max_bytes: None,
+        max_age: Some(Duration::from_secs(3600)),
+    };
+    let pruned = framelog::retention::prune(dir.path(), &hour).unwrap();
+    assert!(
+        pruned
+            .files
+            .iter()
+            .all(|p| !p.to_string_lossy().contains("frames-")),
+        "frame segments written just now are not an hour old: {:?}",
+        pruned.files
+    );
+}
