@@ -583,11 +583,16 @@ fn otlp_export_to_nothing_listening_fails_with_one_line_after_retrying() {
         dir.path().to_str().unwrap(),
         "--otlp",
         &format!("http://127.0.0.1:{port}"),
+        "--timeout",
+        "2s",
     ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("not sent after 6 tries") && err.lines().count() == 1,
+        err.contains("8 spans not sent, gave up after")
+            && err.contains("(--timeout 2s)")
+            && err.contains("Connection refused")
+            && err.lines().count() == 1,
         "{err}"
     );
 }
@@ -1047,4 +1052,203 @@ fn otlp_a_parent_in_another_trace_is_a_link_not_a_parent() {
         (&a.trace_id, &a.span_id),
         "a link to the parent it named"
     );
+}
+
+/// An OTLP/HTTP receiver whose answer is set from outside: while `busy` is set it answers 503
+/// "Server is at capacity" with `Retry-After: 1`; otherwise it decodes and keeps each request.
+/// Counts every request it answered.
+struct BusyReceiver {
+    url: String,
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    spans: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    refused: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Accept this many more requests, then turn busy (u64::MAX: no limit).
+    accept_left: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+fn busy_receiver() -> BusyReceiver {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::{Arc, Mutex, atomic};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let r = BusyReceiver {
+        url: format!("http://{}", listener.local_addr().unwrap()),
+        busy: Arc::new(atomic::AtomicBool::new(false)),
+        spans: Arc::new(Mutex::new(Vec::new())),
+        refused: Arc::new(atomic::AtomicU64::new(0)),
+        accept_left: Arc::new(atomic::AtomicU64::new(u64::MAX)),
+    };
+    let (busy, spans, refused, left) = (
+        r.busy.clone(),
+        r.spans.clone(),
+        r.refused.clone(),
+        r.accept_left.clone(),
+    );
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let (busy, spans, refused, left) =
+                (busy.clone(), spans.clone(), refused.clone(), left.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut len = 0usize;
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if h == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if left.load(SeqCst) == 0 {
+                        busy.store(true, SeqCst);
+                    }
+                    let answer = if busy.load(SeqCst) {
+                        refused.fetch_add(1, SeqCst);
+                        let msg = "Server is at capacity";
+                        format!(
+                            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{msg}",
+                            msg.len()
+                        )
+                    } else {
+                        let _ = left.fetch_update(SeqCst, SeqCst, |n| Some(n.saturating_sub(1)));
+                        let req = <opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest as prost::Message>::decode(&body[..]).unwrap();
+                        let mut got = spans.lock().unwrap();
+                        for rs in req.resource_spans {
+                            for ss in rs.scope_spans {
+                                got.extend(ss.spans.into_iter().map(|s| s.span_id));
+                            }
+                        }
+                        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_owned()
+                    };
+                    if conn.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    r
+}
+
+/// A log of `n` one-frame contexts on one thread.
+fn many_frames(n: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let mut events = Vec::new();
+    for i in 1..=n {
+        let t = u64::from(i) * 1000;
+        events.push(Ev::P(i, "job", i, t, Parent::Root));
+        events.push(Ev::E(i, t + 500));
+    }
+    write(&w, 1, &events);
+    dir
+}
+
+#[test]
+fn otlp_export_waits_out_a_busy_collector_and_every_span_arrives_once() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = many_frames(5000);
+    let r = busy_receiver();
+    r.busy.store(true, SeqCst);
+    let child = Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(["export", dir.path().to_str().unwrap(), "--otlp", &r.url])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Busy until it has been asked three times (Retry-After: 1 each), then it takes all.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while r.refused.load(SeqCst) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the exporter stopped asking"
+        );
+        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    r.busy.store(false, SeqCst);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let spans = r.spans.lock().unwrap();
+    let unique: std::collections::HashSet<_> = spans.iter().collect();
+    assert_eq!(spans.len(), 5000, "{err}");
+    assert_eq!(unique.len(), 5000, "every span once");
+    assert!(
+        !dir.path().read_dir().unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".progress")),
+        "a finished export leaves no progress behind"
+    );
+}
+
+#[test]
+fn otlp_export_gives_up_at_its_timeout_with_the_collectors_message_and_resume_sends_the_rest() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = many_frames(9000);
+    let r = busy_receiver();
+    // Two batches, then busy for good.
+    r.accept_left.store(2, SeqCst);
+    let d = dir.path().to_str().unwrap();
+    let o = framelog(&["export", d, "--otlp", &r.url, "--timeout", "2500ms"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("Server is at capacity"), "{err}");
+    assert!(err.contains("HTTP 503"), "{err}");
+    assert!(err.contains("4096 spans were delivered"), "{err}");
+    assert!(err.contains("--resume"), "{err}");
+    assert_eq!(r.spans.lock().unwrap().len(), 4096);
+
+    // Killed while waiting on the busy collector: its progress is on disk.
+    let child = Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(["export", d, "--otlp", &r.url, "--resume"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let before = r.refused.load(SeqCst);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while r.refused.load(SeqCst) == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the resumed export never asked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut child = child;
+    child.wait().unwrap();
+
+    r.busy.store(false, SeqCst);
+    r.accept_left.store(u64::MAX, SeqCst);
+    let o = framelog(&["export", d, "--otlp", &r.url, "--resume"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("resuming: 4096 spans"), "{err}");
+    let spans = r.spans.lock().unwrap();
+    let unique: std::collections::HashSet<_> = spans.iter().collect();
+    assert_eq!(spans.len(), 9000, "only the rest was sent: {err}");
+    assert_eq!(unique.len(), 9000);
 }

@@ -29,13 +29,22 @@
 //! - Status: error when the data or an event has an HTTP status ≥ 500 (`status`,
 //!   `status_code`, `http.status_code`, `http.response.status_code`), an `error` or
 //!   `exception.message` field, or an event of level `ERROR`.
-//! - Spans go in batches of [`BATCH`]; a batch that fails (connection refused, 429, 5xx) is
-//!   retried with back-off (0.1 s doubling, 6 tries) before the export gives up with an error.
+//! - Spans go in batches of [`BATCH`]. A batch the collector could not take now (connection
+//!   refused or reset, 429, 502, 503, 504: the OTLP exporter rules' retryable answers) is sent
+//!   again after the wait its `Retry-After` asks for, else after an exponential back-off with
+//!   jitter (0.1 s doubling, at most 30 s), until [`OtlpSender::with_timeout`]'s deadline (5
+//!   minutes by default) or a stop flag; the error then names the last answer and the
+//!   collector's own message. Any other status fails at once, with its message.
 //!   A collector's partial success (`rejected_spans` in its protobuf or JSON answer) is
 //!   counted in [`OtlpSender::rejected`] with its message, not as sent.
+//! - Spans go in the same order for the same log, so a run that stopped can be continued:
+//!   [`OtlpSender::skip`] passes over the spans a previous run delivered
+//!   ([`OtlpSender::delivered`], reported after every batch).
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -53,8 +62,13 @@ use super::{Frame, FrameSink};
 
 /// Spans per request.
 pub const BATCH: usize = 2048;
-const TRIES: u32 = 6;
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest wait between two tries (unless the collector's `Retry-After` asks for more).
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long one batch may keep being retried, unless told otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest one request may take (connect, send, answer).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Rejection messages kept (the count is always complete).
 const MAX_MESSAGES: usize = 8;
 
@@ -96,6 +110,55 @@ pub struct OtlpSender {
     pub synthetic_roots: u64,
     /// Stand-in spans sent for other recorded parents not in the export.
     pub synthetic_parents: u64,
+    /// Spans delivered (accepted or rejected by the collector) or skipped, in order.
+    delivered: u64,
+    /// Spans still to pass over (delivered by an earlier run).
+    skip: u64,
+    /// Called with [`OtlpSender::delivered`] after every batch.
+    on_progress: Option<Box<dyn FnMut(u64) + Send>>,
+    timeout: Duration,
+    stop: Option<Arc<AtomicBool>>,
+    agent: ureq::Agent,
+}
+
+/// When to try a batch again after a retryable failure: `retry_after` (the collector's ask)
+/// or `backoff` with up to half of it added as jitter (`jitter` in 0..1), never past
+/// `remaining`. `None`: the deadline comes first, give up now.
+pub fn next_wait(
+    backoff: Duration,
+    retry_after: Option<Duration>,
+    jitter: f64,
+    remaining: Duration,
+) -> Option<Duration> {
+    let wait = retry_after.unwrap_or_else(|| backoff.mul_f64(1.0 + jitter.clamp(0.0, 1.0) / 2.0));
+    (wait < remaining).then_some(wait)
+}
+
+/// A `Retry-After` value in seconds (its HTTP-date form is not used: back-off applies).
+pub fn retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// The answers after which the OTLP exporter rules say to try again.
+fn retryable(status: u16) -> bool {
+    matches!(status, 429 | 502 | 503 | 504)
+}
+
+/// The collector's message from an error answer's body, on one line (at most 300 bytes).
+fn server_message(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut end = line.len().min(300);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_owned()
 }
 
 fn kv(key: &str, v: any_value::Value) -> KeyValue {
@@ -294,6 +357,65 @@ impl OtlpSender {
             rejections: Vec::new(),
             synthetic_roots: 0,
             synthetic_parents: 0,
+            delivered: 0,
+            skip: 0,
+            on_progress: None,
+            timeout: DEFAULT_TIMEOUT,
+            stop: None,
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(REQUEST_TIMEOUT))
+                .build()
+                .into(),
+        }
+    }
+
+    /// Keeps retrying a batch the collector cannot take now for at most `timeout`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Gives up waiting to retry as soon as `stop` is set (a server shutting down).
+    pub fn with_stop(mut self, stop: Arc<AtomicBool>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Passes over the first `spans` spans (an earlier run delivered them) without sending.
+    pub fn skip(mut self, spans: u64) -> Self {
+        self.skip = spans;
+        self.delivered = spans;
+        self
+    }
+
+    /// Calls `f` with [`OtlpSender::delivered`] after every batch the collector answered.
+    pub fn on_progress(mut self, f: impl FnMut(u64) + Send + 'static) -> Self {
+        self.on_progress = Some(Box::new(f));
+        self
+    }
+
+    /// Spans delivered so far, counting the ones skipped: what a later run skips to go on.
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// Sleeps `d`, waking early (returning `false`) if the stop flag is set.
+    fn wait(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        loop {
+            if self
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(Ordering::Relaxed))
+            {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return true;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(50)));
         }
     }
 
@@ -330,6 +452,11 @@ impl OtlpSender {
     }
 
     fn push(&mut self, worker: u8, span: Span) -> std::io::Result<()> {
+        if self.skip > 0 {
+            // Delivered by an earlier run (already counted in `delivered`).
+            self.skip -= 1;
+            return Ok(());
+        }
         self.pending.entry(worker).or_default().push(span);
         self.waiting += 1;
         if self.waiting >= BATCH {
@@ -368,56 +495,108 @@ impl OtlpSender {
         let body = ExportTraceServiceRequest { resource_spans }.encode_to_vec();
         let n = self.waiting as u64;
         self.waiting = 0;
+        let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
-        let mut last = String::new();
-        for attempt in 1..=TRIES {
-            match ureq::post(&self.url)
+        let mut tries = 0u32;
+        // Jitter from the clock: no two exporters retry in step.
+        let mut seed = started.elapsed().as_nanos() as u64 ^ u64::from(std::process::id()) << 32;
+        loop {
+            tries += 1;
+            let (why, wait_asked) = match self
+                .agent
+                .post(&self.url)
                 .header("Content-Type", "application/x-protobuf")
                 .send(&body[..])
             {
                 Ok(mut response) => {
-                    let content_type = response
-                        .headers()
-                        .get("content-type")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("")
-                        .to_ascii_lowercase();
+                    let status = response.status().as_u16();
+                    let header = |name: &str| {
+                        response
+                            .headers()
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_owned()
+                    };
+                    let content_type = header("content-type").to_ascii_lowercase();
+                    let asked = retry_after(&header("retry-after"));
                     let answer = response
                         .body_mut()
                         .with_config()
                         .limit(1 << 20)
                         .read_to_vec()
                         .unwrap_or_default();
-                    let rejected = match partial_success(&content_type, &answer) {
-                        Some((r, msg)) => {
-                            if !msg.is_empty() && self.rejections.len() < MAX_MESSAGES {
-                                self.rejections.push(msg);
+                    if (200..300).contains(&status) {
+                        let rejected = match partial_success(&content_type, &answer) {
+                            Some((r, msg)) => {
+                                if !msg.is_empty() && self.rejections.len() < MAX_MESSAGES {
+                                    self.rejections.push(msg);
+                                }
+                                r.min(n)
                             }
-                            r.min(n)
+                            None => 0,
+                        };
+                        self.rejected += rejected;
+                        self.sent += n - rejected;
+                        self.delivered += n;
+                        let delivered = self.delivered;
+                        if let Some(f) = &mut self.on_progress {
+                            f(delivered);
                         }
-                        None => 0,
+                        return Ok(());
+                    }
+                    let message = server_message(&answer);
+                    let why = if message.is_empty() {
+                        format!("HTTP {status}")
+                    } else {
+                        format!("HTTP {status}: {message}")
                     };
-                    self.rejected += rejected;
-                    self.sent += n - rejected;
-                    return Ok(());
+                    if !retryable(status) {
+                        return Err(std::io::Error::other(format!(
+                            "{} refused {n} spans: {why}",
+                            self.url
+                        )));
+                    }
+                    (why, asked)
                 }
-                Err(ureq::Error::StatusCode(code)) if code != 429 && code < 500 => {
+                Err(e) => (e.to_string(), None),
+            };
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let jitter = (seed >> 11) as f64 / (1u64 << 53) as f64;
+            let remaining = self.timeout.saturating_sub(started.elapsed());
+            match next_wait(backoff, wait_asked, jitter, remaining) {
+                Some(d) if self.wait(d) => {}
+                stopped_or_late => {
+                    let when = if stopped_or_late.is_some() {
+                        "stopping".to_owned()
+                    } else {
+                        format!(
+                            "gave up after {tries} tries in {:.1} s (--timeout {})",
+                            started.elapsed().as_secs_f64(),
+                            humanize(self.timeout)
+                        )
+                    };
                     return Err(std::io::Error::other(format!(
-                        "{} refused {n} spans: HTTP {code}",
+                        "{}: {n} spans not sent, {when}: {why}",
                         self.url
                     )));
                 }
-                Err(e) => last = e.to_string(),
             }
-            if attempt < TRIES {
-                std::thread::sleep(backoff);
-                backoff *= 2;
-            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
-        Err(std::io::Error::other(format!(
-            "{}: {n} spans not sent after {TRIES} tries: {last}",
-            self.url
-        )))
+    }
+}
+
+/// A duration as a user writes it (`300s`, `2m`).
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 && s.is_multiple_of(60) {
+        format!("{}m", s / 60)
+    } else {
+        let secs = format!("{:.3}", d.as_secs_f64());
+        format!("{}s", secs.trim_end_matches('0').trim_end_matches('.'))
     }
 }
 
@@ -591,5 +770,37 @@ impl FrameSink for OtlpSender {
             self.push(worker, span)?;
         }
         self.flush()
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+
+    #[test]
+    fn waits_follow_retry_after_else_back_off_with_jitter_within_the_deadline() {
+        let ms = Duration::from_millis;
+        let long = Duration::from_secs(300);
+        assert_eq!(next_wait(ms(100), None, 0.0, long), Some(ms(100)));
+        assert_eq!(next_wait(ms(100), None, 1.0, long), Some(ms(150)));
+        assert_eq!(
+            next_wait(ms(100), Some(Duration::from_secs(20)), 0.7, long),
+            Some(Duration::from_secs(20)),
+            "the collector's Retry-After wins"
+        );
+        assert_eq!(
+            next_wait(ms(100), Some(Duration::from_secs(20)), 0.0, ms(19_999)),
+            None
+        );
+        assert_eq!(next_wait(ms(800), None, 0.0, ms(500)), None);
+        assert_eq!(retry_after(" 7 "), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert!(retryable(503) && retryable(429) && !retryable(400) && !retryable(500));
+        assert_eq!(
+            server_message(b"Server is at\ncapacity\r\n"),
+            "Server is at capacity"
+        );
+        assert_eq!(humanize(Duration::from_secs(300)), "5m");
+        assert_eq!(humanize(Duration::from_millis(2500)), "2.5s");
     }
 }

@@ -53,6 +53,49 @@ pub struct ExportArgs {
     /// `http://localhost:4318`, a collector, Jaeger or Tempo).
     #[arg(long, value_name = "URL", conflicts_with_all = ["output", "format"])]
     otlp: Option<String>,
+    /// With --otlp: how long to keep retrying a batch the collector cannot take now (429,
+    /// 502-504, connection refused), honouring its Retry-After.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m", requires = "otlp")]
+    timeout: Duration,
+    /// With --otlp: go on where the last run to the same URL stopped (it may have been
+    /// killed): its progress is kept in the log directory while it sends.
+    #[arg(long, requires = "otlp")]
+    resume: bool,
+}
+
+/// Where `export --otlp` keeps its progress for `--resume`: a hidden file in the log
+/// directory (readers ignore files they do not know), one per collector URL.
+fn progress_path(dir: &std::path::Path, url: &str) -> PathBuf {
+    // FNV-1a: a stable name per URL.
+    let h = url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    dir.join(format!(".otlp-export-{h:016x}.progress"))
+}
+
+/// The spans an earlier run to `url` delivered, from its progress file.
+fn read_progress(path: &std::path::Path, url: &str) -> anyhow::Result<u64> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut lines = text.lines();
+    match (lines.next().and_then(|l| l.parse().ok()), lines.next()) {
+        (Some(n), Some(u)) if u == url => Ok(n),
+        _ => anyhow::bail!(
+            "{} is not a progress file of an export to {url}: delete it to start over",
+            path.display()
+        ),
+    }
+}
+
+/// Records that `delivered` spans reached `url` (written whole: a kill leaves the old or the
+/// new count, never a torn one).
+fn write_progress(path: &std::path::Path, url: &str, delivered: u64) -> std::io::Result<()> {
+    let tmp = path.with_extension("progress.tmp");
+    std::fs::write(&tmp, format!("{delivered}\n{url}\n"))?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Writes the export; a summary goes to stderr.
@@ -69,11 +112,47 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         with_data: !a.no_data,
     };
     if let Some(url) = &a.otlp {
-        let mut sender = OtlpSender::new(url);
-        let summary = export(&a.dir, &opts, &mut sender).map_err(|e| match e {
-            ExportError::Output(io) => anyhow::Error::new(io),
-            ExportError::Log(e) => anyhow::Error::new(e),
-        })?;
+        let progress = progress_path(&a.dir, url);
+        let skip = if a.resume {
+            let n = read_progress(&progress, url)?;
+            eprintln!("resuming: {n} spans were delivered to {url} by an earlier run");
+            n
+        } else {
+            0
+        };
+        let (path, u) = (progress.clone(), url.clone());
+        let mut warned = false;
+        let mut sender = OtlpSender::new(url)
+            .with_timeout(a.timeout)
+            .skip(skip)
+            .on_progress(move |n| {
+                if let Err(e) = write_progress(&path, &u, n)
+                    && !std::mem::replace(&mut warned, true)
+                {
+                    eprintln!(
+                        "framelog: cannot keep progress in {} ({e}): --resume will not be possible",
+                        path.display()
+                    );
+                }
+            });
+        let summary = match export(&a.dir, &opts, &mut sender) {
+            Ok(s) => s,
+            Err(e) => {
+                let delivered = sender.delivered();
+                let err = match e {
+                    ExportError::Output(io) => anyhow::Error::new(io),
+                    ExportError::Log(e) => anyhow::Error::new(e),
+                };
+                if delivered == 0 {
+                    return Err(err);
+                }
+                return Err(err.context(format!(
+                    "{delivered} spans were delivered; run the same command with --resume to send the rest"
+                )));
+            }
+        };
+        // Done: nothing to resume.
+        let _ = std::fs::remove_file(&progress);
         eprintln!(
             "sent {} spans to {url} ({} still open at the end, {} standing in for root frames and {} for parents not in the export)",
             sender.sent, summary.open_frames, sender.synthetic_roots, sender.synthetic_parents
