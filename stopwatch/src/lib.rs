@@ -22,7 +22,9 @@
 //! - `pool`: the bounded buffer pool and the Drop/Block buffering modes (FIFO parking).
 //! - `writer`: one writer thread per recorder (full buffers, periodic steal, dropped markers,
 //!   frame data, failure handling).
-//! - `context`, `instrument`: context propagation across threads and `.await`s.
+//! - `context`, `instrument`: context propagation across threads and `.await`s, with the
+//!   current frame: every frame records its parent (the frame current in its task, thread or
+//!   entered context; or named by hand with [`Frame::child`] / [`Context::child`]).
 //! - `connect`, `gate`: connect mode (stream to a server, suspend until resumed, session
 //!   settings applied while the program runs; `docs/PROTOCOL.md`).
 //! - [`sampling`]: fixed-probability and adaptive sampling, decided at the root frame.
