@@ -1,40 +1,107 @@
 //! The HTTP side of viewer sessions: the viewer's static files at `/`, the WebSocket at `/ws`.
 //!
-//! Each viewer's socket is served by an async task (cheap while idle) and its log reading by a
-//! thread of its own (file reads block); a bounded channel between them is all the server
-//! buffers for a viewer, so a viewer that stops reading stalls only its own thread and is
-//! disconnected once its socket has taken nothing for [`STALL_LIMIT`].
+//! One budget per server holds whatever peers do (`docs/PROTOCOL.md`, *Viewer security*):
+//!
+//! - **Who.** Every request must name this server by a loopback `Host` (`localhost`,
+//!   `127.0.0.1`, `[::1]`, any port) unless the server has a token, else 403 (no DNS
+//!   rebinding); a WebSocket upgrade that carries an `Origin` must come from this server's own
+//!   page (`http://` and the request's `Host`), else 403 (no other web page reads the log).
+//! - **Connections.** At most [`ViewerOptions::max_connections`] at once, fewer when the
+//!   open-files limit is low (descriptors are kept in reserve for the rest of the process: the
+//!   program port of `serve`). When full, a new connection takes the place of the oldest one
+//!   that has no request under way (no whole head yet, idle between requests, or a WebSocket
+//!   that has not said Hello), or else of a response whose writes have been stuck for a
+//!   second; with none of those it is answered 503. A request head must arrive whole within
+//!   [`HEAD_DEADLINE`]; a write that makes no progress for [`STALL_LIMIT`] ends its
+//!   connection.
+//! - **Viewers.** At most [`ViewerOptions::max_viewers`]; Hello within [`HELLO_DEADLINE`]; a
+//!   viewer is pinged every [`PING_EVERY`] and one that neither answers nor takes records for
+//!   [`IDLE_LIMIT`] is closed (and when viewers are full, a new one takes the place of one
+//!   silent for [`EVICTABLE_AFTER`]). What is queued for viewers is bounded in bytes, per
+//!   viewer and in all. Wrong tokens are slowed per address.
+//! - **Static files** are read once into a cache (re-read when they change) and sent in
+//!   slices of it: an unread response costs a reference, not a copy.
+//! - **Shutdown** ([`ViewerServer::close`]) stops accepting, drops connections with no
+//!   request under way, tells viewers (Close 1001), lets responses under way finish within
+//!   [`DRAIN`], then drops whatever is left: it returns within the drain whatever peers do.
+//!
+//! Each viewer's socket is served by an async task (cheap while idle) and its log reading by
+//! a thread of its own (file reads block).
 
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::{Component, Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use formats::protocol::RefuseReason;
 use formats::protocol::viewer::{
     MAX_PENDING_REQUESTS, MAX_VIEWER_MESSAGE, ToServer, ToViewer, ViewerKind,
 };
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use hyper::body::{Bytes, Frame, SizeHint};
+use hyper::server::conn::http1;
+use hyper::{Method, Request, Response, StatusCode, header};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{Notify, mpsc};
 
 use super::ViewerSession;
+use super::limits::{Admit, ByteBudget, Held, LogLimit, TokenThrottle};
+use super::ws::{Incoming, PROTOCOL_ERROR, ReadError, WebSocket};
 use crate::error::{Error, Result};
 use crate::secret::same_secret;
 
 /// A viewer must say Hello within this time.
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(10);
+/// A request head must arrive whole within this time (from the connection's start, or from
+/// the end of the previous response).
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(10);
 /// A viewer whose socket takes no bytes for this long is disconnected.
 pub const STALL_LIMIT: Duration = Duration::from_secs(30);
+/// A viewer is pinged when nothing was sent to it for this long.
+pub const PING_EVERY: Duration = Duration::from_secs(5);
+/// A viewer that has neither sent anything (a pong, a request) nor taken records for this
+/// long is closed.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(20);
+/// When every viewer slot is taken, a new viewer takes the place of one silent this long
+/// (it left a ping unanswered).
+pub const EVICTABLE_AFTER: Duration = Duration::from_secs(8);
+/// At shutdown, responses under way and viewers' closing handshakes get this long.
+pub const DRAIN: Duration = Duration::from_secs(5);
 /// Viewers served at once unless told otherwise.
 pub const DEFAULT_MAX_VIEWERS: usize = 64;
+/// HTTP connections (viewers included) served at once unless told otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// Bytes queued for one viewer (a larger message goes alone).
+pub const VIEWER_QUEUE_BYTES: usize = 4 << 20;
+/// Bytes queued for all viewers together.
+pub const ALL_VIEWERS_QUEUE_BYTES: usize = 64 << 20;
+/// Descriptors a viewer's session may hold besides its socket (log segment, data and index
+/// files), for the open-files budget.
+const FILES_PER_VIEWER: u64 = 8;
 /// Encoded messages queued between a viewer's reading thread and its socket.
 const QUEUE: usize = 4;
 /// How often an idle session looks for new records (the live latency's floor).
 const POLL: Duration = Duration::from_millis(20);
+/// How long a closing server waits for the viewer's side of the closing handshake.
+const CLOSE_HANDSHAKE: Duration = Duration::from_secs(2);
+/// Connections killed to make room but not yet gone, at most (beyond: 503).
+const SLACK: usize = 64;
+/// Largest request head (hyper answers 431 beyond; URIs over 64 KiB get 414).
+const MAX_HEAD: usize = 96 << 10;
+/// Static files are sent in slices of this size.
+const CHUNK: usize = 64 << 10;
+/// Bytes of static files kept in memory (beyond, files are read as they are sent).
+const CACHE_BYTES: u64 = 64 << 20;
+/// A write that makes no progress for this long fails (a backstop for responses; viewers
+/// are cut at [`STALL_LIMIT`] with a reason first).
+const WRITE_STALL: Duration = Duration::from_secs(35);
 
 /// What a viewer server serves and to whom.
 #[derive(Clone)]
@@ -48,6 +115,12 @@ pub struct ViewerOptions {
     pub token: Option<String>,
     /// Viewers served at once; more are refused as busy.
     pub max_viewers: usize,
+    /// HTTP connections served at once (viewers included).
+    pub max_connections: usize,
+    /// Open files kept for the rest of the process: the server takes no more connections
+    /// (and viewers, which open log files) than leave this many descriptors under the
+    /// open-files limit.
+    pub fd_reserve: u64,
     /// Whether this process records the log (`serve`) rather than only reads it (`view`).
     pub recording: bool,
     /// Where one-line notes go (refusals, disconnections).
@@ -62,6 +135,8 @@ impl ViewerOptions {
             web_root: None,
             token: None,
             max_viewers: DEFAULT_MAX_VIEWERS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            fd_reserve: 64,
             recording: false,
             log: Arc::new(|_| {}),
         }
@@ -71,13 +146,214 @@ impl ViewerOptions {
 /// A running viewer server; stops when closed or dropped.
 pub struct ViewerServer {
     addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
+    shared: Arc<Shared>,
+    caps: (usize, usize),
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A one-way switch tasks can wait for.
+struct Flag {
+    set: AtomicBool,
+    notify: Notify,
+}
+
+impl Flag {
+    fn new() -> Self {
+        Self {
+            set: AtomicBool::new(false),
+            notify: Notify::new(),
+        }
+    }
+
+    fn raise(&self) {
+        self.set.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    fn is_set(&self) -> bool {
+        self.set.load(Ordering::SeqCst)
+    }
+
+    async fn wait(&self) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.is_set() {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// Where a connection is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+enum Phase {
+    /// No request under way: its head is not whole yet, or it is idle between requests.
+    Waiting = 0,
+    /// A request is being answered.
+    Busy = 1,
+    /// A WebSocket that has not said Hello (or is being checked).
+    Upgraded = 2,
+    /// A viewer.
+    Viewer = 3,
+}
+
+/// One connection, as the budget sees it.
+struct Entry {
+    id: u64,
+    phase: AtomicU8,
+    /// When the phase last changed (ms since the server's epoch).
+    since: AtomicU64,
+    /// Since when its writes have made no progress (0: they do).
+    stalled: AtomicU64,
+    /// When a viewer last sent something or took records.
+    active: AtomicU64,
+    kill: Flag,
+}
+
+impl Entry {
+    fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            0 => Phase::Waiting,
+            1 => Phase::Busy,
+            2 => Phase::Upgraded,
+            _ => Phase::Viewer,
+        }
+    }
+
+    fn set_phase(&self, p: Phase, now: u64) {
+        self.phase.store(p as u8, Ordering::Release);
+        self.since.store(now, Ordering::Release);
+    }
 }
 
 struct Shared {
     opts: ViewerOptions,
-    slots: Arc<Semaphore>,
+    epoch: Instant,
+    conns: Mutex<HashMap<u64, Arc<Entry>>>,
+    next_id: AtomicU64,
+    max_connections: usize,
+    max_viewers: usize,
+    /// The open-files limit and the descriptors the HTTP side may not take from it.
+    fd_limit: Option<u64>,
+    /// Open descriptors, sampled (at most every 250 ms) while the server is full.
+    fd_open: AtomicU64,
+    fd_sampled: AtomicU64,
+    stop: Flag,
+    all_queued: Arc<ByteBudget>,
+    throttle: TokenThrottle,
+    notes: LogLimit,
+    cache: Cache,
+    http: http1::Builder,
+}
+
+impl Shared {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    fn log(&self, line: &str) {
+        (self.opts.log)(line);
+    }
+
+    /// A note about a peer, rate-limited (a flood of peers cannot flood the log).
+    fn note(&self, line: &str) {
+        self.notes.log(&*self.opts.log, line);
+    }
+
+    /// Whether open descriptors come close to the limit (sampled; only asked when full or
+    /// every 256 connections).
+    fn fds_short(&self, now: u64) -> bool {
+        let Some(limit) = self.fd_limit else {
+            return false;
+        };
+        if now.saturating_sub(self.fd_sampled.load(Ordering::Relaxed)) >= 250 {
+            self.fd_open
+                .store(super::limits::open_files(), Ordering::Relaxed);
+            self.fd_sampled.store(now, Ordering::Relaxed);
+        }
+        self.fd_open.load(Ordering::Relaxed) + self.opts.fd_reserve / 2 >= limit
+    }
+
+    /// Takes a new connection into the budget, making room if it must; `None`: refuse it.
+    fn admit(&self) -> Option<Arc<Entry>> {
+        let now = self.now();
+        let mut conns = self.conns.lock();
+        let live = conns.values().filter(|e| !e.kill.is_set()).count();
+        if live >= self.max_connections || (live % 256 == 255 && self.fds_short(now)) {
+            if conns.len() >= self.max_connections + SLACK {
+                return None;
+            }
+            let victim = conns
+                .values()
+                .filter(|e| !e.kill.is_set())
+                .filter_map(|e| match e.phase() {
+                    Phase::Waiting | Phase::Upgraded => {
+                        Some((0, e.since.load(Ordering::Acquire), e))
+                    }
+                    Phase::Busy => {
+                        let s = e.stalled.load(Ordering::Acquire);
+                        (s != 0 && now.saturating_sub(s) >= 1000).then_some((1, s, e))
+                    }
+                    Phase::Viewer => None,
+                })
+                .min_by_key(|(rank, at, _)| (*rank, *at))
+                .map(|(_, _, e)| e.clone())?;
+            victim.kill.raise();
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let e = Arc::new(Entry {
+            id,
+            phase: AtomicU8::new(Phase::Waiting as u8),
+            since: AtomicU64::new(now),
+            stalled: AtomicU64::new(0),
+            active: AtomicU64::new(now),
+            kill: Flag::new(),
+        });
+        conns.insert(id, e.clone());
+        Some(e)
+    }
+
+    /// Makes `entry` a viewer if a viewer slot is free or can be freed (from a viewer
+    /// silent for [`EVICTABLE_AFTER`]).
+    fn admit_viewer(&self, entry: &Entry) -> bool {
+        let now = self.now();
+        let conns = self.conns.lock();
+        let viewers = || {
+            conns
+                .values()
+                .filter(|e| !e.kill.is_set() && e.phase() == Phase::Viewer)
+        };
+        if viewers().count() >= self.max_viewers {
+            let silent = EVICTABLE_AFTER.as_millis() as u64;
+            let Some(victim) = viewers()
+                .map(|e| (e.active.load(Ordering::Acquire), e))
+                .filter(|(at, _)| now.saturating_sub(*at) >= silent)
+                .min_by_key(|(at, _)| *at)
+                .map(|(_, e)| e)
+            else {
+                return false;
+            };
+            victim.kill.raise();
+        }
+        entry.active.store(now, Ordering::Release);
+        entry.set_phase(Phase::Viewer, now);
+        true
+    }
+}
+
+/// A connection's place in the budget; leaves it when the last holder drops it (the HTTP
+/// connection, then the WebSocket task if it was upgraded).
+struct Slot {
+    shared: Arc<Shared>,
+    entry: Arc<Entry>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.shared.conns.lock().remove(&self.entry.id);
+    }
 }
 
 impl ViewerServer {
@@ -103,34 +379,60 @@ impl ViewerServer {
             .enable_time()
             .build()
             .map_err(|e| Error::io(addr, e))?;
+        // The open-files budget: what the limit leaves after the descriptors open now and
+        // the reserve; a viewer counts for its socket and its log files.
+        let fd_limit = super::limits::open_files_limit();
+        let (max_connections, max_viewers) = match fd_limit {
+            Some(limit) => {
+                let budget = limit
+                    .saturating_sub(super::limits::open_files() + opts.fd_reserve)
+                    .max(8);
+                let viewers = (opts.max_viewers as u64)
+                    .min(budget / (2 * (FILES_PER_VIEWER + 1)))
+                    .max(1);
+                let conns = (opts.max_connections as u64)
+                    .min(budget - (viewers * FILES_PER_VIEWER).min(budget - 4))
+                    .max(viewers.min(4));
+                (conns as usize, viewers as usize)
+            }
+            None => (opts.max_connections, opts.max_viewers),
+        };
+        let (max_connections, max_viewers) = (max_connections.max(1), max_viewers.max(1));
+        let mut http = http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(HEAD_DEADLINE)
+            .max_buf_size(MAX_HEAD)
+            .keep_alive(true);
         let shared = Arc::new(Shared {
-            slots: Arc::new(Semaphore::new(opts.max_viewers.max(1))),
+            epoch: Instant::now(),
+            conns: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            max_connections,
+            max_viewers,
+            fd_limit,
+            fd_open: AtomicU64::new(0),
+            fd_sampled: AtomicU64::new(0),
+            stop: Flag::new(),
+            all_queued: ByteBudget::new(ALL_VIEWERS_QUEUE_BYTES),
+            throttle: TokenThrottle::new(),
+            notes: LogLimit::new(),
+            cache: Cache::default(),
+            http,
             opts,
         });
-        let app = axum::Router::new()
-            .route("/ws", get(upgrade))
-            .route("/", get(index))
-            .route("/{*path}", get(static_file))
-            .with_state(shared);
-        let (stop, stopped) = oneshot::channel::<()>();
+        let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("framelog-viewers".into())
             .spawn(move || {
-                runtime.block_on(async move {
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
-                            let _ = stopped.await;
-                        })
-                        .await;
-                });
+                runtime.block_on(serve(s, listener));
+                // Tasks left are dropped here (their sockets close); nothing blocks.
+                runtime.shutdown_timeout(Duration::from_millis(200));
             })
             .map_err(|e| Error::io(addr, e))?;
         Ok(Self {
             addr: local,
-            stop: Some(stop),
+            shared,
+            caps: (max_connections, max_viewers),
             thread: Some(thread),
         })
     }
@@ -140,15 +442,26 @@ impl ViewerServer {
         self.addr
     }
 
-    /// Stops accepting and ends every viewer's connection.
+    /// Connections and viewers it serves at once (the options, lowered to fit the
+    /// open-files limit).
+    pub fn capacity(&self) -> (usize, usize) {
+        self.caps
+    }
+
+    /// Starts shutting down without waiting: stops accepting, tells viewers, and lets
+    /// responses under way finish within [`DRAIN`].
+    pub fn begin_close(&self) {
+        self.shared.stop.raise();
+    }
+
+    /// Shuts down and waits: returns within [`DRAIN`] (and a moment) of the first
+    /// [`ViewerServer::begin_close`] or of this call, whatever peers are doing.
     pub fn close(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.shared.stop.raise();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -161,226 +474,995 @@ impl Drop for ViewerServer {
     }
 }
 
-async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Arc<Shared>>) -> Response {
-    ws.max_message_size(MAX_VIEWER_MESSAGE)
-        .max_frame_size(MAX_VIEWER_MESSAGE)
-        .on_upgrade(move |socket| viewer(socket, shared))
-}
-
-/// Sends one encoded message, or gives up after [`STALL_LIMIT`].
-async fn send(socket: &mut WebSocket, bytes: Vec<u8>) -> std::result::Result<(), &'static str> {
-    match tokio::time::timeout(STALL_LIMIT, socket.send(Message::Binary(bytes.into()))).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err("connection lost"),
-        Err(_) => Err("viewer stopped reading"),
-    }
-}
-
-async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
-    let frame = CloseFrame {
-        code,
-        reason: reason.chars().take(120).collect::<String>().into(),
-    };
-    let sent = tokio::time::timeout(
-        Duration::from_secs(1),
-        socket.send(Message::Close(Some(frame))),
-    )
-    .await;
-    if !matches!(sent, Ok(Ok(()))) {
+/// The accept loop, then the drain.
+async fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        shared.log("cannot serve viewers: the listener cannot be registered");
         return;
-    }
-    // The closing handshake: read what the viewer sent meanwhile, up to its own Close. A
-    // socket dropped with unread bytes (a viewer sends Read and Credit right after Hello, and
-    // a refusal reads only the Hello) is reset by the kernel, and the viewer may then lose
-    // what it had not read yet: the Refused message and this Close. A browser showed a bare
-    // "closed the connection" instead of asking for the token, one run in ~13. Bounded, for
-    // a viewer that never answers.
-    let _ = tokio::time::timeout(CLOSE_HANDSHAKE, async {
-        while let Some(Ok(m)) = socket.recv().await {
-            if matches!(m, Message::Close(_)) {
-                break;
+    };
+    let mut failures = 0u64;
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = shared.stop.wait() => break,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                failures = 0;
+                let _ = stream.set_nodelay(true);
+                match shared.admit() {
+                    Some(entry) => {
+                        let slot = Arc::new(Slot {
+                            shared: shared.clone(),
+                            entry,
+                        });
+                        tokio::spawn(connection(slot, stream, peer));
+                    }
+                    None => {
+                        refuse_busy(stream);
+                        shared.note(&format!(
+                            "refused a connection from {peer}: {} connections open already",
+                            shared.max_connections
+                        ));
+                    }
+                }
+            }
+            Err(e) => {
+                // Out of descriptors, mostly: wait a little (the budget frees some).
+                failures += 1;
+                if failures == 1 {
+                    shared.note(&format!("accept failed: {e}"));
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    () = shared.stop.wait() => break,
+                }
             }
         }
-    })
-    .await;
-}
-
-/// How long a closing server waits for the viewer's side of the closing handshake.
-const CLOSE_HANDSHAKE: Duration = Duration::from_secs(2);
-
-async fn refuse(socket: &mut WebSocket, reason: RefuseReason, text: &str) {
-    let mut out = Vec::new();
-    ToViewer::Refused {
-        reason,
-        text: text.into(),
     }
-    .encode(&mut out);
-    let _ = send(socket, out).await;
-    close(socket, 1008, text).await;
+    drop(listener);
+    // Connections see the stop themselves: those with no request under way end at once,
+    // viewers are sent Close 1001, responses under way finish. Past the drain, all go.
+    let until = tokio::time::Instant::now() + DRAIN;
+    while !shared.conns.lock().is_empty() && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for e in shared.conns.lock().values() {
+        e.kill.raise();
+    }
+    let until = tokio::time::Instant::now() + Duration::from_millis(500);
+    while !shared.conns.lock().is_empty() && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
-/// Close code for a protocol error.
-const PROTOCOL_ERROR: u16 = 1002;
+/// Answers a connection over the budget with 503 and closes it, without reading it.
+fn refuse_busy(stream: tokio::net::TcpStream) {
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
+Retry-After: 1\r\nConnection: close\r\nContent-Length: 48\r\n\r\n\
+the viewer server is busy: too many connections\n";
+    // Bytes it already sent, read so the close does not turn into a reset that loses the
+    // answer; the answer fits the socket's buffer.
+    let mut buf = [0u8; 4096];
+    let _ = stream.try_read(&mut buf);
+    let _ = stream.try_write(BUSY);
+}
+
+/// Serves one HTTP connection until it ends, is killed, or the server stops.
+async fn connection(slot: Arc<Slot>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let entry = slot.entry.clone();
+    let shared = slot.shared.clone();
+    let io = TokioIo::new(Guarded {
+        io: stream,
+        entry: entry.clone(),
+        epoch: shared.epoch,
+        stall: None,
+    });
+    let svc_slot = slot.clone();
+    let svc = hyper::service::service_fn(move |req| {
+        let slot = svc_slot.clone();
+        async move { Ok::<_, Infallible>(answer(&slot, peer, req)) }
+    });
+    let conn = shared.http.serve_connection(io, svc).with_upgrades();
+    tokio::pin!(conn);
+    drop(slot);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = entry.kill.wait() => return,
+        () = shared.stop.wait() => {}
+    }
+    // Stopping: a connection with no request under way ends now; a response under way may
+    // finish (within the drain, when the server kills what is left).
+    if entry.phase() != Phase::Busy {
+        return;
+    }
+    conn.as_mut().graceful_shutdown();
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = entry.kill.wait() => {}
+    }
+}
+
+/// A connection's socket, reporting write stalls to the budget and failing a write that
+/// makes no progress for [`WRITE_STALL`].
+struct Guarded {
+    io: tokio::net::TcpStream,
+    entry: Arc<Entry>,
+    epoch: Instant,
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Guarded {
+    fn wrote<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match r {
+            Poll::Ready(r) => {
+                if self.stall.take().is_some() {
+                    self.entry.stalled.store(0, Ordering::Release);
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                let (entry, epoch) = (&self.entry, self.epoch);
+                let stall = self.stall.get_or_insert_with(|| {
+                    entry
+                        .stalled
+                        .store(epoch.elapsed().as_millis() as u64 + 1, Ordering::Release);
+                    Box::pin(tokio::time::sleep(WRITE_STALL))
+                });
+                if stall.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the peer took nothing for 35 s",
+                    )));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl AsyncRead for Guarded {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Guarded {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.wrote(cx, r)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.wrote(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+/// Whether `host` (a `Host` header's value) names this machine's loopback: `localhost`, or
+/// a loopback address literal, with any port.
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        // `[::1]:8080`
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(n, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                n
+            } else {
+                host
+            }
+        }),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `host[:port]` as (lower-case host, port), port 80 when absent.
+fn host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (h, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None if after.is_empty() => 80,
+            None => return None,
+        };
+        (format!("[{h}]"), port)
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), p.parse().ok()?),
+            None => (s.to_owned(), 80),
+        }
+    };
+    (!host.is_empty()).then(|| (host.to_ascii_lowercase(), port))
+}
+
+/// Whether a WebSocket upgrade's `Origin` is the page this server serves at `Host`.
+fn same_origin(origin: &str, host: &str) -> bool {
+    let Some(rest) = origin.strip_prefix("http://") else {
+        return false;
+    };
+    host_port(rest).is_some_and(|o| host_port(host).is_some_and(|h| o == h))
+}
+
+/// The response to one request.
+fn answer(
+    slot: &Arc<Slot>,
+    peer: SocketAddr,
+    mut req: Request<hyper::body::Incoming>,
+) -> Response<Body> {
+    let shared = &slot.shared;
+    let entry = &slot.entry;
+    entry.set_phase(Phase::Busy, shared.now());
+    let busy = BusyGuard(Some(slot.clone()));
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            req.headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    let token = shared.opts.token.as_deref().is_some_and(|t| !t.is_empty());
+    if !token && !loopback_host(&host) {
+        shared.note(&format!(
+            "refused a request from {peer}: Host {:?} is not this server's (it answers \
+             localhost and loopback addresses only, or any name with --token)",
+            formats::protocol::printable(&host)
+        ));
+        return text(
+            StatusCode::FORBIDDEN,
+            "this server answers only to localhost and loopback addresses (no --token set)\n",
+            busy,
+        );
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n", busy);
+    }
+    let path = req.uri().path().to_owned();
+    if path == "/ws" {
+        return upgrade(slot, peer, &host, &mut req, busy);
+    }
+    let Some(rel) = decode_path(&path) else {
+        return text(StatusCode::BAD_REQUEST, "a malformed path\n", busy);
+    };
+    let file = match (&shared.opts.web_root, rel.as_os_str().is_empty()) {
+        (None, true) => {
+            return Response::builder()
+                .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
+                .body(Body::bytes(
+                    Bytes::from_static(NOT_BUILT_PAGE.as_bytes()),
+                    busy,
+                ))
+                .unwrap_or_else(|_| Response::new(Body::empty()));
+        }
+        (None, false) => return text(StatusCode::NOT_FOUND, "not found\n", busy),
+        (Some(root), true) => root.join("index.html"),
+        (Some(root), false) => root.join(&rel),
+    };
+    match shared.cache.open(&file) {
+        Ok((kind, len)) => {
+            let body = if req.method() == Method::HEAD {
+                Body::empty()
+            } else {
+                Body { kind, busy }
+            };
+            Response::builder()
+                .header(header::CONTENT_TYPE, content_type(&file))
+                .header(header::CONTENT_LENGTH, len)
+                .header(header::CACHE_CONTROL, "no-cache")
+                .body(body)
+                .unwrap_or_else(|_| Response::new(Body::empty()))
+        }
+        Err(_) => text(StatusCode::NOT_FOUND, "not found\n", busy),
+    }
+}
+
+/// A URL path as a relative file path below the web root: percent-decoded, only plain
+/// names (no `..`, no absolute parts, no NUL); `None` if it is anything else. `/` is the
+/// empty path.
+fn decode_path(path: &str) -> Option<PathBuf> {
+    let raw = path.strip_prefix('/')?;
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut it = raw.bytes();
+    while let Some(b) = it.next() {
+        if b == b'%' {
+            let hex = [it.next()?, it.next()?];
+            let s = std::str::from_utf8(&hex).ok()?;
+            bytes.push(u8::from_str_radix(s, 16).ok()?);
+        } else {
+            bytes.push(b);
+        }
+    }
+    let s = String::from_utf8(bytes).ok()?;
+    if s.contains('\0') || s.contains('\\') {
+        return None;
+    }
+    let rel = PathBuf::from(s);
+    rel.components()
+        .all(|c| matches!(c, Component::Normal(_)))
+        .then_some(rel)
+}
+
+/// A small text answer.
+fn text(status: StatusCode, body: &'static str, busy: BusyGuard) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Body::bytes(Bytes::from_static(body.as_bytes()), busy))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+/// Whether header `name` lists `token` (comma-separated, case-insensitive).
+fn lists(req: &Request<hyper::body::Incoming>, name: header::HeaderName, token: &str) -> bool {
+    req.headers().get_all(name).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    })
+}
+
+/// `GET /ws`: checks the origin and the handshake, answers 101 and starts the viewer.
+fn upgrade(
+    slot: &Arc<Slot>,
+    peer: SocketAddr,
+    host: &str,
+    req: &mut Request<hyper::body::Incoming>,
+    busy: BusyGuard,
+) -> Response<Body> {
+    let shared = &slot.shared;
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !same_origin(origin, host) {
+            shared.note(&format!(
+                "refused a WebSocket from {peer}: Origin {:?} is not this server's page \
+                 (http://{})",
+                formats::protocol::printable(origin),
+                formats::protocol::printable(host)
+            ));
+            return text(
+                StatusCode::FORBIDDEN,
+                "WebSockets are served only to this server's own page\n",
+                busy,
+            );
+        }
+    }
+    if !lists(req, header::UPGRADE, "websocket") || !lists(req, header::CONNECTION, "upgrade") {
+        return Response::builder()
+            .status(StatusCode::UPGRADE_REQUIRED)
+            .header(header::UPGRADE, "websocket")
+            .header(header::CONNECTION, "Upgrade")
+            .body(Body::bytes(
+                Bytes::from_static(b"a WebSocket upgrade is expected here\n"),
+                busy,
+            ))
+            .unwrap_or_else(|_| Response::new(Body::empty()));
+    }
+    if req
+        .headers()
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .is_none_or(|v| v.as_bytes() != b"13")
+    {
+        return Response::builder()
+            .status(StatusCode::UPGRADE_REQUIRED)
+            .header(header::SEC_WEBSOCKET_VERSION, "13")
+            .body(Body::bytes(
+                Bytes::from_static(b"WebSocket version 13 only\n"),
+                busy,
+            ))
+            .unwrap_or_else(|_| Response::new(Body::empty()));
+    }
+    let Some(key) = req
+        .headers()
+        .get(header::SEC_WEBSOCKET_KEY)
+        .filter(|k| super::ws::valid_key(k.as_bytes()))
+    else {
+        return text(StatusCode::BAD_REQUEST, "a bad Sec-WebSocket-Key\n", busy);
+    };
+    let accept = super::ws::accept_key(key.as_bytes());
+    let on_upgrade = hyper::upgrade::on(req);
+    slot.entry.set_phase(Phase::Upgraded, shared.now());
+    tokio::spawn(viewer_task(slot.clone(), peer, on_upgrade));
+    drop(busy);
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::UPGRADE, "websocket")
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept)
+        .body(Body::empty())
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+/// Marks its connection as waiting again (no request under way) once the response is
+/// sent, unless it became a WebSocket meanwhile.
+struct BusyGuard(Option<Arc<Slot>>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0.take()
+            && slot.entry.phase() == Phase::Busy
+        {
+            slot.entry.set_phase(Phase::Waiting, slot.shared.now());
+        }
+    }
+}
+
+/// A response body: nothing, bytes sent in slices, or a file read as it is sent.
+struct Body {
+    kind: BodyKind,
+    busy: BusyGuard,
+}
+
+enum BodyKind {
+    Empty,
+    Bytes(Bytes),
+    File(std::fs::File, u64),
+}
+
+impl Body {
+    fn empty() -> Self {
+        Self {
+            kind: BodyKind::Empty,
+            busy: BusyGuard(None),
+        }
+    }
+
+    fn bytes(b: Bytes, busy: BusyGuard) -> Self {
+        Self {
+            kind: BodyKind::Bytes(b),
+            busy,
+        }
+    }
+}
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        let this = self.get_mut();
+        let chunk = match &mut this.kind {
+            BodyKind::Empty => None,
+            BodyKind::Bytes(b) if b.is_empty() => None,
+            BodyKind::Bytes(b) => Some(Ok(b.split_to(b.len().min(CHUNK)))),
+            BodyKind::File(_, 0) => None,
+            BodyKind::File(f, left) => {
+                use std::io::Read;
+                let mut buf = vec![0u8; (*left).min(CHUNK as u64) as usize];
+                match f.read(&mut buf) {
+                    Ok(0) => Some(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the file was cut while it was being sent",
+                    ))),
+                    Ok(n) => {
+                        buf.truncate(n);
+                        *left -= n as u64;
+                        Some(Ok(Bytes::from(buf)))
+                    }
+                    Err(e) => Some(Err(e)),
+                }
+            }
+        };
+        match chunk {
+            Some(c) => Poll::Ready(Some(c.map(Frame::data))),
+            None => {
+                this.busy.0.take();
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            BodyKind::Empty => true,
+            BodyKind::Bytes(b) => b.is_empty(),
+            BodyKind::File(_, left) => *left == 0,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(match &self.kind {
+            BodyKind::Empty => 0,
+            BodyKind::Bytes(b) => b.len() as u64,
+            BodyKind::File(_, left) => *left,
+        })
+    }
+}
+
+/// Static files read once and kept while they do not change on disk (up to
+/// [`CACHE_BYTES`]; a file that does not fit is read as it is sent).
+#[derive(Default)]
+struct Cache {
+    files: Mutex<HashMap<PathBuf, Cached>>,
+}
+
+struct Cached {
+    bytes: Bytes,
+    modified: Option<SystemTime>,
+}
+
+impl Cache {
+    /// The file's body and length.
+    fn open(&self, path: &Path) -> io::Result<(BodyKind, u64)> {
+        let meta = std::fs::metadata(path)?;
+        if !meta.is_file() {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        let modified = meta.modified().ok();
+        let mut files = self.files.lock();
+        if let Some(c) = files.get(path)
+            && c.bytes.len() as u64 == meta.len()
+            && c.modified == modified
+        {
+            return Ok((BodyKind::Bytes(c.bytes.clone()), meta.len()));
+        }
+        let held: u64 = files
+            .iter()
+            .filter(|(p, _)| p.as_path() != path)
+            .map(|(_, c)| c.bytes.len() as u64)
+            .sum();
+        if held + meta.len() <= CACHE_BYTES {
+            let bytes = Bytes::from(std::fs::read(path)?);
+            let len = bytes.len() as u64;
+            files.insert(
+                path.to_owned(),
+                Cached {
+                    bytes: bytes.clone(),
+                    modified,
+                },
+            );
+            return Ok((BodyKind::Bytes(bytes), len));
+        }
+        drop(files);
+        let f = std::fs::File::open(path)?;
+        Ok((BodyKind::File(f, meta.len()), meta.len()))
+    }
+}
+
+/// The content type browsers need (WebAssembly must be `application/wasm` to stream).
+fn content_type(path: &Path) -> &'static str {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript",
+        Some("wasm") => "application/wasm",
+        Some("css") => "text/css",
+        Some("json") => "application/json",
+        Some("png") => "image/png",
+        Some("svg") => "image/svg+xml",
+        _ => "application/octet-stream",
+    }
+}
+
+const NOT_BUILT_PAGE: &str = "<!doctype html><meta charset=utf-8><title>framelog</title>\
+<p>This framelog server streams its log to viewers at <code>/ws</code>, but the browser \
+viewer is not built. Build it (see the README, <em>The debugger in a browser</em>) and pass \
+<code>--web DIR</code>, or open the log with <code>debugger-gui ws://HOST:PORT/ws</code>.";
+
 /// Close code for a policy violation (a viewer that stopped reading, too many requests).
 const POLICY: u16 = 1008;
+/// Close code when the server goes away.
+const GOING_AWAY: u16 = 1001;
 
-async fn viewer(mut socket: WebSocket, shared: Arc<Shared>) {
-    let opts = &shared.opts;
-    let Ok(_slot) = shared.slots.clone().try_acquire_owned() else {
-        refuse(
-            &mut socket,
-            RefuseReason::Busy,
-            "too many viewers; try again later",
-        )
-        .await;
-        return;
-    };
-    let hello = match tokio::time::timeout(HELLO_DEADLINE, socket.recv()).await {
-        Ok(Some(Ok(Message::Binary(b)))) => ToServer::decode(&b),
-        Ok(_) => return,
-        Err(_) => {
-            close(&mut socket, POLICY, "no Hello within 10 seconds").await;
-            return;
-        }
-    };
-    let hello = match hello {
-        Ok(ToServer::Hello(h)) => h,
-        Ok(_) => {
-            close(
-                &mut socket,
-                PROTOCOL_ERROR,
-                "the first message must be Hello",
-            )
-            .await;
-            return;
-        }
-        Err(e) => {
-            close(&mut socket, PROTOCOL_ERROR, &e.to_string()).await;
-            return;
-        }
-    };
-    if let Some(token) = opts.token.as_deref().filter(|t| !t.is_empty())
-        && !same_secret(token.as_bytes(), hello.token.as_bytes())
-    {
-        (opts.log)("viewer refused: wrong or missing token");
-        refuse(
-            &mut socket,
-            RefuseReason::Token,
-            "this server needs its token",
-        )
-        .await;
-        return;
-    }
-    let needed = [
-        ViewerKind::Welcome,
-        ViewerKind::Records,
-        ViewerKind::Damage,
-        ViewerKind::Status,
-        ViewerKind::DataReply,
-    ];
-    if let Some(k) = needed.iter().find(|k| {
-        !hello
-            .kinds
-            .iter()
-            .any(|(kind, v)| *kind == **k as u8 && *v >= 1)
-    }) {
-        let text = format!("the viewer does not understand {k:?} version 1: update the viewer");
-        refuse(&mut socket, RefuseReason::ProtocolVersion, &text).await;
-        return;
-    }
-    let mut out = Vec::new();
-    ToViewer::Welcome {
-        recording: opts.recording,
-        name: opts.dir.display().to_string(),
-    }
-    .encode(&mut out);
-    if send(&mut socket, out).await.is_err() {
-        return;
-    }
+type Socket = WebSocket<TokioIo<hyper::upgrade::Upgraded>>;
 
-    // A viewer that reads Records version 2 gets each frame's recorded parent; an older one
-    // gets the same starts without it (PROTOCOL.md, Records version 2).
-    let parents = hello.kinds.iter().any(|&(kind, v)| {
-        kind == ViewerKind::Records as u8 && v >= formats::protocol::viewer::RECORDS_WITH_PARENTS
-    });
-    let (cmd_tx, cmd_rx) = std::sync::mpsc::sync_channel::<ToServer>(MAX_PENDING_REQUESTS + 8);
-    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let dir = opts.dir.clone();
-    let reader = std::thread::Builder::new()
-        .name("framelog-viewer".into())
-        .spawn(move || run_session(&dir, parents, &cmd_rx, &out_tx));
-    if reader.is_err() {
-        close(&mut socket, 1011, "the server cannot start a reader").await;
+/// Waits for the upgrade to complete, then serves the viewer.
+async fn viewer_task(slot: Arc<Slot>, peer: SocketAddr, on_upgrade: hyper::upgrade::OnUpgrade) {
+    let entry = slot.entry.clone();
+    let upgraded = tokio::select! {
+        u = on_upgrade => u,
+        () = entry.kill.wait() => return,
+    };
+    let Ok(upgraded) = upgraded else {
         return;
+    };
+    let mut ws = WebSocket::new(TokioIo::new(upgraded), MAX_VIEWER_MESSAGE);
+    let mut v = Viewer {
+        slot: &slot,
+        peer,
+        last_sent: Instant::now(),
+    };
+    tokio::select! {
+        () = v.serve(&mut ws) => {}
+        () = entry.kill.wait() => {}
     }
-    let mut pending = 0usize;
-    loop {
-        tokio::select! {
-            incoming = socket.recv() => {
-                let bytes = match incoming {
-                    Some(Ok(Message::Binary(b))) => b,
-                    Some(Ok(Message::Text(_))) => {
-                        close(&mut socket, PROTOCOL_ERROR, "text messages are not part of the protocol").await;
-                        break;
-                    }
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                    _ => break,
-                };
-                let msg = match ToServer::decode(&bytes) {
-                    Ok(ToServer::Hello(_)) => {
-                        close(&mut socket, PROTOCOL_ERROR, "Hello sent twice").await;
-                        break;
-                    }
-                    Ok(m) => m,
-                    Err(e) => {
-                        close(&mut socket, PROTOCOL_ERROR, &e.to_string()).await;
-                        break;
-                    }
-                };
-                if matches!(msg, ToServer::DataRequest { .. }) {
-                    pending += 1;
-                    if pending > MAX_PENDING_REQUESTS {
-                        close(&mut socket, POLICY, "more than 64 data requests unanswered").await;
-                        break;
-                    }
-                }
-                if cmd_tx.try_send(msg).is_err() {
-                    close(&mut socket, POLICY, "too many requests at once").await;
-                    break;
-                }
-            }
-            outgoing = out_rx.recv() => {
-                let Some(bytes) = outgoing else { break };
-                if bytes.first() == Some(&(ViewerKind::DataReply as u8)) {
-                    pending = pending.saturating_sub(1);
-                }
-                if let Err(why) = send(&mut socket, bytes).await {
-                    if why == "viewer stopped reading" {
-                        (opts.log)("viewer disconnected: it stopped reading");
-                        close(&mut socket, POLICY, why).await;
-                    }
-                    break;
-                }
-            }
-        }
-    }
-    // Dropping the command sender ends the session thread at its next look.
 }
 
-/// One viewer's reading thread: follows its commands, streams what its credit allows, and
+/// One viewer's connection.
+struct Viewer<'a> {
+    slot: &'a Arc<Slot>,
+    peer: SocketAddr,
+    /// When something was last written to it (pings are sent when nothing was for a while).
+    last_sent: Instant,
+}
+
+/// What came from a viewer.
+enum Event {
+    /// A binary message.
+    Message(Vec<u8>),
+    Ping(Vec<u8>),
+    Closed(Option<u16>),
+    /// A protocol violation, said how.
+    Violation(String),
+    /// The socket closed or failed.
+    Gone,
+}
+
+impl Viewer<'_> {
+    fn shared(&self) -> &Shared {
+        &self.slot.shared
+    }
+
+    /// Sends one message, or gives up after [`STALL_LIMIT`] with the reason.
+    async fn send(
+        &mut self,
+        ws: &mut Socket,
+        bytes: &[u8],
+    ) -> std::result::Result<(), &'static str> {
+        match tokio::time::timeout(STALL_LIMIT, ws.send_binary(bytes)).await {
+            Ok(Ok(())) => {
+                self.last_sent = Instant::now();
+                Ok(())
+            }
+            Ok(Err(_)) => Err("connection lost"),
+            Err(_) => Err("viewer stopped reading"),
+        }
+    }
+
+    /// Sends a close frame, then reads what the viewer sent meanwhile, up to its own Close
+    /// (bounded): a socket dropped with unread bytes (a viewer sends Read and Credit right
+    /// after Hello, and a refusal reads only the Hello) is reset by the kernel, and the
+    /// viewer may then lose what it had not read yet: the Refused message and this Close. A
+    /// browser showed a bare "closed the connection" instead of asking for the token, one
+    /// run in ~13.
+    async fn close(&mut self, ws: &mut Socket, code: u16, reason: &str) {
+        let sent = tokio::time::timeout(Duration::from_secs(1), ws.send_close(code, reason)).await;
+        if !matches!(sent, Ok(Ok(()))) {
+            return;
+        }
+        let _ = tokio::time::timeout(CLOSE_HANDSHAKE, async {
+            while let Ok(Some(m)) = ws.next().await {
+                if matches!(m, Incoming::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+        ws.shutdown().await;
+    }
+
+    async fn refuse(&mut self, ws: &mut Socket, reason: RefuseReason, text: &str) {
+        let mut out = Vec::new();
+        ToViewer::Refused {
+            reason,
+            text: text.into(),
+        }
+        .encode(&mut out);
+        let _ = self.send(ws, &out).await;
+        self.close(ws, POLICY, text).await;
+    }
+
+    /// Reads until something comes that is not a pong (cancel-safe: it only reads).
+    async fn receive(&self, ws: &mut Socket) -> Event {
+        loop {
+            let m = ws.next().await;
+            self.slot
+                .entry
+                .active
+                .store(self.shared().now(), Ordering::Release);
+            return match m {
+                Ok(Some(Incoming::Binary(b))) => Event::Message(b),
+                Ok(Some(Incoming::Ping(p))) => Event::Ping(p),
+                Ok(Some(Incoming::Pong)) => continue,
+                Ok(Some(Incoming::Text)) => {
+                    Event::Violation("text messages are not part of the protocol".into())
+                }
+                Ok(Some(Incoming::Close(code))) => Event::Closed(code),
+                Err(ReadError::Protocol(why)) => Event::Violation(why),
+                Ok(None) | Err(ReadError::Io(_)) => Event::Gone,
+            };
+        }
+    }
+
+    /// Answers what [`Viewer::receive`] returned: a message to handle, or `None` when the
+    /// connection goes on (a ping answered) — `Err` when it ends (a close answered, a
+    /// violation closed).
+    async fn react(
+        &mut self,
+        ws: &mut Socket,
+        event: Event,
+    ) -> std::result::Result<Option<Vec<u8>>, ()> {
+        match event {
+            Event::Message(b) => Ok(Some(b)),
+            Event::Ping(p) => {
+                let pong = tokio::time::timeout(STALL_LIMIT, ws.send_pong(&p)).await;
+                match pong {
+                    Ok(Ok(())) => Ok(None),
+                    _ => Err(()),
+                }
+            }
+            Event::Closed(code) => {
+                // Answer with the same code (1000 when none), then end.
+                let code = code.unwrap_or(1000);
+                let _ = tokio::time::timeout(Duration::from_secs(1), ws.send_close(code, "")).await;
+                ws.shutdown().await;
+                Err(())
+            }
+            Event::Violation(why) => {
+                self.violation(ws, &why).await;
+                Err(())
+            }
+            Event::Gone => Err(()),
+        }
+    }
+
+    /// Closes with 1002 and says why in the log.
+    async fn violation(&mut self, ws: &mut Socket, why: &str) {
+        let peer = self.peer;
+        self.shared().note(&format!(
+            "closed the WebSocket of {peer}: protocol error: {why}"
+        ));
+        self.close(ws, PROTOCOL_ERROR, why).await;
+    }
+
+    async fn serve(&mut self, ws: &mut Socket) {
+        let shared = self.slot.shared.clone();
+        let entry = self.slot.entry.clone();
+        let opts = &shared.opts;
+        let peer = self.peer;
+        let deadline = tokio::time::Instant::now() + HELLO_DEADLINE;
+        let hello = loop {
+            let event = tokio::select! {
+                e = tokio::time::timeout_at(deadline, self.receive(ws)) => e,
+                () = shared.stop.wait() => return,
+            };
+            let Ok(event) = event else {
+                self.close(ws, POLICY, "no Hello within 10 seconds").await;
+                return;
+            };
+            match self.react(ws, event).await {
+                Ok(Some(b)) => break ToServer::decode(&b),
+                Ok(None) => {}
+                Err(()) => return,
+            }
+        };
+        let hello = match hello {
+            Ok(ToServer::Hello(h)) => h,
+            Ok(_) => {
+                self.violation(ws, "the first message must be Hello").await;
+                return;
+            }
+            Err(e) => {
+                self.violation(ws, &e.to_string()).await;
+                return;
+            }
+        };
+        if let Some(token) = opts.token.as_deref().filter(|t| !t.is_empty()) {
+            // Guesses from one address are checked one at a time, slower after each wrong
+            // one; a queue longer than the Hello deadline is refused unchecked.
+            match shared.throttle.admit(peer.ip(), HELLO_DEADLINE) {
+                Admit::Now => {}
+                Admit::After(wait) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = shared.stop.wait() => return,
+                    }
+                }
+                Admit::Refuse => {
+                    shared.note(&format!(
+                        "viewer from {peer} refused unchecked: too many wrong tokens from its \
+                         address"
+                    ));
+                    self.refuse(
+                        ws,
+                        RefuseReason::Token,
+                        "too many wrong tokens from this address: wait and try again",
+                    )
+                    .await;
+                    return;
+                }
+            }
+            if !same_secret(token.as_bytes(), hello.token.as_bytes()) {
+                let n = shared.throttle.failed(peer.ip());
+                let what = if hello.token.is_empty() {
+                    "no token"
+                } else {
+                    "a wrong token"
+                };
+                shared.note(&format!(
+                    "viewer from {peer} refused: {what} ({n} in a row from its address)"
+                ));
+                self.refuse(ws, RefuseReason::Token, "this server needs its token")
+                    .await;
+                return;
+            }
+            shared.throttle.succeeded(peer.ip());
+        }
+        let needed = [
+            ViewerKind::Welcome,
+            ViewerKind::Records,
+            ViewerKind::Damage,
+            ViewerKind::Status,
+            ViewerKind::DataReply,
+        ];
+        if let Some(k) = needed.iter().find(|k| {
+            !hello
+                .kinds
+                .iter()
+                .any(|(kind, v)| *kind == **k as u8 && *v >= 1)
+        }) {
+            let text = format!("the viewer does not understand {k:?} version 1: update the viewer");
+            self.refuse(ws, RefuseReason::ProtocolVersion, &text).await;
+            return;
+        }
+        if !shared.admit_viewer(&entry) {
+            shared.note(&format!(
+                "viewer from {peer} refused: {} viewers already",
+                shared.max_viewers
+            ));
+            self.refuse(ws, RefuseReason::Busy, "too many viewers; try again later")
+                .await;
+            return;
+        }
+        let mut out = Vec::new();
+        ToViewer::Welcome {
+            recording: opts.recording,
+            name: opts.dir.display().to_string(),
+        }
+        .encode(&mut out);
+        if self.send(ws, &out).await.is_err() {
+            return;
+        }
+
+        // A viewer that reads Records version 2 gets each frame's recorded parent; an older
+        // one gets the same starts without it (PROTOCOL.md, Records version 2).
+        let parents = hello.kinds.iter().any(|&(kind, v)| {
+            kind == ViewerKind::Records as u8
+                && v >= formats::protocol::viewer::RECORDS_WITH_PARENTS
+        });
+        let (cmd_tx, cmd_rx) = std::sync::mpsc::sync_channel::<ToServer>(MAX_PENDING_REQUESTS + 8);
+        let (out_tx, mut out_rx) = mpsc::channel::<(Vec<u8>, Held)>(QUEUE);
+        let dir = opts.dir.clone();
+        let all = shared.all_queued.clone();
+        let reader = std::thread::Builder::new()
+            .name("framelog-viewer".into())
+            .spawn(move || run_session(&dir, parents, &cmd_rx, &out_tx, &all));
+        if reader.is_err() {
+            self.close(ws, 1011, "the server cannot start a reader")
+                .await;
+            return;
+        }
+        let mut pending = 0usize;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shared.stop.wait() => {
+                    self.close(ws, GOING_AWAY, "the server is shutting down").await;
+                    break;
+                }
+                incoming = self.receive(ws) => {
+                    let bytes = match self.react(ws, incoming).await {
+                        Ok(Some(b)) => b,
+                        Ok(None) => continue,
+                        Err(()) => break,
+                    };
+                    let msg = match ToServer::decode(&bytes) {
+                        Ok(ToServer::Hello(_)) => {
+                            self.violation(ws, "Hello sent twice").await;
+                            break;
+                        }
+                        Ok(m) => m,
+                        Err(e) => {
+                            self.violation(ws, &e.to_string()).await;
+                            break;
+                        }
+                    };
+                    if matches!(msg, ToServer::DataRequest { .. }) {
+                        pending += 1;
+                        if pending > MAX_PENDING_REQUESTS {
+                            self.close(ws, POLICY, "more than 64 data requests unanswered").await;
+                            break;
+                        }
+                    }
+                    if cmd_tx.try_send(msg).is_err() {
+                        self.close(ws, POLICY, "too many requests at once").await;
+                        break;
+                    }
+                }
+                outgoing = out_rx.recv() => {
+                    let Some((bytes, held)) = outgoing else { break };
+                    if bytes.first() == Some(&(ViewerKind::DataReply as u8)) {
+                        pending = pending.saturating_sub(1);
+                    }
+                    if let Err(why) = self.send(ws, &bytes).await {
+                        if why == "viewer stopped reading" {
+                            shared.note(&format!("viewer {peer} disconnected: it stopped reading"));
+                            self.close(ws, POLICY, why).await;
+                        }
+                        break;
+                    }
+                    drop(held);
+                    entry.active.store(shared.now(), Ordering::Release);
+                }
+                _ = tick.tick() => {
+                    let silent = shared.now().saturating_sub(entry.active.load(Ordering::Acquire));
+                    if silent >= IDLE_LIMIT.as_millis() as u64 {
+                        shared.note(&format!(
+                            "viewer {peer} disconnected: nothing sent or taken for {} s",
+                            IDLE_LIMIT.as_secs()
+                        ));
+                        self.close(ws, POLICY, "idle: no answer to pings").await;
+                        break;
+                    }
+                    if self.last_sent.elapsed() >= PING_EVERY {
+                        let ping = tokio::time::timeout(STALL_LIMIT, ws.send_ping(b"framelog")).await;
+                        if !matches!(ping, Ok(Ok(()))) {
+                            break;
+                        }
+                        self.last_sent = Instant::now();
+                    }
+                }
+            }
+        }
+        // Dropping the command sender ends the session thread at its next look.
+    }
+}
+
+/// One viewer's reading thread: follows its commands, streams what its credit allows (each
+/// message held in the viewer's and the server's byte budgets until it is written), and
 /// ends when the socket side is gone.
 fn run_session(
     dir: &Path,
     parents: bool,
     cmds: &std::sync::mpsc::Receiver<ToServer>,
-    out: &mpsc::Sender<Vec<u8>>,
+    out: &mpsc::Sender<(Vec<u8>, Held)>,
+    all: &Arc<ByteBudget>,
 ) {
     use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+    let own = ByteBudget::new(VIEWER_QUEUE_BYTES);
     let mut session = ViewerSession::new(dir);
     session.send_parents(parents);
     let gone = std::cell::Cell::new(false);
     let mut send = |m: Vec<u8>| {
-        if out.blocking_send(m).is_err() {
+        if gone.get() {
+            return;
+        }
+        let open = || !out.is_closed();
+        let Some(held) = Held::take(m.len(), &own, all, &open) else {
+            gone.set(true);
+            return;
+        };
+        if out.blocking_send((m, held)).is_err() {
             gone.set(true);
         }
     };
@@ -414,54 +1496,68 @@ fn run_session(
     }
 }
 
-async fn index(State(shared): State<Arc<Shared>>) -> Response {
-    match &shared.opts.web_root {
-        Some(root) => file_response(&root.join("index.html")).await,
-        None => (
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            NOT_BUILT_PAGE,
-        )
-            .into_response(),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_hosts_are_this_server() {
+        for ok in [
+            "127.0.0.1:8080",
+            "127.0.0.1",
+            "localhost:8080",
+            "LOCALHOST",
+            "[::1]:8080",
+            "[::1]",
+            "127.1.2.3:9",
+        ] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "evil.example",
+            "localhost.evil.example:8080",
+            "10.0.0.1:8080",
+            "",
+            "[::2]:8080",
+            "127.0.0.1.evil.example",
+        ] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_origin_is_this_servers_page_only_with_the_same_host_and_port() {
+        assert!(same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
+        assert!(same_origin("http://LOCALHOST:8080", "localhost:8080"));
+        assert!(same_origin("http://localhost", "localhost:80"));
+        assert!(same_origin("http://[::1]:8080", "[::1]:8080"));
+        assert!(!same_origin("http://evil.example:8080", "127.0.0.1:8080"));
+        assert!(!same_origin("null", "127.0.0.1:8080"));
+        assert!(!same_origin("https://127.0.0.1:8080", "127.0.0.1:8080"));
+        assert!(!same_origin("http://127.0.0.1:8081", "127.0.0.1:8080"));
+        assert!(!same_origin("http://localhost:8080", "127.0.0.1:8080"));
+        assert!(!same_origin("http://127.0.0.1:8080", ""));
+    }
+
+    #[test]
+    fn paths_below_the_root_only() {
+        assert_eq!(decode_path("/"), Some(PathBuf::new()));
+        assert_eq!(decode_path("/a/b.js"), Some(PathBuf::from("a/b.js")));
+        assert_eq!(decode_path("/a%20b"), Some(PathBuf::from("a b")));
+        for bad in [
+            "/../etc/passwd",
+            "/%2e%2e/etc/passwd",
+            "/a/%2E%2E/%2e%2e/x",
+            "/%2fetc/passwd",
+            "//etc/passwd",
+            "/%00",
+            "/..%5c..%5cx",
+            "/%zz",
+            "/%ff",
+            "/%",
+        ] {
+            assert_eq!(decode_path(bad), None, "{bad}");
+        }
     }
 }
-
-async fn static_file(
-    UrlPath(path): UrlPath<String>,
-    State(shared): State<Arc<Shared>>,
-) -> Response {
-    let Some(root) = &shared.opts.web_root else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
-    let rel = Path::new(&path);
-    // Only plain names below the root: no `..`, no absolute paths.
-    if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-        return StatusCode::NOT_FOUND.into_response();
-    }
-    file_response(&root.join(rel)).await
-}
-
-async fn file_response(path: &Path) -> Response {
-    match tokio::fs::read(path).await {
-        Ok(bytes) => ([(header::CONTENT_TYPE, content_type(path))], bytes).into_response(),
-        Err(_) => StatusCode::NOT_FOUND.into_response(),
-    }
-}
-
-/// The content type browsers need (WebAssembly must be `application/wasm` to stream).
-fn content_type(path: &Path) -> &'static str {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("html") => "text/html; charset=utf-8",
-        Some("js") => "text/javascript",
-        Some("wasm") => "application/wasm",
-        Some("css") => "text/css",
-        Some("json") => "application/json",
-        Some("png") => "image/png",
-        Some("svg") => "image/svg+xml",
-        _ => "application/octet-stream",
-    }
-}
-
-const NOT_BUILT_PAGE: &str = "<!doctype html><meta charset=utf-8><title>framelog</title>\
-<p>This framelog server streams its log to viewers at <code>/ws</code>, but the browser \
-viewer is not built. Build it (see the README, <em>The debugger in a browser</em>) and pass \
-<code>--web DIR</code>, or open the log with <code>debugger-gui ws://HOST:PORT/ws</code>.";

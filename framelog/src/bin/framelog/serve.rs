@@ -21,7 +21,9 @@ pub struct ServeArgs {
     /// The log directory every program is recorded into (one worker each).
     #[arg(long)]
     dir: PathBuf,
-    /// The shared secret programs must present (their FRAMELOG_TOKEN).
+    /// The shared secret programs (and viewers, with --http) must present (their
+    /// FRAMELOG_TOKEN). Other users see `--token` in `ps`; the FRAMELOG_TOKEN environment
+    /// variable they do not.
     #[arg(long, env = "FRAMELOG_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Keep suspended programs waiting (they run on when their own timeout passes).
@@ -118,6 +120,10 @@ fn forward(dir: PathBuf, url: String, stop: Arc<AtomicBool>) -> u64 {
 
 /// Serves until SIGINT or SIGTERM, then closes every connection and exits 0.
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    // Descriptors for programs: the viewer side (`--http`) takes no more than the limit
+    // leaves after this reserve, so programs still connect and record whatever its peers do.
+    let limit = framelog::viewer::limits::raise_open_files_limit().unwrap_or(1024);
+    let fd_reserve = (limit / 4).max(128);
     let (tx, rx) = crossbeam_channel::bounded::<()>(1);
     ctrlc::set_handler(move || {
         let _ = tx.try_send(());
@@ -131,10 +137,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let server = Server::bind(&args.listen, opts)?;
     // `serving http://…/` first, as `framelog view` prints it; then `listening on`.
     let viewers = match &args.http {
-        Some(addr) => Some(
-            args.web
-                .start(addr, &args.dir, args.token.clone(), true, "serve")?,
-        ),
+        Some(addr) => Some(args.web.start(
+            addr,
+            &args.dir,
+            args.token.clone(),
+            true,
+            fd_reserve,
+            "serve",
+        )?),
         None => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -154,12 +164,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     let _ = rx.recv();
-    if let Some(v) = viewers {
-        v.close();
+    // Both drains at once: viewers are told and their connections end (within the viewer
+    // server's 5 s) while programs' streams drain (within 10 s).
+    if let Some(v) = &viewers {
+        v.begin_close();
     }
     let mut server = server;
     // Counted after the drain: everything the programs still sent is in the log.
     server.close();
+    if let Some(v) = viewers {
+        v.close();
+    }
     let programs = server.programs_seen();
     let frames = server.frames();
     stop.store(true, Ordering::Release);

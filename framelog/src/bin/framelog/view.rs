@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use framelog::viewer::http::{DEFAULT_MAX_VIEWERS, ViewerOptions, ViewerServer};
+use framelog::viewer::http::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_VIEWERS, ViewerOptions, ViewerServer,
+};
 
 /// How viewers reach a log over HTTP/WebSocket.
 #[derive(clap::Args, Clone)]
@@ -19,17 +21,22 @@ pub struct HttpArgs {
     /// Viewers served at once; more are refused as busy.
     #[arg(long, default_value_t = DEFAULT_MAX_VIEWERS)]
     max_viewers: usize,
+    /// HTTP connections served at once, viewers included (fewer if the open-files limit is
+    /// low); when full, a new connection takes the place of an idle one, or is answered 503.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    max_http_connections: usize,
 }
 
 impl HttpArgs {
     /// Starts serving `dir` on `addr` and prints `serving http://HOST:PORT/` as a line of
-    /// stdout.
+    /// stdout. `fd_reserve` descriptors are left to the rest of the process.
     pub fn start(
         &self,
         addr: &str,
         dir: &std::path::Path,
         token: Option<String>,
         recording: bool,
+        fd_reserve: u64,
         who: &'static str,
     ) -> anyhow::Result<ViewerServer> {
         let mut opts = ViewerOptions::new(dir);
@@ -44,10 +51,20 @@ impl HttpArgs {
         }
         opts.token = token.filter(|t| !t.is_empty());
         opts.max_viewers = self.max_viewers.max(1);
+        opts.max_connections = self.max_http_connections.max(1);
+        opts.fd_reserve = fd_reserve;
         opts.recording = recording;
         opts.log = Arc::new(move |line: &str| eprintln!("framelog {who}: {line}"));
         let server =
             ViewerServer::bind(addr, opts).with_context(|| format!("serving viewers on {addr}"))?;
+        let (conns, viewers) = server.capacity();
+        if conns < self.max_http_connections || viewers < self.max_viewers {
+            eprintln!(
+                "framelog {who}: the open-files limit ({}) allows {viewers} viewers and {conns} \
+                 HTTP connections here (raise it with `ulimit -n` for more)",
+                framelog::viewer::limits::open_files_limit().unwrap_or(0)
+            );
+        }
         let mut out = std::io::stdout().lock();
         writeln!(out, "serving http://{}/", server.local_addr())?;
         out.flush()?;
@@ -71,26 +88,36 @@ pub struct ViewArgs {
     /// Address to serve on (port 0 picks a free one); any address but loopback needs a token.
     #[arg(long, default_value = "127.0.0.1:8080")]
     http: String,
-    /// The secret viewers must present (the page asks for it once).
+    /// The secret viewers must present (the page asks for it once). Other users see
+    /// `--token` in `ps`; the FRAMELOG_TOKEN environment variable they do not.
     #[arg(long, env = "FRAMELOG_TOKEN", hide_env_values = true)]
     token: Option<String>,
     #[command(flatten)]
     web: HttpArgs,
 }
 
-/// Serves until SIGINT or SIGTERM.
+/// Descriptors `view` keeps for itself beyond what viewers and connections may take.
+const VIEW_FD_RESERVE: u64 = 64;
+
+/// Serves until SIGINT or SIGTERM, then stops within the viewer server's drain.
 pub fn run(args: &ViewArgs) -> anyhow::Result<ExitCode> {
     if !args.dir.is_dir() {
         anyhow::bail!("{}: no such log directory", args.dir.display());
     }
+    framelog::viewer::limits::raise_open_files_limit();
     let (tx, rx) = crossbeam_channel::bounded::<()>(1);
     ctrlc::set_handler(move || {
         let _ = tx.try_send(());
     })
     .context("installing the SIGINT/SIGTERM handler")?;
-    let server = args
-        .web
-        .start(&args.http, &args.dir, args.token.clone(), false, "view")?;
+    let server = args.web.start(
+        &args.http,
+        &args.dir,
+        args.token.clone(),
+        false,
+        VIEW_FD_RESERVE,
+        "view",
+    )?;
     let _ = rx.recv();
     server.close();
     Ok(ExitCode::SUCCESS)
