@@ -27,8 +27,8 @@ pub enum Error {
         /// chain would print it twice).
         error: formats::DecodeError,
     },
-    /// The directory does not exist or holds no framelog files.
-    #[error("{}: not a framelog directory (no frames-NNNNNN.framelog files)", .0.display())]
+    /// The directory does not exist, is a file, or holds no frame-log segments (yet).
+    #[error("{}", not_a_log(.0))]
     NotALog(PathBuf),
     /// The requested worker id is held by another live process.
     #[error("worker {0} is in use by another process writing this log")]
@@ -90,5 +90,25 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, path: &std::path::Path) -> Result<T> {
         self.map_err(|e| Error::io(path, e))
+    }
+}
+
+/// Why `path` is not a log, as a user can act on it (looked at when the error is shown).
+fn not_a_log(path: &std::path::Path) -> String {
+    let p = path.display();
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("{p}: no such directory"),
+        Err(e) => format!("{p}: {e}"),
+        Ok(m) if !m.is_dir() => format!("{p}: a file, not a log directory"),
+        Ok(_) => {
+            let empty = std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
+            if empty {
+                format!(
+                    "{p}: holds no frames yet (an empty directory: nothing has recorded into it)"
+                )
+            } else {
+                format!("{p}: not a framelog directory (no frames-NNNNNN.framelog files)")
+            }
+        }
     }
 }

@@ -261,7 +261,22 @@ fn bad_input_gives_one_clear_line_and_a_non_zero_exit_never_a_panic() {
     }
     let out = framelog(&["dump", missing.to_str().unwrap()]);
     assert_eq!(text(&out.stderr).lines().count(), 1);
-    assert!(text(&out.stderr).contains("not a framelog directory"));
+    assert!(
+        text(&out.stderr).contains("no such directory"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A file is not a log directory; an empty directory holds no frames yet.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let out = framelog(&["stats", file.path().to_str().unwrap()]);
+    assert!(text(&out.stderr).contains("a file, not a log directory"));
+    let empty = tempfile::tempdir().unwrap();
+    let out = framelog(&["stats", empty.path().to_str().unwrap()]);
+    assert!(
+        text(&out.stderr).contains("holds no frames yet"),
+        "{}",
+        text(&out.stderr)
+    );
     // Each reason is said once, however the error was wrapped.
     let log = tempfile::tempdir().unwrap();
     sample_log(log.path());

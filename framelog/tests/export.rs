@@ -344,6 +344,24 @@ fn a_missing_log_or_unwritable_output_is_one_clear_error() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("/nonexistent/dir/out.json"), "{err}");
+    // A missing log leaves no broken output file behind, and an existing one untouched.
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = out_dir.path().join("out.json");
+    std::fs::write(&out, "earlier export").unwrap();
+    let o = framelog(&["export", "/nonexistent/log", "-o", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "earlier export");
+    assert_eq!(std::fs::read_dir(out_dir.path()).unwrap().count(), 1);
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(v.is_object() || v.is_array());
+    assert_eq!(std::fs::read_dir(out_dir.path()).unwrap().count(), 1);
 }
 
 /// Checks what speedscope's importer requires of an evented profile: frame indexes in range,

@@ -252,7 +252,7 @@ fn framelog_prune_says_what_it_deleted_and_refuses_bad_arguments() {
         (vec!["prune", d, "--max-bytes", "ten"], "not a size"),
         (
             vec!["prune", "/nonexistent-log", "--max-bytes", "1GiB"],
-            "not a framelog directory",
+            "/nonexistent-log: no such directory",
         ),
     ] {
         let out = framelog(&args);

@@ -184,7 +184,7 @@ fn compact_all_refuses_a_log_a_process_is_writing() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a framelog directory"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("holds no frames yet"));
 }
 
 #[test]

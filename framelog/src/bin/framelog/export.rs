@@ -175,11 +175,26 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             ExitCode::SUCCESS
         });
     }
+    // A file is written under a temporary name beside it and renamed once whole: a failed
+    // export leaves no broken file behind (and an existing one untouched).
+    let mut pending: Option<(tempfile::NamedTempFile, PathBuf)> = None;
     let (out, shown): (Box<dyn Write>, String) = match &a.output {
-        Some(p) => (
-            Box::new(File::create(p).with_context(|| format!("creating {}", p.display()))?),
-            p.display().to_string(),
-        ),
+        Some(p) => {
+            let parent = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            let tmp = tempfile::Builder::new()
+                .prefix(".framelog-export-")
+                .tempfile_in(parent)
+                .with_context(|| format!("creating {}", p.display()))?;
+            let file: File = tmp
+                .as_file()
+                .try_clone()
+                .with_context(|| format!("creating {}", p.display()))?;
+            pending = Some((tmp, p.clone()));
+            (Box::new(file), p.display().to_string())
+        }
         None => (Box::new(std::io::stdout().lock()), "standard output".into()),
     };
     let out = BufWriter::with_capacity(1 << 20, out);
@@ -193,6 +208,12 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         ExportError::Output(io) => anyhow::Error::new(io).context(format!("writing {shown}")),
         ExportError::Log(e) => anyhow::Error::new(e),
     })?;
+    drop(sink);
+    if let Some((tmp, path)) = pending {
+        tmp.persist(&path)
+            .map_err(|e| e.error)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     eprintln!(
         "exported {} frames ({} on overlap lanes, {} on async tracks, {} still open at the end){}",
         summary.frames,

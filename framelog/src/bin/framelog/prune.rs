@@ -80,10 +80,7 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("give --max-bytes SIZE, --max-age DURATION, or both");
     }
     if !framelog::segments::is_log(&args.dir) {
-        anyhow::bail!(
-            "{}: not a framelog directory (no frames-NNNNNN.framelog files)",
-            args.dir.display()
-        );
+        return Err(framelog::Error::NotALog(args.dir.clone()).into());
     }
     let pruned = framelog::retention::prune(&args.dir, &retention)
         .with_context(|| format!("pruning {}", args.dir.display()))?;
