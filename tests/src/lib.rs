@@ -103,11 +103,18 @@ impl Serve {
     /// Starts `framelog serve --listen LISTEN --dir DIR EXTRA…` and waits for its
     /// `listening on` line.
     pub fn start(listen: &str, dir: &std::path::Path, extra: &[&str]) -> Serve {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(framelog_bin())
-            .args(["serve", "--listen", listen, "--dir"])
+        let mut cmd = std::process::Command::new(framelog_bin());
+        cmd.args(["serve", "--listen", listen, "--dir"])
             .arg(dir)
-            .args(extra)
+            .args(extra);
+        Serve::spawn(cmd)
+    }
+
+    /// Runs `cmd` (a `framelog serve …` command line, perhaps wrapped, e.g. by `sh -c
+    /// 'ulimit -n 1024 && exec "$@"'`) and waits for its `listening on` line.
+    pub fn spawn(mut cmd: std::process::Command) -> Serve {
+        use std::io::BufRead;
+        let mut child = cmd
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()

@@ -814,9 +814,12 @@ fn decode_path(path: &str) -> Option<PathBuf> {
 
 /// A small text answer.
 fn text(status: StatusCode, body: &'static str, busy: BusyGuard) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+    let mut r = Response::builder().status(status);
+    if status.is_client_error() {
+        // A refused or malformed request: its connection is not kept for another.
+        r = r.header(header::CONNECTION, "close");
+    }
+    r.header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
         .body(Body::bytes(Bytes::from_static(body.as_bytes()), busy))
         .unwrap_or_else(|_| Response::new(Body::empty()))
 }
