@@ -375,3 +375,108 @@ fn a_token_is_asked_for_and_a_dead_server_is_said_plainly() {
     framelog_tests::signal(view.id(), "TERM");
     assert!(view.wait().unwrap().success());
 }
+
+/// A log whose starts record their parents, served by `framelog view`: the viewer protocol
+/// carries the parents (Records version 2), and the window's model over the socket holds the
+/// parents the log on disk gives, children read before their parents and parents on other
+/// threads included.
+#[test]
+fn recorded_parents_arrive_over_the_viewer_protocol() {
+    use formats::{Category, FrameEnd, FrameStart, Parent, Record, ThreadInfo};
+    let dir = tempfile::tempdir().unwrap();
+    let w = framelog::LogWriter::open(dir.path()).unwrap();
+    let worker = w.worker();
+    const T0: u64 = 1_700_000_000_000_000_000;
+    let n = 3_000u32;
+    let first = w.reserve_ids(n * 3).unwrap();
+    // Each request starts on thread 1, its `load` child runs on thread 2 (written first, as
+    // a buffer flushed early) and `decode` under it there.
+    for k in 0..n {
+        let (req, load, decode) = (first + 3 * k, first + 3 * k + 1, first + 3 * k + 2);
+        let t = T0 + u64::from(k) * 10_000;
+        let start = |id, dt, label, parent| {
+            Record::Start(FrameStart {
+                parent,
+                id,
+                worker,
+                timestamp: t + dt,
+                context: req,
+                category: Category::FUNCTION,
+                label,
+            })
+        };
+        let end = |id, dt| {
+            Record::End(FrameEnd {
+                id,
+                worker,
+                timestamp: t + dt,
+            })
+        };
+        let thread = |thread, name| {
+            Record::ThreadInfo(ThreadInfo {
+                worker,
+                thread,
+                timestamp: t,
+                name,
+            })
+        };
+        let mut bytes = Vec::new();
+        for r in [
+            thread(2, "worker-2"),
+            start(load, 1_000, "load", Parent::Frame(req)),
+            start(decode, 2_000, "decode", Parent::Frame(load)),
+            end(decode, 3_000),
+            end(load, 5_000),
+            thread(1, "worker-1"),
+            start(req, 0, "request", Parent::Root),
+            end(req, 9_000),
+        ] {
+            r.encode_to_vec(&mut bytes);
+        }
+        w.append_frames(&bytes).unwrap();
+    }
+    drop(w);
+    let (mut view, page) = viewer_client::view(dir.path(), &[]);
+    let _reap_view = Reap(view.id());
+    let remote = Ingest::connect(&ws_url(&page), "");
+    wait_until(120, "the whole log loaded", || {
+        let s = remote.status();
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        s.caught_up && remote.model().frame_count() == u64::from(n) * 3
+    });
+    let local = Ingest::start(dir.path(), false);
+    assert!(local.wait_caught_up(Duration::from_secs(120)));
+    let (r, l) = (remote.model(), local.model());
+    assert_eq!(
+        r.parent_counts(),
+        (u64::from(n) * 3, 0),
+        "every start's parent recorded"
+    );
+    assert_eq!(debugger_gui::model::same::difference(&r, &l), None);
+    // Every load hangs under its request on the other thread.
+    let tree = r.call_tree();
+    let path_of = |label: &str| {
+        let mut paths = Vec::new();
+        r.for_each_frame(|at, row, i| {
+            if r.labels().name(r.label_of(at)) == label {
+                let p: Vec<&str> = tree
+                    .path(row.node(i))
+                    .iter()
+                    .map(|&x| r.labels().name(tree.label(x)))
+                    .collect();
+                paths.push(p.join("/"));
+                let parent = r.parent_of(at);
+                assert!(
+                    matches!(parent, Some(debugger_gui::model::ParentOf::Frame(p)) if p.lane != at.lane),
+                    "{parent:?}"
+                );
+            }
+        });
+        paths.dedup();
+        paths
+    };
+    assert_eq!(path_of("load"), ["request/load"]);
+    drop((r, l));
+    framelog_tests::signal(view.id(), "TERM");
+    assert!(view.wait().unwrap().success());
+}

@@ -4,15 +4,23 @@
 //! Records are applied in file order ([`Model::apply`]). FrameStart and FrameEnd pair by
 //! `(worker, id)`; an end that arrives before its start waits in a small map. A start goes to
 //! the lane of the thread its worker last announced (ThreadInfo), on the lowest row above its
-//! parent (the most recently started, still running frame of the same context in that lane)
-//! that is free at its start time. Rows therefore never hold overlapping frames, so each row is
+//! parent that is free at its start time. Its parent is the one its start recorded (a type 6
+//! start) when that frame runs in the same lane, else it is placed as a root of its lane and
+//! its recorded parent, on another lane or read later, is a link ([`parents`]); a type 0
+//! start's parent is inferred: the most recently started, still running frame of the same
+//! context in that lane. The call tree (and with it the aggregated flame graph, sandwich,
+//! statistics and compare) follows the parent, recorded or inferred. Rows never hold
+//! overlapping frames, so each row is
 //! sorted by start *and* by end, which is what the level-of-detail query ([`lod`]) and the
 //! hit test ([`hit`]) binary-search on. Concurrent async frames of one context land on
 //! separate rows instead of being drawn over each other.
 //!
 //! Storage per row: an array of 24-byte cells (start u64; duration, context, frame id and
 //! call-tree node u32 each) and a category byte array beside it: 25 bytes per frame. A frame's label is its call-tree
-//! node's, a duration past 4.29 s lives in a small side map, labels are interned once.
+//! node's, a duration past 4.29 s lives in a small side map, labels are interned once. A
+//! parent costs nothing when the rows tell it (the frame below, of the same context, whose
+//! call path is the child's minus its label); the others (on another thread, unknown, ...)
+//! are in a side map ([`parents`]).
 
 pub mod activity;
 pub mod calltree;

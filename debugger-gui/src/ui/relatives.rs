@@ -38,15 +38,12 @@ pub fn rows(ui: &mut Ui, state: &mut Relatives, model: &Model, at: FrameRef) -> 
     ui.horizontal_wrapped(|ui| {
         match state.parent {
             Some(ParentOf::Frame(p)) => {
-                if ui
-                    .button(present::frame_link(model, p))
-                    .on_hover_text("Select the parent")
-                    .clicked()
-                {
-                    picked = Some(p);
-                }
+                let mut text = present::frame_link(model, p);
                 if p.lane != at.lane {
-                    ui.label(RichText::new("(another thread)").weak());
+                    text.push_str(" (another thread)");
+                }
+                if ui.button(text).on_hover_text("Select the parent").clicked() {
+                    picked = Some(p);
                 }
             }
             Some(ParentOf::Missing(k)) => {
