@@ -254,3 +254,65 @@ fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
     );
     eprintln!("screenshot: {}", shot.display());
 }
+
+/// Whether the browser tools are there (the built viewer is not needed); `false` (the test
+/// returns) if not, having said why; under CI a missing tool fails the test.
+fn browser_tools_or_skip() -> bool {
+    let tools = std::env::var_os("FRAMELOG_WEB_TOOLS")
+        .map(PathBuf::from)
+        .filter(|t| t.join("node_modules/puppeteer-core").is_dir());
+    let chromium = std::env::var_os("CHROMIUM").map_or("/usr/bin/chromium".into(), PathBuf::from);
+    let why = match tools {
+        None => "FRAMELOG_WEB_TOOLS has no node_modules/puppeteer-core".to_owned(),
+        Some(_) if !chromium.is_file() => format!("no browser at {}", chromium.display()),
+        Some(_) => return true,
+    };
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "the browser test cannot run: {why}"
+    );
+    eprintln!("skipped: {why}");
+    false
+}
+
+#[test]
+fn a_page_from_another_origin_cannot_open_the_servers_websocket() {
+    if !browser_tools_or_skip() {
+        return;
+    }
+    let _one = ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let status = Command::new(env!("CARGO_BIN_EXE_session_child"))
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--frames", "100"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // As the README runs it: loopback, no token.
+    let (mut view, page) = view(&dir, &[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/cross_origin_check.mjs");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(&page)
+        .output()
+        .expect("run node");
+    let _ = view.kill();
+    let _ = view.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the check failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    // Another site's page cannot open the WebSocket; nor can a page under a rebound name,
+    // whose request for the server's own page is refused too.
+    assert_eq!(r["foreign"], "error", "{r}");
+    assert_eq!(r["rebound_page"], 403, "{r}");
+    assert_eq!(r["rebound_ws"], "error", "{r}");
+    // The server's own page can (the control: the same code opens it).
+    assert_eq!(r["own"], "open", "{r}");
+}

@@ -66,7 +66,9 @@ export function fileUrl(base, i, file) {
 // usable GPU runs it, instead of `--disable-gpu`'s software compositing, which copies every
 // frame of a large WebGL canvas back and made each paint of a 1280×800 egui page take
 // ~200 ms here.
-export async function launch(puppeteer, name, { gpuProcess = false } = {}) {
+// `args`: more command-line flags (e.g. `--host-resolver-rules=…` to give a name to
+// 127.0.0.1, as DNS rebinding would).
+export async function launch(puppeteer, name, { gpuProcess = false, args = [] } = {}) {
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
   const browser = await puppeteer.launch({
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -76,7 +78,7 @@ export async function launch(puppeteer, name, { gpuProcess = false } = {}) {
       '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
       // WebGL in software (the apps draw with WebGL), without the deprecation warning.
-      '--enable-unsafe-swiftshader'],
+      '--enable-unsafe-swiftshader', ...args],
   });
   return {
     browser,
