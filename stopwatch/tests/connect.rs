@@ -748,7 +748,7 @@ fn the_longest_suspend_timeout_and_flush_interval_are_accepted_and_record() {
 #[test]
 fn frames_a_session_leaves_out_give_way_to_their_nearest_recorded_ancestor() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, _) = server(dir.path(), |o| o.auto_start = None);
+    let (server, lines) = server(dir.path(), |o| o.auto_start = None);
     let rec = Stopwatch::builder()
         .connect(server.local_addr().to_string())
         .build()
@@ -786,7 +786,12 @@ fn frames_a_session_leaves_out_give_way_to_their_nearest_recorded_ancestor() {
         drop(rec.start_with("db5", Category::DATABASE));
     }
     let stats = rec.shutdown();
-    assert_eq!((stats.unsent, stats.dropped), (0, 0), "{stats:?}");
+    assert_eq!(
+        (stats.unsent, stats.dropped),
+        (0, 0),
+        "{stats:?}; the server said: {:?}",
+        lines.lock().unwrap()
+    );
     let mut starts: HashMap<String, (FrameKey, Parent)> = HashMap::new();
     wait_until("every recorded frame in the log", || {
         starts.clear();
