@@ -262,8 +262,8 @@ impl Shared {
         self.notes.log(&*self.opts.log, line);
     }
 
-    /// Whether open descriptors come close to the limit (sampled; only asked when full or
-    /// every 256 connections).
+    /// Whether open descriptors come within half the reserve of the limit (counted at most
+    /// every 250 ms).
     fn fds_short(&self, now: u64) -> bool {
         let Some(limit) = self.fd_limit else {
             return false;
@@ -281,7 +281,7 @@ impl Shared {
         let now = self.now();
         let mut conns = self.conns.lock();
         let live = conns.values().filter(|e| !e.kill.is_set()).count();
-        if live >= self.max_connections || (live % 256 == 255 && self.fds_short(now)) {
+        if live >= self.max_connections || self.fds_short(now) {
             if conns.len() >= self.max_connections + SLACK {
                 return None;
             }
