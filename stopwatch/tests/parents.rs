@@ -250,13 +250,23 @@ fn parents_read_back(dir: &Path) -> HashMap<FrameKey, Parent> {
 /// thread that recorded has exited after it (a thread's registration keeps its recorder's
 /// log open until then, and compaction needs it closed).
 fn run_program(dir: &Path, requests: Vec<Node>) -> HashMap<FrameKey, Parent> {
-    std::thread::scope(|s| s.spawn(|| run_program_here(dir, requests)).join().unwrap())
+    run_program_with(requests, |b| b.dir(dir))
 }
 
-fn run_program_here(dir: &Path, requests: Vec<Node>) -> HashMap<FrameKey, Parent> {
+/// [`run_program`], recording where `to` says (a directory, a stream to a server).
+fn run_program_with(
+    requests: Vec<Node>,
+    to: impl FnOnce(stopwatch::Builder) -> stopwatch::Builder + Send,
+) -> HashMap<FrameKey, Parent> {
+    std::thread::scope(|s| s.spawn(|| run_program_here(requests, to)).join().unwrap())
+}
+
+fn run_program_here(
+    requests: Vec<Node>,
+    to: impl FnOnce(stopwatch::Builder) -> stopwatch::Builder,
+) -> HashMap<FrameKey, Parent> {
     let rec = Arc::new(
-        Stopwatch::builder()
-            .dir(dir)
+        to(Stopwatch::builder())
             .sampling(Sampling::All)
             .build()
             .unwrap(),
@@ -317,6 +327,85 @@ fn check(dir: &Path, want: &HashMap<FrameKey, Parent>) {
     );
     let compacted = parents_read_back(dir);
     assert_eq!(compacted, got, "compacted: the same starts and parents");
+}
+
+/// Records `requests` through a remote session into a server's log, and checks the parents
+/// read back there, and as a viewer that reads Records version 2 gets them: the same tree,
+/// under the keys the server gave (its worker; ids moved by a block base).
+fn check_remote(requests: Vec<Node>) {
+    use framelog::remote::{Server, ServerOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::bind("127.0.0.1:0", ServerOptions::recorder(dir.path())).unwrap();
+    let addr = server.local_addr().to_string();
+    // Suspended until the server starts the session: every record goes to it.
+    let want = run_program_with(requests, |b| {
+        b.connect(addr).suspend(Duration::from_secs(60))
+    });
+    // Closing drains: everything the program sent is in the log.
+    server.close();
+    let got = parents_read_back(dir.path());
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "every frame reached the server's log"
+    );
+    // The program's ids fit one block of 65,536, so the server moved them all by one base.
+    let (prog_min, server_min) = (
+        want.keys().map(|k| k.id).min().unwrap(),
+        got.keys().map(|k| k.id).min().unwrap(),
+    );
+    assert!(want.keys().all(|k| k.id - prog_min < 1 << 16));
+    let worker = got.keys().next().unwrap().worker;
+    let moved = |id: u32| id - prog_min + server_min;
+    for (key, parent) in &want {
+        let there = FrameKey::new(worker, moved(key.id));
+        let expected = match *parent {
+            Parent::Frame(p) => Parent::Frame(moved(p)),
+            other => other,
+        };
+        assert_eq!(
+            got.get(&there),
+            Some(&expected),
+            "remote: parent of {key:?}"
+        );
+    }
+    // A viewer of that log (Records version 2) gets the same starts.
+    let mut viewer = framelog::viewer::ViewerSession::new(dir.path());
+    viewer.send_parents(true);
+    viewer.read(formats::protocol::viewer::ReadFrom::Start);
+    let mut seen = HashMap::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while seen.len() < got.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the viewer stream stalled"
+        );
+        viewer.credit(1 << 20);
+        viewer
+            .step(&mut |m| {
+                use formats::protocol::viewer::ToViewer;
+                if let Ok(ToViewer::Records { records, .. }) = ToViewer::decode(&m) {
+                    for r in formats::RecordIter::new(records, 0) {
+                        if let Ok((_, Record::Start(s))) = r {
+                            seen.insert(FrameKey::new(s.worker, s.id), s.parent);
+                        }
+                    }
+                }
+            })
+            .unwrap();
+    }
+    assert_eq!(seen, got, "viewer: the same starts and parents");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn parents_cross_a_remote_session_and_the_viewer_protocol_unchanged(
+        requests in prop::collection::vec(node(), 1..4)
+    ) {
+        check_remote(requests);
+    }
 }
 
 proptest! {
