@@ -100,6 +100,27 @@ impl Server {
     }
 }
 
+impl Drop for Server {
+    /// A failed test leaves no server running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kills a child (by pid) that a failed test left running.
+struct KillOnDrop(Option<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
 fn collect(stderr: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
     let log = Arc::new(Mutex::new(Vec::new()));
     let l = log.clone();
@@ -652,6 +673,7 @@ fn a_program_records_every_frame_while_serves_http_port_is_flooded_under_ulimit_
         .args(["--http", "127.0.0.1:0", "--web", &web]);
     let serve = Serve::spawn(cmd);
     let pid = serve.child.id();
+    let mut guard = KillOnDrop(Some(pid));
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
     let open_files = limits
         .lines()
@@ -741,6 +763,11 @@ fn a_program_records_every_frame_while_serves_http_port_is_flooded_under_ulimit_
     signal(child.id(), "INT");
     let status = child.wait().unwrap();
     let exit = t.elapsed();
+    guard.0 = None;
+    // Its last line, once the thread reading its stderr has it.
+    wait_until(10, "the final line", || {
+        log.lock().unwrap().iter().any(|l| l.contains("stopped;"))
+    });
     let lines = log.lock().unwrap().clone();
     eprintln!(
         "serve --http under ulimit -n 1024: first records after {first:?}, RSS {before} → {rss} \

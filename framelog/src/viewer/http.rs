@@ -91,7 +91,7 @@ const QUEUE: usize = 4;
 const POLL: Duration = Duration::from_millis(20);
 /// How long a closing server waits for the viewer's side of the closing handshake.
 const CLOSE_HANDSHAKE: Duration = Duration::from_secs(2);
-/// Connections killed to make room but not yet gone, at most (beyond: 503).
+/// Connections killed to make room but not yet gone, at most (beyond, accepting waits).
 const SLACK: usize = 64;
 /// Largest request head (hyper answers 431 beyond; URIs over 64 KiB get 414).
 const MAX_HEAD: usize = 96 << 10;
@@ -276,15 +276,21 @@ impl Shared {
         self.fd_open.load(Ordering::Relaxed) + self.opts.fd_reserve / 2 >= limit
     }
 
+    /// Connections killed to make room whose tasks have not ended yet.
+    fn killed_not_gone(&self) -> usize {
+        self.conns
+            .lock()
+            .values()
+            .filter(|e| e.kill.is_set())
+            .count()
+    }
+
     /// Takes a new connection into the budget, making room if it must; `None`: refuse it.
     fn admit(&self) -> Option<Arc<Entry>> {
         let now = self.now();
         let mut conns = self.conns.lock();
         let live = conns.values().filter(|e| !e.kill.is_set()).count();
         if live >= self.max_connections || self.fds_short(now) {
-            if conns.len() >= self.max_connections + SLACK {
-                return None;
-            }
             let victim = conns
                 .values()
                 .filter(|e| !e.kill.is_set())
@@ -481,7 +487,16 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener) {
         return;
     };
     let mut failures = 0u64;
-    loop {
+    'accepting: loop {
+        // Connections killed to make room end at their next poll: while many have not yet,
+        // new ones wait in the listen backlog (a burst of peers is taken at the pace its
+        // victims go, and nobody is refused for it).
+        while shared.killed_not_gone() >= SLACK {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(1)) => {}
+                () = shared.stop.wait() => break 'accepting,
+            }
+        }
         let accepted = tokio::select! {
             a = listener.accept() => a,
             () = shared.stop.wait() => break,
