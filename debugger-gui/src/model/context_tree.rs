@@ -179,3 +179,89 @@ impl ContextTree {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::test_log::Log;
+    use formats::{FrameKey, Parent};
+
+    fn labels(m: &Model, t: &ContextTree) -> Vec<(String, u32, bool)> {
+        t.rows
+            .iter()
+            .map(|r| (m.labels().name(m.label_of(r.at)).to_owned(), r.depth, r.hop))
+            .collect()
+    }
+
+    fn rows(want: &[(&str, u32, bool)]) -> Vec<(String, u32, bool)> {
+        want.iter().map(|&(l, d, h)| (l.to_owned(), d, h)).collect()
+    }
+
+    /// A request on thread 1 whose `load` runs on thread 2 beside another request there,
+    /// with `decode` under it, and `render` back on thread 1; a frame of the request whose
+    /// recorded parent is not in the log.
+    fn log(recorded: bool) -> Log {
+        let p = |id: Option<u32>| match (recorded, id) {
+            (false, _) => Parent::NotRecorded,
+            (true, None) => Parent::Root,
+            (true, Some(id)) => Parent::Frame(id),
+        };
+        let mut l = Log::default();
+        l.thread(0, 1, "w1")
+            .start_with(0, 1, 0, 1, "request", p(None))
+            .thread(0, 2, "w2")
+            .start_with(0, 5, 0, 5, "other", p(None))
+            .start_with(0, 2, 10, 1, "load", p(Some(1)))
+            .start_with(0, 3, 20, 1, "decode", p(Some(2)))
+            .end(0, 3, 30)
+            .end(0, 2, 40)
+            .start_with(0, 6, 45, 1, "lost", p(Some(99)))
+            .end(0, 6, 48)
+            .end(0, 5, 200)
+            .thread(0, 1, "w1")
+            .start_with(0, 4, 50, 1, "render", p(Some(1)))
+            .end(0, 4, 60)
+            .end(0, 1, 100);
+        l
+    }
+
+    #[test]
+    fn a_context_is_one_tree_across_threads_from_any_of_its_frames() {
+        let m = log(true).model();
+        let decode = m.find(FrameKey::new(0, 3)).unwrap();
+        let t = ContextTree::of_frame(&m, decode);
+        assert_eq!(
+            labels(&m, &t),
+            rows(&[
+                ("request", 0, false),
+                ("load", 1, true),
+                ("decode", 2, false),
+                ("render", 1, false),
+                ("lost", 0, false),
+            ])
+        );
+        assert!(t.rows[4].missing_parent);
+        assert_eq!((t.context, t.lanes, t.span), ((0, 1), 2, (0, 100)));
+        assert!(!t.truncated);
+        // From the root, the same tree.
+        let root = m.find(FrameKey::new(0, 1)).unwrap();
+        assert_eq!(ContextTree::build(&m, root).rows, t.rows);
+    }
+
+    #[test]
+    fn inferred_parents_leave_the_frames_of_other_threads_trees_of_their_own() {
+        let m = log(false).model();
+        let load = m.find(FrameKey::new(0, 2)).unwrap();
+        let t = ContextTree::of_frame(&m, load);
+        assert_eq!(
+            labels(&m, &t),
+            rows(&[
+                ("request", 0, false),
+                ("render", 1, false),
+                ("load", 0, false),
+                ("decode", 1, false),
+                ("lost", 0, false),
+            ])
+        );
+    }
+}

@@ -261,7 +261,26 @@ impl Model {
 
     /// Records how the frame just placed at `at` (key `key`) hangs on its parent, `placed`
     /// (see [`Placed`]), and gives it the children that waited for it.
+    #[inline]
     pub(crate) fn link_parent(&mut self, at: FrameRef, key: FrameKey, placed: Placed) {
+        // Most frames: a root, or right above their parent of the same context, with nothing
+        // waiting: the rows tell it all.
+        if self.parents.waiting.is_empty() && self.parents.provisional.is_empty() {
+            match placed {
+                Placed::None => return,
+                Placed::Below {
+                    row,
+                    same_context: true,
+                    ..
+                } if at.row == row + 1 => return,
+                _ => {}
+            }
+        }
+        self.link_parent_slow(at, key, placed);
+    }
+
+    #[inline(never)]
+    fn link_parent_slow(&mut self, at: FrameRef, key: FrameKey, placed: Placed) {
         let parent = match placed {
             Placed::Below {
                 row,
