@@ -87,15 +87,26 @@ fn main() -> ExitCode {
     }) {
         Ok(s) => {
             // The log is written: a reader that went away (`| head`) loses only this line.
+            // Each output's books: written + dropped + unsent = records recorded.
+            let books = |b: Option<stopwatch::SinkStats>| {
+                b.map_or("null".to_owned(), |b| {
+                    format!(
+                        "{{\"written\":{},\"dropped\":{},\"unsent\":{}}}",
+                        b.written, b.dropped, b.unsent
+                    )
+                })
+            };
             let _ = writeln!(
                 std::io::stdout(),
-                "{{\"requests\":{},\"tasks\":{},\"jobs\":{},\"dropped\":{},\"unsent\":{},\"written_bytes\":{}}}",
+                "{{\"requests\":{},\"tasks\":{},\"jobs\":{},\"dropped\":{},\"unsent\":{},\"written_bytes\":{},\"dir\":{},\"stream\":{}}}",
                 s.requests,
                 s.tasks,
                 s.jobs,
                 s.stats.dropped,
                 s.stats.unsent,
-                s.stats.written_bytes
+                s.stats.written_bytes,
+                books(s.stats.dir),
+                books(s.stats.stream)
             );
             ExitCode::SUCCESS
         }

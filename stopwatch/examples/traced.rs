@@ -67,7 +67,24 @@ fn main() -> ExitCode {
         }
     });
     drop(rt);
-    drop(sw);
+    let stats = sw.finish();
     println!("recorded {requests} traced requests into {}", dir.display());
+    // Each output's books (a stream too, with FRAMELOG_CONNECT): written + dropped + unsent
+    // = records recorded.
+    let books = |b: Option<stopwatch::SinkStats>| {
+        b.map_or("null".to_owned(), |b| {
+            format!(
+                "{{\"written\":{},\"dropped\":{},\"unsent\":{}}}",
+                b.written, b.dropped, b.unsent
+            )
+        })
+    };
+    println!(
+        "{{\"dropped\":{},\"unsent\":{},\"dir\":{},\"stream\":{}}}",
+        stats.dropped,
+        stats.unsent,
+        books(stats.dir),
+        books(stats.stream)
+    );
     ExitCode::SUCCESS
 }

@@ -31,9 +31,11 @@ pub enum Error {
     #[error("remote session: {0}")]
     Remote(String),
     /// At exit, records a streaming program recorded never reached a server (no session
-    /// took them, or a stream failed): the count, as `Stats::unsent` has it.
+    /// took them, or a stream failed): the count, as `Stats::unsent` has it, and each
+    /// output's books.
     #[error(
-        "{records} records and {data} frame-data updates were not sent to {addr} (no session took them, or a stream failed); counted as unsent"
+        "{records} records and {data} frame-data updates were not sent to {addr} (no session took them, or a stream failed); counted as unsent. {}",
+        books(.addr, .stream, .dir)
     )]
     NotSent {
         /// The server's address.
@@ -42,6 +44,20 @@ pub enum Error {
         records: u64,
         /// Frame-data updates not sent, in all.
         data: u64,
+        /// The stream's books.
+        stream: crate::SinkStats,
+        /// The log directory's books, if the program has one.
+        dir: Option<crate::SinkStats>,
+    },
+    /// At shutdown, a Block-mode recorder had dropped records (a stalled server, a failed
+    /// writer, threads still recording as it shut down): the count, as `Stats::dropped`
+    /// has it (the logs hold Dropped records for what could be written).
+    #[error(
+        "{records} records were dropped in Block mode (a stalled server or failed log, or threads still recording at shutdown); the logs hold Dropped records for them where they could be written"
+    )]
+    DroppedInBlockMode {
+        /// Frame records (starts and ends) dropped, in all.
+        records: u64,
     },
     /// Suspended at start-up, no server resumed the program in time; it runs on.
     #[error(
@@ -104,8 +120,27 @@ impl Error {
             Error::SuspendTimeout { .. } => 128,
             Error::NotSent { .. } => 256,
             Error::Retention(_) => 512,
+            Error::DroppedInBlockMode { .. } => 1024,
         }
     }
+}
+
+/// Each output's books, for the line a program prints at exit.
+fn books(addr: &str, stream: &crate::SinkStats, dir: &Option<crate::SinkStats>) -> String {
+    let mut line = format!(
+        "Of {} records recorded, {addr} got {} ({} dropped, {} unsent)",
+        stream.recorded(),
+        stream.written,
+        stream.dropped,
+        stream.unsent
+    );
+    if let Some(d) = dir {
+        line += &format!(
+            "; the log directory got {} ({} dropped)",
+            d.written, d.dropped
+        );
+    }
+    line
 }
 
 /// The callback errors are reported through.

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::buffer::Encode;
 use crate::clock::Clock;
-use crate::connect::stream::RemoteStream;
+use crate::connect::stream::{Outputs, RemoteStream};
 use crate::error::{Error, Reporter};
 use crate::gate::Gate;
 use crate::ids::IdSource;
@@ -43,6 +43,9 @@ pub(crate) struct Inner {
     /// A `DataWaiting` wake-up was sent and the writer has not taken the data since.
     pub(crate) data_wake_sent: AtomicBool,
     pub(crate) slots: Mutex<Vec<Arc<Slot>>>,
+    /// Thread number 0: late records (`Msg::Late`, a thread's teardown) are written under it,
+    /// and its seal and `pending` count them through the final pass like any slot's.
+    pub(crate) late: Arc<Slot>,
     /// Drops of slots the writer has forgotten (their threads exited).
     pub(crate) retired_dropped: AtomicU64,
     /// Records lost because the writer could not write them.
@@ -53,8 +56,8 @@ pub(crate) struct Inner {
     pub(crate) last_flush_ns: AtomicU64,
     pub(crate) flush_interval: Duration,
     pub(crate) closed: AtomicBool,
-    /// Set by the writer when it begins its final pass: a buffer handed over from then on
-    /// would never be read, so its records are counted as dropped instead of sent.
+    /// Set by the writer (under the slots lock) when it begins its final pass: a slot
+    /// registered from then on is born sealed (`Slot`, shutdown rule).
     pub(crate) final_pass: AtomicBool,
     /// Set by the writer when it stops writing (I/O error or panic).
     pub(crate) writer_failed: AtomicBool,
@@ -63,12 +66,22 @@ pub(crate) struct Inner {
     pub(crate) dir: Option<PathBuf>,
     /// The session's stream, in connect mode.
     pub(crate) remote: Option<Arc<RemoteStream>>,
+    /// The sink of a connecting recorder (its directory's books), in connect mode.
+    pub(crate) outputs: Option<Arc<Outputs>>,
+    /// Frame records the sink took (a recorder that does not connect: its directory's).
+    pub(crate) written_records: AtomicU64,
 }
 
 impl Inner {
     /// Adds a thread's slot to the writer's list.
     pub(crate) fn register_slot(&self, slot: Arc<Slot>) {
-        self.lock_slots().push(slot);
+        let mut slots = self.lock_slots();
+        // Read under the slots lock, which the writer holds as it sets the flag and seals
+        // the slots it knows: a slot is either sealed by that pass or born sealed.
+        if self.final_pass.load(Ordering::SeqCst) {
+            slot.lock().sealed = true;
+        }
+        slots.push(slot);
     }
 
     /// The writer's list of slots.
@@ -83,15 +96,45 @@ impl Inner {
             .iter()
             .map(|s| s.dropped.load(Ordering::Relaxed))
             .sum();
+        drop(slots);
+        // Lost before any output: every output counts them as dropped.
+        let dropped = live
+            + self.retired_dropped.load(Ordering::Relaxed)
+            + self.writer_dropped.load(Ordering::Relaxed);
+        let stream = self.remote.as_ref().map(|r| SinkStats {
+            written: r.written(),
+            dropped,
+            unsent: r.unsent(),
+        });
+        let local = self.outputs.as_ref().map(|o| o.local_books());
+        let dir = match &local {
+            // Connecting: the directory beside the stream, if any, keeps its own books.
+            Some(books) => self
+                .outputs
+                .as_ref()
+                .and_then(|o| o.local.as_ref())
+                .map(|_| SinkStats {
+                    written: books.written,
+                    dropped: dropped + books.lost,
+                    unsent: 0,
+                }),
+            None => Some(SinkStats {
+                written: self.written_records.load(Ordering::Relaxed),
+                dropped,
+                unsent: 0,
+            }),
+        };
         Stats {
-            dropped: live
-                + self.retired_dropped.load(Ordering::Relaxed)
-                + self.writer_dropped.load(Ordering::Relaxed),
-            dropped_data: self.dropped_data.load(Ordering::Relaxed),
+            dropped: dir.map_or(dropped, |d| d.dropped),
+            dropped_data: self.dropped_data.load(Ordering::Relaxed)
+                + local.map_or(0, |b| b.lost_data),
             unsent_data: self.remote.as_ref().map_or(0, |r| r.unsent_data()),
             written_bytes: self.written_bytes.load(Ordering::Relaxed),
-            writer_failed: self.writer_failed.load(Ordering::Relaxed),
+            writer_failed: self.writer_failed.load(Ordering::Relaxed)
+                || local.is_some_and(|b| b.failed),
             unsent: self.remote.as_ref().map_or(0, |r| r.unsent()),
+            dir,
+            stream,
         }
     }
 
@@ -125,10 +168,15 @@ impl Inner {
 }
 
 /// Counters of a recorder.
+///
+/// Each output keeps its own books ([`Stats::dir`], [`Stats::stream`]): for each, frame
+/// records recorded = `written + dropped + unsent`, exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stats {
     /// Frame-log records (starts and ends) discarded: pool exhausted in Drop mode, released
-    /// by shutdown or writer failure in Block mode, or unwritable after a writer error.
+    /// by shutdown or writer failure in Block mode, or unwritable after a writer error. With
+    /// a log directory this is the directory's count ([`Stats::dir`]); a streaming-only
+    /// recorder's is the stream's.
     pub dropped: u64,
     /// Frame-data updates discarded.
     pub dropped_data: u64,
@@ -142,6 +190,34 @@ pub struct Stats {
     pub unsent: u64,
     /// Frame-data updates a remote session's stream could not carry.
     pub unsent_data: u64,
+    /// The log directory's books (`None` without one).
+    pub dir: Option<SinkStats>,
+    /// The stream's books (`None` for a recorder that does not connect).
+    pub stream: Option<SinkStats>,
+}
+
+/// One output's books, in frame-log records (starts and ends): what it has, what was
+/// dropped for it (its log holds Dropped records saying so, as far as it could be written),
+/// and what a stream could not carry. `written + dropped + unsent` = records recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct SinkStats {
+    /// Records in the output's log: appended to the directory; for a stream, acknowledged
+    /// by the server as appended to its log (StartSession v3 and later), or written whole
+    /// to the connection (v1, v2).
+    pub written: u64,
+    /// Records discarded before reaching the output (pool exhausted, a thread still
+    /// recording as the recorder shut down), or, for the directory, after it failed.
+    pub dropped: u64,
+    /// Stream only: records no session took (held past the pool's size, or at exit) or a
+    /// failed stream did not get into the server's log.
+    pub unsent: u64,
+}
+
+impl SinkStats {
+    /// Records accounted for: `written + dropped + unsent` (every record recorded).
+    pub fn recorded(&self) -> u64 {
+        self.written + self.dropped + self.unsent
+    }
 }
 
 impl Inner {
@@ -149,14 +225,24 @@ impl Inner {
     /// the writer; false if it could not be (too long, or the writer is gone).
     pub(crate) fn send_late(&self, rec: &dyn Encode) -> bool {
         // Only FrameEnds (25 bytes) and short FrameStarts take this path.
-        if self.final_pass.load(Ordering::SeqCst) {
+        let mut tmp = [0u8; 512];
+        let Some(n) = rec.encode_into(&mut tmp) else {
+            return false;
+        };
+        // The late slot's seal and pending count, as for a hand-off (`Slot`, shutdown rule):
+        // the writer's final pass either waits for this record or it is counted.
+        {
+            let mut st = self.late.lock();
+            if st.sealed {
+                return false;
+            }
+            st.pending += 1;
+        }
+        if self.msgs.send(Msg::Late(tmp[..n].to_vec())).is_err() {
+            self.late.lock().pending -= 1;
             return false;
         }
-        let mut tmp = [0u8; 512];
-        match rec.encode_into(&mut tmp) {
-            Some(n) => self.msgs.send(Msg::Late(tmp[..n].to_vec())).is_ok(),
-            None => false,
-        }
+        true
     }
 
     /// Encodes `value` as frame `key`'s data (on the caller's thread) and queues it.

@@ -63,7 +63,7 @@ pub use context::{Context, ContextGuard};
 pub use error::{Error, ErrorCallback, SinkError};
 pub use formats::Category;
 pub use frame::Frame;
-pub use inner::Stats;
+pub use inner::{SinkStats, Stats};
 pub use instrument::{FutureExt, InFrame};
 pub use pool::BufferingMode;
 pub use recorder::{Builder, InstallGuard, Recorder, Stopwatch};

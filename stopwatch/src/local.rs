@@ -561,10 +561,11 @@ impl Entry {
             self.inner.pool.give_back(buf);
             return;
         }
-        // Read under the slot lock: the writer sets the flag and then reads `pending` under
-        // this lock, so either it sees this hand-off pending and waits for it, or we see the
-        // flag and count the records (never sent to a writer that no longer reads).
-        if self.inner.final_pass.load(Ordering::SeqCst) {
+        // Read under the slot lock, where the writer's final pass seals the slot once no
+        // hand-off is pending: either it sees this hand-off pending and waits for it, or the
+        // slot is sealed (what was committed then was taken) and these records, made after,
+        // are counted (never sent to a writer that no longer reads).
+        if st.sealed {
             drop(st);
             let lost = pos_count(pos).wrapping_sub(pos_count(from));
             self.inner

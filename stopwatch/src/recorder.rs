@@ -252,26 +252,22 @@ impl Builder {
         // A session may narrow what is recorded; until one does, everything is recorded
         // (held for the first session when there is no log directory).
         let gate = Arc::new(Gate::new(false));
-        let (sink, dir, remote): (Arc<dyn Sink>, _, _) = match (local, &connect) {
+        let (sink, dir, remote, outputs): (Arc<dyn Sink>, _, _, _) = match (local, &connect) {
             (local, Some(c)) => {
                 let (local_sink, dir) = local.map_or((None, None), |(s, d)| (Some(s), d));
                 let remote = Arc::new(RemoteStream::new(
                     StreamConfig {
                         addr: c.addr.clone(),
                         worker: local_sink.as_ref().map_or(0, |s| s.worker()),
-                        records_locally: local_sink.is_some(),
                         hold_bytes: count * buf_size,
                         block: self.mode == BufferingMode::Block,
                     },
                     reporter.clone(),
                 ));
-                (
-                    Arc::new(Outputs::new(local_sink, remote.clone())),
-                    dir,
-                    Some(remote),
-                )
+                let outputs = Arc::new(Outputs::new(local_sink, remote.clone()));
+                (outputs.clone(), dir, Some(remote), Some(outputs))
             }
-            (Some((s, dir)), None) => (s, dir, None),
+            (Some((s, dir)), None) => (s, dir, None, None),
             (None, None) => return Err(Error::NoDir),
         };
         let (msgs, rx) = crossbeam_channel::unbounded();
@@ -298,6 +294,7 @@ impl Builder {
             spare_data: crossbeam_channel::bounded(DATA_QUEUE / 4),
             data_wake_sent: AtomicBool::new(false),
             slots: Mutex::new(Vec::new()),
+            late: Arc::new(crate::slot::Slot::new(0, String::new())),
             retired_dropped: AtomicU64::new(0),
             writer_dropped: AtomicU64::new(0),
             dropped_data: AtomicU64::new(0),
@@ -311,6 +308,8 @@ impl Builder {
             writer_thread: Mutex::new(None),
             dir,
             remote: remote.clone(),
+            outputs,
+            written_records: AtomicU64::new(0),
         });
         let for_writer = inner.clone();
         let handle = std::thread::Builder::new()
@@ -321,6 +320,7 @@ impl Builder {
         let mut recorder = Recorder {
             inner,
             connector: None,
+            reported_books: false,
         };
         if let (Some(c), Some(remote)) = (connect, remote) {
             let identity = Identity {
@@ -425,6 +425,8 @@ pub struct Recorder {
     pub(crate) inner: Arc<Inner>,
     /// The diagnostics thread, in connect mode.
     connector: Option<Arc<Connector>>,
+    /// The final books were reported (shutdown happens once).
+    reported_books: bool,
 }
 
 impl Recorder {
@@ -493,10 +495,39 @@ impl Recorder {
             c.begin_stop();
         }
         self.inner.shutdown();
-        if let Some(c) = self.connector.take() {
+        let connected = self.connector.take();
+        if let Some(c) = &connected {
             c.join();
         }
+        if !self.reported_books {
+            self.reported_books = true;
+            self.report_books(connected.is_some());
+        }
         self.inner.reporter.deliver();
+    }
+
+    /// The last word at shutdown: what a stream could not carry, with each output's books,
+    /// and what Block mode had to drop.
+    fn report_books(&self, connected: bool) {
+        let stats = self.inner.stats();
+        if let (true, Some(remote), Some(stream)) = (connected, &self.inner.remote, stats.stream)
+            && (stats.unsent > 0 || stats.unsent_data > 0)
+        {
+            self.inner.reporter.report(Error::NotSent {
+                addr: remote.addr().to_owned(),
+                records: stats.unsent,
+                data: stats.unsent_data,
+                stream,
+                dir: stats.dir,
+            });
+        }
+        let common = stats.stream.or(stats.dir).map_or(0, |s| s.dropped);
+        // A failed log said so already ("later records are counted as dropped").
+        if self.inner.pool.mode() == BufferingMode::Block && common > 0 && !stats.writer_failed {
+            self.inner
+                .reporter
+                .report(Error::DroppedInBlockMode { records: common });
+        }
     }
 }
 

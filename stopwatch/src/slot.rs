@@ -10,6 +10,12 @@
 //! Ordering rule: when the owner hands a full buffer to the writer it bumps `pending`; the
 //! writer does not steal from the slot's next buffer until it has written that full one, so
 //! one thread's records stay in order in the file.
+//!
+//! Shutdown rule: the writer's final pass *seals* each slot under its mutex, once the slot
+//! has no hand-off in flight, taking what is committed as it does. A hand-off (or a late
+//! record) checks the seal under the same mutex: before the seal it is pending and the
+//! writer waits for it; after it, the writer will never read again, so its records are
+//! counted as dropped. There is no moment where a hand-off is neither waited for nor counted.
 
 // A slot hands the writer thread a raw pointer to its thread's current buffer, guarded by the
 // slot's lock: see the SAFETY comments below.
@@ -44,6 +50,9 @@ pub(crate) struct SlotState {
     pub(crate) pending: u32,
     /// The owning thread has exited (its last buffer was handed over).
     pub(crate) orphaned: bool,
+    /// The writer's final pass took what this slot had: nothing handed over after this is
+    /// read (it is counted as dropped instead).
+    pub(crate) sealed: bool,
 }
 
 // SAFETY: the raw pointer is only dereferenced by the writer under the mutex while the owner
@@ -63,6 +72,7 @@ impl Slot {
                 current: std::ptr::null(),
                 pending: 0,
                 orphaned: false,
+                sealed: false,
             }),
         }
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::{BufferingMode, Builder, Error, Recorder, Stopwatch};
+use crate::{BufferingMode, Builder, Error, Recorder, SinkStats, Stopwatch};
 
 /// What to record.
 #[derive(Debug, Clone)]
@@ -97,6 +97,10 @@ pub struct StressReport {
     pub record_ns: u64,
     /// Frames recorded per second per the whole run (`frames * threads / elapsed`).
     pub frames_per_sec: u64,
+    /// The log directory's books (`written + dropped + unsent = emitted`), if it has one.
+    pub dir: Option<SinkStats>,
+    /// The stream's books, when connecting.
+    pub stream: Option<SinkStats>,
 }
 
 const LABELS: [&str; 8] = [
@@ -224,5 +228,7 @@ pub fn run(opts: &StressOptions) -> Result<StressReport, Error> {
         elapsed_ns,
         record_ns,
         frames_per_sec: (frames as u128 * 1_000_000_000 / elapsed_ns.max(1) as u128) as u64,
+        dir: stats.dir,
+        stream: stats.stream,
     })
 }

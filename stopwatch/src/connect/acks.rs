@@ -6,6 +6,7 @@
 
 use std::net::TcpStream;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use formats::protocol::{Kind, MAX_CONTROL_LEN, decode_ack};
@@ -18,19 +19,28 @@ struct AckState {
     records: u64,
     /// The connection closed or failed: no more Acks will come.
     closed: bool,
+    /// The stream's books are closed ([`Acks::settle`]): later Acks change nothing.
+    settled: bool,
 }
 
 /// The acknowledgements of one stream.
-#[derive(Default)]
 pub(crate) struct Acks {
     state: Mutex<AckState>,
     changed: Condvar,
+    /// The recorder's count of records its streams got into the server's log: each Ack
+    /// adds what it acknowledges anew, until the stream is settled.
+    written: Arc<AtomicU64>,
 }
 
 impl Acks {
-    /// Starts reading Acks from `conn` (a clone of the stream connection) on a thread.
-    pub(crate) fn spawn(conn: TcpStream) -> std::io::Result<Arc<Acks>> {
-        let acks = Arc::new(Acks::default());
+    /// Starts reading Acks from `conn` (a clone of the stream connection) on a thread;
+    /// what they acknowledge is added to `written`.
+    pub(crate) fn spawn(conn: TcpStream, written: Arc<AtomicU64>) -> std::io::Result<Arc<Acks>> {
+        let acks = Arc::new(Acks {
+            state: Mutex::new(AckState::default()),
+            changed: Condvar::new(),
+            written,
+        });
         let for_thread = acks.clone();
         std::thread::Builder::new()
             .name("stopwatch-acks".into())
@@ -49,7 +59,11 @@ impl Acks {
             };
             let mut st = self.state.lock();
             match ack {
-                Some(n) => st.records = st.records.max(n),
+                Some(n) if !st.settled && n > st.records => {
+                    self.written.fetch_add(n - st.records, Ordering::Relaxed);
+                    st.records = n;
+                }
+                Some(_) => {}
                 None => st.closed = true,
             }
             self.changed.notify_all();
@@ -69,6 +83,15 @@ impl Acks {
                 break;
             }
         }
+        st.records
+    }
+
+    /// Closes the stream's books: returns the records acknowledged, and Acks that come
+    /// later (a stopped server that resumes) are no longer counted as written (the
+    /// records they name were counted as unsent).
+    pub(crate) fn settle(&self) -> u64 {
+        let mut st = self.state.lock();
+        st.settled = true;
         st.records
     }
 

@@ -3,16 +3,17 @@
 //! that sends every batch to the stream and, when the program also has a log directory, to
 //! that log.
 //!
-//! Accounting: every frame-log record the writer hands to a streaming-only recorder is sent,
-//! held for the next session, or counted as *unsent*, never dropped silently. Until a
-//! session starts (and between sessions) records are held, up to the pool's size, and sent
-//! first when one starts; past that, and at shutdown for what is still held, they count as
-//! unsent.
+//! Accounting, the stream's books: every frame-log record the writer hands over is
+//! *written* (the server acknowledged it in its log), held for the next session, or counted as
+//! *unsent*, never dropped silently; with or without a log directory beside the stream, whose
+//! books [`Outputs`] keeps apart. Until a session starts (and between sessions) records are
+//! held, up to the pool's size, and sent first when one starts; past that, and at shutdown for
+//! what is still held, they count as unsent.
 
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use formats::protocol::{
@@ -49,7 +50,10 @@ impl Live {
     /// none are counted then, as before v3).
     fn unacknowledged(&self, wait: Duration) -> u64 {
         match &self.acks {
-            Some(a) => self.sent.saturating_sub(a.wait_closed(wait)),
+            Some(a) => {
+                a.wait_closed(wait);
+                self.sent.saturating_sub(a.settle())
+            }
             None => 0,
         }
     }
@@ -63,6 +67,9 @@ struct State {
     stripped: Vec<u8>,
     /// Records lost since the last stream began (sent as a Dropped record on the next).
     unsent: u64,
+    /// What the Dropped records among records counted as unsent said (they never reached
+    /// the server's log either): added to that Dropped record.
+    owed_dropped: u64,
     /// Whole records waiting for a session (streaming-only recorders).
     held: Vec<u8>,
     held_records: u64,
@@ -84,10 +91,11 @@ pub(crate) struct RemoteStream {
     changed: Condvar,
     /// Records lost in all (for `Stats::unsent`).
     total_unsent: AtomicU64,
+    /// Records in the server's log, in all: acknowledged (v3 and later), or written whole
+    /// to the socket (v1, v2).
+    written: Arc<AtomicU64>,
     /// Frame-data updates lost in all (counted with `Stats::dropped_data`).
     unsent_data: AtomicU64,
-    /// Whether a log directory also gets the records (then no session is not a loss).
-    records_locally: bool,
     /// Bytes of records (and, separately, of frame data) held while no session runs.
     hold_bytes: usize,
     /// Whether the program's own mode is Block (it waits for the first decision).
@@ -102,7 +110,6 @@ pub(crate) struct RemoteStream {
 pub(crate) struct StreamConfig {
     pub(crate) addr: String,
     pub(crate) worker: u8,
-    pub(crate) records_locally: bool,
     pub(crate) hold_bytes: usize,
     pub(crate) block: bool,
 }
@@ -115,17 +122,18 @@ impl RemoteStream {
                 out: Vec::new(),
                 stripped: Vec::new(),
                 unsent: 0,
+                owed_dropped: 0,
                 held: Vec::new(),
                 held_records: 0,
                 held_data: Vec::new(),
                 held_data_bytes: 0,
-                undecided: !cfg.records_locally,
+                undecided: true,
                 finished: false,
             }),
             changed: Condvar::new(),
             total_unsent: AtomicU64::new(0),
+            written: Arc::new(AtomicU64::new(0)),
             unsent_data: AtomicU64::new(0),
-            records_locally: cfg.records_locally,
             hold_bytes: cfg.hold_bytes,
             block: cfg.block,
             worker: cfg.worker,
@@ -138,6 +146,11 @@ impl RemoteStream {
     /// Records the streams could not carry, in all.
     pub(crate) fn unsent(&self) -> u64 {
         self.total_unsent.load(Ordering::Relaxed)
+    }
+
+    /// Records the streams got into the server's log, in all.
+    pub(crate) fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     /// Frame-data updates the streams could not carry, in all.
@@ -183,7 +196,10 @@ impl RemoteStream {
         }
         self.end_stream(&mut st);
         let acks = if acked {
-            match conn.try_clone().and_then(Acks::spawn) {
+            match conn
+                .try_clone()
+                .and_then(|c| Acks::spawn(c, self.written.clone()))
+            {
                 Ok(a) => Some(a),
                 Err(_) => return false,
             }
@@ -198,18 +214,20 @@ impl RemoteStream {
         });
         st.undecided = false;
         self.changed.notify_all();
-        if st.unsent > 0 {
+        let lost = st.unsent + st.owed_dropped;
+        if lost > 0 {
             let mut rec = Vec::new();
             Record::Dropped(Dropped {
                 worker: self.worker,
                 timestamp: self.clock.now(),
-                count: st.unsent,
+                count: lost,
             })
             .encode_to_vec(&mut rec);
             self.send_frames(&mut st, &rec, 0);
         }
         if st.conn.is_some() {
             st.unsent = 0;
+            st.owed_dropped = 0;
         }
         let held = std::mem::take(&mut st.held);
         let held_records = std::mem::take(&mut st.held_records);
@@ -247,14 +265,11 @@ impl RemoteStream {
             self.lose_records(held);
             self.unsent_data.fetch_add(held_data, Ordering::Relaxed);
         }
-        let (records, data) = (self.unsent(), self.unsent_data());
-        if records > 0 || data > 0 {
-            self.reporter.report(Error::NotSent {
-                addr: self.addr.clone(),
-                records,
-                data,
-            });
-        }
+    }
+
+    /// The server's address.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
     }
 
     fn lose_records(&self, records: u64) {
@@ -280,17 +295,9 @@ impl RemoteStream {
         )));
     }
 
-    /// Sends `records` (`count` frame records) on the stream, or keeps or counts them.
-    fn write_frames(&self, st: &mut parking_lot::MutexGuard<'_, State>, records: &[u8]) {
-        if st.conn.is_some() {
-            let n = count_frame_records(records);
-            self.send_frames(st, records, n);
-            return;
-        }
-        if self.records_locally {
-            return; // the log directory has them
-        }
-        let n = count_frame_records(records);
+    /// Sends `records` (`n` frame records) on the stream, or holds or counts them; the same
+    /// with or without a log directory beside the stream.
+    fn write_frames(&self, st: &mut parking_lot::MutexGuard<'_, State>, records: &[u8], n: u64) {
         loop {
             if st.conn.is_some() {
                 self.send_frames(st, records, n);
@@ -314,6 +321,7 @@ impl RemoteStream {
                 continue;
             }
             st.unsent += n;
+            st.owed_dropped += dropped_in(records);
             self.lose_records(n);
             return;
         }
@@ -367,7 +375,13 @@ impl RemoteStream {
                 return;
             };
             match write_all_by(&mut live.conn, out, deadline) {
-                Ok(()) => live.sent += n,
+                Ok(()) => {
+                    live.sent += n;
+                    if live.acks.is_none() {
+                        // Unacknowledged (v1, v2): what was written whole counts as written.
+                        self.written.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
                 Err(e) => {
                     let left = n + count_frame_records(rest);
                     self.fail(st, left, &e);
@@ -380,9 +394,6 @@ impl RemoteStream {
     fn add_data(&self, st: &mut State, entries: &[(FrameKey, Vec<u8>)]) {
         if st.conn.is_some() {
             self.write_data(st, entries.to_vec());
-            return;
-        }
-        if self.records_locally {
             return;
         }
         for (key, doc) in entries {
@@ -459,7 +470,10 @@ impl RemoteStream {
         }
         let _ = live.conn.flush();
         let lost = match &live.acks {
-            Some(a) => live.sent.saturating_sub(a.wait_for(live.sent, STALL_LIMIT)),
+            Some(a) => {
+                a.wait_for(live.sent, STALL_LIMIT);
+                live.sent.saturating_sub(a.settle())
+            }
             None => 0,
         };
         let _ = live.conn.shutdown(Shutdown::Both);
@@ -531,11 +545,29 @@ fn cut_at_record(bytes: &[u8], max: usize) -> usize {
 }
 
 /// The sink of a connecting recorder: the stream, plus the log directory if there is one.
+///
+/// Each keeps its own books. A directory that fails (full disk, removed) stops getting
+/// records, which are counted as dropped for it alone; the stream goes on (and the other way
+/// round: a failed stream holds or counts its records as unsent, the directory goes on).
 pub(crate) struct Outputs {
     pub(crate) local: Option<Arc<dyn Sink>>,
     pub(crate) remote: Arc<RemoteStream>,
     /// Ids of a recorder without a log (its keys are rewritten by the server).
     next_id: AtomicU32,
+    /// Frame records the directory took, and the ones it lost after failing.
+    local_written: AtomicU64,
+    local_lost: AtomicU64,
+    local_lost_data: AtomicU64,
+    local_failed: AtomicBool,
+}
+
+/// The books of the directory beside a stream.
+#[derive(Clone, Copy)]
+pub(crate) struct LocalBooks {
+    pub(crate) written: u64,
+    pub(crate) lost: u64,
+    pub(crate) lost_data: u64,
+    pub(crate) failed: bool,
 }
 
 impl Outputs {
@@ -544,7 +576,55 @@ impl Outputs {
             local,
             remote,
             next_id: AtomicU32::new(1),
+            local_written: AtomicU64::new(0),
+            local_lost: AtomicU64::new(0),
+            local_lost_data: AtomicU64::new(0),
+            local_failed: AtomicBool::new(false),
         }
+    }
+
+    /// The directory's books.
+    pub(crate) fn local_books(&self) -> LocalBooks {
+        LocalBooks {
+            written: self.local_written.load(Ordering::Relaxed),
+            lost: self.local_lost.load(Ordering::Relaxed),
+            lost_data: self.local_lost_data.load(Ordering::Relaxed),
+            failed: self.local_failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Appends `n` frame records to the directory with `append`, keeping its books: after
+    /// its first error (reported once) it gets nothing more and its records are counted.
+    fn to_local(
+        &self,
+        n: u64,
+        append: impl FnOnce(&dyn Sink) -> Result<(), SinkError>,
+    ) -> Result<(), SinkError> {
+        let Some(local) = &self.local else {
+            return Ok(());
+        };
+        if self.local_failed.load(Ordering::Relaxed) {
+            self.local_lost.fetch_add(n, Ordering::Relaxed);
+            return Ok(());
+        }
+        match append(&**local) {
+            Ok(()) => {
+                self.local_written.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.local_failed.store(true, Ordering::Relaxed);
+                self.local_lost.fetch_add(n, Ordering::Relaxed);
+                self.remote.reporter.report(Error::Write(
+                    format!("{e} (the stream to {} goes on)", self.remote.addr).into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn to_remote(&self, records: &[u8], n: u64) {
+        let mut st = self.remote.state.lock();
+        self.remote.write_frames(&mut st, records, n);
     }
 }
 
@@ -561,28 +641,18 @@ impl Sink for Outputs {
     }
 
     fn append_frames(&self, records: &[u8]) -> Result<(), SinkError> {
-        {
-            let mut st = self.remote.state.lock();
-            self.remote.write_frames(&mut st, records);
-        }
-        match &self.local {
-            Some(l) => l.append_frames(records),
-            None => Ok(()),
-        }
+        let n = count_frame_records(records);
+        self.to_remote(records, n);
+        self.to_local(n, |l| l.append_frames(records))
     }
 
     fn append_batches(&self, batches: &[u8]) -> Result<(), SinkError> {
         // The session protocol carries plain records (`docs/PROTOCOL.md`): the stream gets
         // them unframed; the local log takes the batches as they are.
         let records = crate::sink::unframe(batches)?;
-        {
-            let mut st = self.remote.state.lock();
-            self.remote.write_frames(&mut st, &records);
-        }
-        match &self.local {
-            Some(l) => l.append_batches(batches),
-            None => Ok(()),
-        }
+        let n = count_frame_records(&records);
+        self.to_remote(&records, n);
+        self.to_local(n, |l| l.append_batches(batches))
     }
 
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
@@ -590,15 +660,44 @@ impl Sink for Outputs {
             let mut st = self.remote.state.lock();
             self.remote.add_data(&mut st, entries);
         }
-        match &self.local {
-            Some(l) => l.append_data(entries),
-            None => Ok(()),
+        let Some(local) = &self.local else {
+            return Ok(());
+        };
+        if self.local_failed.load(Ordering::Relaxed) {
+            self.local_lost_data
+                .fetch_add(entries.len() as u64, Ordering::Relaxed);
+        } else if let Err(e) = local.append_data(entries) {
+            self.local_failed.store(true, Ordering::Relaxed);
+            self.local_lost_data
+                .fetch_add(entries.len() as u64, Ordering::Relaxed);
+            self.remote.reporter.report(Error::Write(e));
         }
+        Ok(())
     }
 
     fn close(&self) {
+        if let Some(l) = &self.local {
+            l.close();
+        }
         self.remote.finish();
     }
+
+    fn prune(&self) -> Result<(), SinkError> {
+        match &self.local {
+            Some(l) if !self.local_failed.load(Ordering::Relaxed) => l.prune(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The sum of the counts of the Dropped records among whole encoded records.
+fn dropped_in(records: &[u8]) -> u64 {
+    formats::RecordIter::new(records, 0)
+        .filter_map(|r| match r {
+            Ok((_, Record::Dropped(d))) => Some(d.count),
+            _ => None,
+        })
+        .sum()
 }
 
 #[cfg(test)]
