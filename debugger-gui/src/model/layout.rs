@@ -273,24 +273,11 @@ impl Model {
             }
         }
         active.truncate(kept);
-        // A recorded parent replaces the inferred one: in this lane if it runs here (the
-        // inferred one, most often), else wherever it is (see `parents`).
-        if s.parent_kind != PARENT_NOT_RECORDED {
-            let p = s.parent;
-            let is = |a: &Active| rows[a.row as usize].id(a.index as usize) == p;
-            parent = match s.parent_kind {
-                PARENT_FRAME if parent.is_some_and(|a| is(&a)) => parent,
-                PARENT_FRAME => active.iter().copied().find(|a| a.start <= t && is(a)),
-                _ => None,
-            };
-        }
-        let (far, far_node) = if s.parent_kind == PARENT_FRAME && parent.is_none() {
-            match self.find_parent(s.worker, s.parent, t) {
-                Some(p) => (Placed::Elsewhere(p), self.row(p).node(p.index as usize)),
-                None => (Placed::Waits(key(s.worker, s.parent)), calltree::ROOT),
-            }
+        // A recorded parent replaces the inferred one (out of line: most logs infer).
+        let (parent, far, far_node) = if s.parent_kind == PARENT_NOT_RECORDED {
+            (parent, Placed::None, calltree::ROOT)
         } else {
-            (Placed::None, calltree::ROOT)
+            self.recorded_parent(lane_id, s, parent)
         };
         let Lane { rows, active, .. } = &mut self.lanes[lane_id as usize];
         let min_row = parent.map_or(0, |p| p.row as usize + 1);
@@ -334,11 +321,7 @@ impl Model {
             (lane_id, row as u32, index),
             t,
         );
-        if s.parent_kind == PARENT_NOT_RECORDED {
-            self.parents.inferred += 1;
-        } else {
-            self.parents.recorded += 1;
-        }
+        self.parents.recorded += u64::from(s.parent_kind != PARENT_NOT_RECORDED);
         let placed = match parent {
             Some(p) => Placed::Below {
                 row: p.row,
@@ -383,6 +366,38 @@ impl Model {
             (None, StartPair::Ended(_) | StartPair::EndsLater(_)) => {
                 unreachable!("an ended start has its end")
             }
+        }
+    }
+
+    /// The parent a start recorded, where it is: running in lane `lane_id` (`inferred`, the
+    /// inferred one, most often is it), elsewhere with its call-tree node, or not placed yet.
+    #[cold]
+    #[inline(never)]
+    fn recorded_parent(
+        &mut self,
+        lane_id: u32,
+        s: &StartRec,
+        inferred: Option<Active>,
+    ) -> (Option<Active>, Placed, u32) {
+        let t = s.timestamp;
+        let Lane { rows, active, .. } = &self.lanes[lane_id as usize];
+        let p = s.parent;
+        let is = |a: &Active| rows[a.row as usize].id(a.index as usize) == p;
+        let parent = match s.parent_kind {
+            PARENT_FRAME if inferred.is_some_and(|a| is(&a)) => inferred,
+            PARENT_FRAME => active.iter().copied().find(|a| a.start <= t && is(a)),
+            _ => None,
+        };
+        if s.parent_kind != PARENT_FRAME || parent.is_some() {
+            return (parent, Placed::None, calltree::ROOT);
+        }
+        match self.find_parent(s.worker, p, t) {
+            Some(f) => (
+                None,
+                Placed::Elsewhere(f),
+                self.row(f).node(f.index as usize),
+            ),
+            None => (None, Placed::Waits(key(s.worker, p)), calltree::ROOT),
         }
     }
 

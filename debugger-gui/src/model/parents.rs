@@ -48,8 +48,6 @@ pub(crate) struct Parents {
     under: FxHashMap<FrameRef, Vec<(FrameRef, FrameRef)>>,
     /// Starts that recorded their parent.
     pub(crate) recorded: u64,
-    /// Starts whose parent was inferred.
-    pub(crate) inferred: u64,
 }
 
 impl Parents {
@@ -101,12 +99,12 @@ impl Model {
     /// Starts that recorded their parent, and starts whose parent was inferred (a log written
     /// before parents existed has only the latter: the views say so).
     pub fn parent_counts(&self) -> (u64, u64) {
-        (self.parents.recorded, self.parents.inferred)
+        (self.parents.recorded, self.frames - self.parents.recorded)
     }
 
     /// Whether the log's parents are inferred (it recorded none, and holds frames).
     pub fn parents_inferred(&self) -> bool {
-        self.parents.recorded == 0 && self.parents.inferred > 0
+        self.parents.recorded == 0 && self.frames > 0
     }
 
     /// Frame `at`'s parent, `None` for a root.
@@ -265,18 +263,16 @@ impl Model {
     pub(crate) fn link_parent(&mut self, at: FrameRef, key: FrameKey, placed: Placed) {
         // Most frames: a root, or right above their parent of the same context, with nothing
         // waiting: the rows tell it all.
-        if self.parents.waiting.is_empty() && self.parents.provisional.is_empty() {
-            match placed {
-                Placed::None => return,
-                Placed::Below {
-                    row,
-                    same_context: true,
-                    ..
-                } if at.row == row + 1 => return,
-                _ => {}
-            }
+        let plain = match placed {
+            Placed::None => true,
+            Placed::Below {
+                row, same_context, ..
+            } => same_context && at.row == row + 1,
+            _ => false,
+        };
+        if !(plain && self.parents.waiting.is_empty() && self.parents.provisional.is_empty()) {
+            self.link_parent_slow(at, key, placed);
         }
-        self.link_parent_slow(at, key, placed);
     }
 
     #[inline(never)]
