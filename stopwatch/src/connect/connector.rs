@@ -357,17 +357,26 @@ impl Thread {
                 self.remote.end();
                 (Reply::ok(STOP_SESSION, 1), None)
             }
-            Ok(Command::StartSession { version, .. }) if stopping => (
-                Reply {
-                    code: START_SESSION,
-                    version,
-                    status: Status::Failed,
-                    text: "the program is exiting".into(),
-                },
-                None,
-            ),
             Ok(Command::StartSession { version, settings }) => {
-                (Reply::ok(START_SESSION, version), Some((version, settings)))
+                // Decided under the lock `begin_stop` shuts the served connection with: this
+                // connection becomes the stream, which only the writer ends (with End, after
+                // the last records and their Acks). Shut down by `begin_stop` a moment after
+                // its records went out, the Acks of records the server appended were lost.
+                let mut current = self.shared.current.lock();
+                if stopping || self.stopping() {
+                    (
+                        Reply {
+                            code: START_SESSION,
+                            version,
+                            status: Status::Failed,
+                            text: "the program is exiting".into(),
+                        },
+                        None,
+                    )
+                } else {
+                    *current = None;
+                    (Reply::ok(START_SESSION, version), Some((version, settings)))
+                }
             }
         };
         if start.is_none() {
