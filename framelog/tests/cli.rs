@@ -266,6 +266,27 @@ fn bad_input_gives_one_clear_line_and_a_non_zero_exit_never_a_panic() {
         "{}",
         text(&out.stderr)
     );
+    // `view` of a file says so; a non-loopback address without a token is said once.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let out = framelog(&[
+        "view",
+        file.path().to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("a file, not a log directory"));
+    let empty = tempfile::tempdir().unwrap();
+    let out = framelog(&[
+        "view",
+        empty.path().to_str().unwrap(),
+        "--http",
+        "0.0.0.0:0",
+    ]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("serving viewers on").count(), 1, "{err}");
+    assert!(err.contains("needs a token"), "{err}");
     // A file is not a log directory; an empty directory holds no frames yet.
     let file = tempfile::NamedTempFile::new().unwrap();
     let out = framelog(&["stats", file.path().to_str().unwrap()]);

@@ -85,7 +85,8 @@ fn forward(dir: PathBuf, url: String, stop: Arc<AtomicBool>) -> u64 {
         with_data: true,
         ..Default::default()
     };
-    let mut sender = OtlpSender::new(&url);
+    // Retries stop at shutdown: a busy collector never holds up `serve`'s exit.
+    let mut sender = OtlpSender::new(&url).with_stop(stop.clone());
     let mut exporter: Option<Exporter> = None;
     let mut reported = false;
     let mut report = |what: &str, e: &dyn std::fmt::Display| {

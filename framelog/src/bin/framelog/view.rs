@@ -55,8 +55,11 @@ impl HttpArgs {
         opts.fd_reserve = fd_reserve;
         opts.recording = recording;
         opts.log = Arc::new(move |line: &str| eprintln!("framelog {who}: {line}"));
-        let server =
-            ViewerServer::bind(addr, opts).with_context(|| format!("serving viewers on {addr}"))?;
+        let server = ViewerServer::bind(addr, opts).map_err(|e| match e {
+            // Already names the address and what to do.
+            framelog::Error::TokenRequired(_) => anyhow::Error::new(e),
+            e => anyhow::Error::new(e).context(format!("serving viewers on {addr}")),
+        })?;
         let (conns, viewers) = server.capacity();
         if conns < self.max_http_connections || viewers < self.max_viewers {
             eprintln!(
@@ -102,7 +105,8 @@ const VIEW_FD_RESERVE: u64 = 64;
 /// Serves until SIGINT or SIGTERM, then stops within the viewer server's drain.
 pub fn run(args: &ViewArgs) -> anyhow::Result<ExitCode> {
     if !args.dir.is_dir() {
-        anyhow::bail!("{}: no such log directory", args.dir.display());
+        // Says whether it is missing or a file.
+        return Err(framelog::Error::NotALog(args.dir.clone()).into());
     }
     framelog::viewer::limits::raise_open_files_limit();
     let (tx, rx) = crossbeam_channel::bounded::<()>(1);
