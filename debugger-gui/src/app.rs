@@ -131,6 +131,15 @@ pub struct DebuggerApp {
     /// The File > Listen… dialog's address box, while it is open.
     listen_dialog: Option<String>,
     #[cfg(not(target_arch = "wasm32"))]
+    /// Asking what to do with the temporary log before quitting, while it asks.
+    quit_dialog: Option<crate::ui::quit_dialog::QuitDialog>,
+    #[cfg(not(target_arch = "wasm32"))]
+    /// The window was told to close (File > Quit, or the temporary log settled).
+    quitting: bool,
+    #[cfg(not(target_arch = "wasm32"))]
+    /// What became of the temporary log (once settled: the window may close).
+    quit_note: Option<String>,
+    #[cfg(not(target_arch = "wasm32"))]
     /// The last error of a Processes tab button.
     process_message: Option<String>,
     /// Limit statistics and contexts to the selected time range.
@@ -192,6 +201,12 @@ impl DebuggerApp {
             listener: None,
             #[cfg(not(target_arch = "wasm32"))]
             listen_dialog: None,
+            #[cfg(not(target_arch = "wasm32"))]
+            quit_dialog: None,
+            #[cfg(not(target_arch = "wasm32"))]
+            quitting: false,
+            #[cfg(not(target_arch = "wasm32"))]
+            quit_note: None,
             #[cfg(not(target_arch = "wasm32"))]
             process_message: None,
             limit_to_selection: true,
@@ -545,6 +560,13 @@ impl DebuggerApp {
                 let path = log
                     .as_ref()
                     .map_or_else(|| "no log open".to_owned(), |l| l.source.to_string());
+                #[cfg(not(target_arch = "wasm32"))]
+                let temporary = self
+                    .listener
+                    .as_ref()
+                    .is_some_and(|l| l.temp_dir().is_some());
+                #[cfg(target_arch = "wasm32")]
+                let temporary = false;
                 let info = status_bar::StatusInfo {
                     frames: model.frame_count(),
                     open: model.open_count(),
@@ -553,6 +575,7 @@ impl DebuggerApp {
                     following: self.is_following(),
                     ingest: &status,
                     path: &path,
+                    temporary,
                     parents_inferred: model.parents_inferred(),
                 };
                 if status_bar::show(ui, &info) {
@@ -682,6 +705,7 @@ impl DebuggerApp {
             });
             #[cfg(not(target_arch = "wasm32"))]
             {
+                self.quit_dialog(&ctx);
                 self.open_dialog(&ctx);
                 self.listen_dialog(&ctx);
                 self.export_dialog(&ctx, log.as_ref().and_then(OpenLog::dir));
@@ -942,7 +966,8 @@ impl DebuggerApp {
         }
         ui.separator();
         if ui.button("Quit").clicked() {
-            ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+            self.quit(ui.ctx());
+            ui.close();
         }
     }
 
@@ -1338,6 +1363,89 @@ impl DebuggerApp {
             self.open_remote(d.url.trim(), d.token.trim());
         } else if open && !cancel {
             self.remote_dialog = Some(d);
+        }
+    }
+
+    /// File > Quit: asks first what to do with a temporary log that holds frames (see
+    /// [`crate::temp_log`]); otherwise tells the window to close.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn quit(&mut self, ctx: &egui::Context) {
+        if self.temp_log_to_ask().is_some() {
+            self.quit_dialog.get_or_insert_default();
+        } else {
+            self.quitting = true;
+            ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+        }
+    }
+
+    /// The window was told to close (it closes unless a question stops it).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn quit_requested(&self) -> bool {
+        self.quitting
+    }
+
+    /// Whether the window asks what to do with its temporary log before quitting.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn asks_before_quitting(&self) -> bool {
+        self.quit_dialog.is_some()
+    }
+
+    /// What became of the temporary log when quitting (where it is now), once decided.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn quit_note(&self) -> Option<&str> {
+        self.quit_note.as_deref()
+    }
+
+    /// The temporary log to ask about before quitting: a listening window's own temporary
+    /// directory, once it holds frames and until the user said what to do with it.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn temp_log_to_ask(&self) -> Option<(PathBuf, u64)> {
+        if self.quit_note.is_some() {
+            return None;
+        }
+        let l = self.listener.as_ref()?;
+        let dir = l.temp_dir()?;
+        let frames = l.frames();
+        (frames > 0).then(|| (dir.to_owned(), frames))
+    }
+
+    /// Closing the window (its close button, or File > Quit) while the temporary log holds
+    /// frames asks first; the choice is carried out, then the window closes. An error keeps
+    /// the dialog open and says what went wrong.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn quit_dialog(&mut self, ctx: &egui::Context) {
+        use crate::ui::quit_dialog::{self, QuitAction};
+        let Some((dir, frames)) = self.temp_log_to_ask() else {
+            self.quit_dialog = None;
+            return;
+        };
+        if ctx.input(|i| i.viewport().close_requested()) {
+            ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
+            self.quitting = false;
+            self.quit_dialog.get_or_insert_default();
+        }
+        let Some(d) = &mut self.quit_dialog else {
+            return;
+        };
+        match quit_dialog::show(ctx, d, &dir, frames) {
+            Some(QuitAction::Cancel) => self.quit_dialog = None,
+            Some(QuitAction::Quit(choice)) => {
+                let Some(listener) = &mut self.listener else {
+                    return;
+                };
+                match listener.settle(&choice) {
+                    Ok(note) => {
+                        // Said where the user started the window, too: the window closes now.
+                        eprintln!("{note}");
+                        self.quit_note = Some(note);
+                        self.quit_dialog = None;
+                        self.quitting = true;
+                        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                    }
+                    Err(e) => d.error = Some(e),
+                }
+            }
+            None => {}
         }
     }
 

@@ -11,6 +11,7 @@
 //! - [`remote`]: a log served over a WebSocket (`debugger-gui ws://…`, and the page in a
 //!   browser).
 //! - [`listen`]: the window as a recording server for programs that connect to it.
+//! - [`temp_log`]: a listening window's temporary log kept, saved or deleted on quitting.
 //! - [`ui`]: the egui widgets; [`DebuggerApp`] puts them together.
 //! - [`synth`] and [`demo`]: synthetic workloads for tests, benchmarks and `--demo`.
 //! - `web`: the debugger in a browser (WebAssembly): a served log, and its test hooks.
@@ -41,6 +42,8 @@ pub mod remote;
 pub mod source;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod synth;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod temp_log;
 pub mod timefmt;
 pub mod ui;
 #[cfg(target_arch = "wasm32")]

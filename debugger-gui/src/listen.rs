@@ -9,6 +9,8 @@ use framelog::formats::protocol::{ModeSetting, SamplingSetting, SessionSettings}
 use framelog::remote::{ProcessInfo, Server, ServerOptions};
 use parking_lot::Mutex;
 
+use crate::temp_log::Choice;
+
 /// Server log lines kept for the Processes tab.
 const MAX_LINES: usize = 200;
 
@@ -58,8 +60,9 @@ impl SessionForm {
 /// A running server and the log directory it records into.
 pub struct Listener {
     server: Server,
-    /// Kept alive while listening into a temporary directory.
-    _temp: Option<tempfile::TempDir>,
+    /// The temporary directory recorded into (`--listen` without a directory), deleted
+    /// with the listener unless [`Listener::settle`] keeps or moves it.
+    temp: Option<tempfile::TempDir>,
     lines: Arc<Mutex<Vec<String>>>,
     /// The settings the tab shows (and new sessions use).
     pub form: SessionForm,
@@ -94,7 +97,7 @@ impl Listener {
         let server = Server::bind(addr, opts)?;
         Ok(Self {
             server,
-            _temp: temp,
+            temp,
             lines,
             form,
         })
@@ -108,6 +111,25 @@ impl Listener {
     /// The log directory sessions are recorded into.
     pub fn dir(&self) -> &Path {
         self.server.dir()
+    }
+
+    /// The log directory, if it is a temporary one (deleted when the window closes unless
+    /// the user keeps it).
+    pub fn temp_dir(&self) -> Option<&Path> {
+        self.temp.as_ref().map(tempfile::TempDir::path)
+    }
+
+    /// Frames recorded into the log so far (all programs).
+    pub fn frames(&self) -> u64 {
+        self.server.frames()
+    }
+
+    /// Stops the server (what programs still send is written first), then does `choice`
+    /// with the temporary log; says where the log is now. On an error the log stays where
+    /// it was, still temporary.
+    pub fn settle(&mut self, choice: &Choice) -> Result<String, String> {
+        self.server.close();
+        crate::temp_log::settle(&mut self.temp, choice)
     }
 
     /// Every program seen.

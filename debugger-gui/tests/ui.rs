@@ -448,11 +448,202 @@ fn a_directory_that_is_not_a_log_shows_a_message() {
     let mut h = harness(DebuggerApp::open(dir.path()));
     // Empty (as when listening before any program connected): a plain note, no error.
     step_until(&mut h, "message", |h| {
-        h.query_by_label_contains("holds no frames yet: waiting for programs")
-            .is_some()
+        h.query_by_label_contains(
+            "holds no frames yet (an empty directory: nothing has recorded into it); waiting for programs",
+        )
+        .is_some()
     });
     assert!(h.query_by_label_contains("⚠").is_none(), "no error banner");
     assert!(h.query_by_label("No frames yet").is_none() || h.state().model().is_some());
+}
+
+/// `debugger-gui no/such/dir` says plainly that the directory does not exist (and a file
+/// that it is a file), as `framelog` does: a warning, not the dim "waiting" note.
+#[test]
+fn a_missing_directory_or_a_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no/such/dir");
+    let mut h = harness(DebuggerApp::open(&missing));
+    let said = format!("⚠ {}: no such directory", missing.display());
+    step_until(&mut h, "the missing directory named", |h| {
+        h.query_by_label_contains(&said).is_some()
+    });
+    assert!(
+        h.query_by_label_contains("holds no frames yet").is_none(),
+        "not the empty directory's note"
+    );
+    let file = dir.path().join("afile.txt");
+    std::fs::write(&file, b"notes").unwrap();
+    let mut h = harness(DebuggerApp::open(&file));
+    let said = format!("⚠ {}: a file, not a log directory", file.display());
+    step_until(&mut h, "the file named as a file", |h| {
+        h.query_by_label_contains(&said).is_some()
+    });
+}
+
+/// A listening window (no directory given) whose program recorded a frame: the temporary
+/// log holds frames, the program has ended its session, and the window shows where the log is.
+fn listening_window_with_frames() -> (Harness<'static, DebuggerApp>, std::path::PathBuf) {
+    let mut h = harness(DebuggerApp::listen("127.0.0.1:0", None, None));
+    let listener = h.state().listener().expect("listening");
+    let addr = listener.addr().to_string();
+    let dir = listener.temp_dir().expect("a temporary log").to_owned();
+    let rec = stopwatch::Stopwatch::builder()
+        .connect(format!("{addr},timeout=60s"))
+        .build()
+        .unwrap();
+    drop(rec.start_with("GET /recorded", Category::HTTP));
+    step_until(&mut h, "the program's frame in the window", |h| {
+        !boxes(h, "GET /recorded").is_empty()
+    });
+    drop(rec);
+    step_until(&mut h, "the session's end", |h| {
+        h.state()
+            .listener()
+            .is_some_and(|l| l.lines().iter().any(|l| l.contains("ended its session")))
+    });
+    // While it records, the window says where the temporary log is.
+    let shown = dir.display().to_string();
+    assert!(h.query_by_label("temporary log:").is_some(), "status bar");
+    assert!(
+        h.query_by_label(&shown).is_some(),
+        "the path in the status bar"
+    );
+    assert!(
+        h.query_by_label_contains(&format!("Recording into a temporary log: {shown}"))
+            .is_some(),
+        "the Processes tab"
+    );
+    (h, dir)
+}
+
+fn click_quit(h: &mut Harness<'_, DebuggerApp>) {
+    h.get_by_label("File").click();
+    step_until(h, "the File menu", |h| h.query_by_label("Quit").is_some());
+    h.get_by_label("Quit").click();
+    h.run_steps(2);
+}
+
+fn segments(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".framelog"))
+        })
+        .count()
+    })
+}
+
+/// File > Quit on a listening window whose temporary log holds frames asks first (and so
+/// does the window's close button); Cancel goes back, Keep leaves the log where it is.
+#[test]
+fn quitting_a_listening_window_asks_and_keep_leaves_the_log() {
+    let (mut h, dir) = listening_window_with_frames();
+    click_quit(&mut h);
+    assert!(h.state().asks_before_quitting(), "the dialog is open");
+    assert!(!h.state().quit_requested(), "the window stays open");
+    for button in ["Keep", "Save as…", "Discard", "Cancel"] {
+        assert!(h.query_by_label(button).is_some(), "{button}");
+    }
+    assert!(
+        h.query_by_label_contains("1 frame into a temporary log")
+            .is_some()
+    );
+    h.get_by_label("Cancel").click();
+    h.run_steps(2);
+    assert!(!h.state().asks_before_quitting() && !h.state().quit_requested());
+    assert!(segments(&dir) > 0, "Cancel keeps the log");
+    // The window's close button: the close is cancelled and the dialog asks.
+    h.input_mut()
+        .viewports
+        .entry(egui::ViewportId::ROOT)
+        .or_default()
+        .events
+        .push(egui::ViewportEvent::Close);
+    h.step();
+    let cancelled = h.output().viewport_output[&egui::ViewportId::ROOT]
+        .commands
+        .contains(&egui::ViewportCommand::CancelClose);
+    assert!(cancelled, "the close is cancelled while the window asks");
+    h.run_steps(2);
+    assert!(h.query_by_label("Keep the recording?").is_some());
+    h.get_by_label("Keep").click();
+    h.run_steps(2);
+    assert!(h.state().quit_requested(), "the window closes");
+    let note = h.state().quit_note().expect("said what became of the log");
+    assert!(note.contains(&dir.display().to_string()), "{note}");
+    drop(h);
+    assert!(segments(&dir) > 0, "the kept log outlives the window");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn discard_on_quitting_deletes_the_temporary_log() {
+    let (mut h, dir) = listening_window_with_frames();
+    click_quit(&mut h);
+    h.get_by_label("Discard").click();
+    h.run_steps(2);
+    assert!(h.state().quit_requested());
+    assert!(!dir.exists(), "deleted");
+}
+
+/// Save as… moves the log to the path typed in its box; a path it cannot use is named in
+/// the window and the log stays where it was.
+#[test]
+fn save_as_on_quitting_moves_the_log_to_the_given_path() {
+    let (mut h, dir) = listening_window_with_frames();
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("taken.txt");
+    std::fs::write(&file, b"x").unwrap();
+    click_quit(&mut h);
+    h.get_by_label("Save as…").click();
+    step_until(&mut h, "the path box", |h| {
+        h.query_by_label("Save log to").is_some()
+    });
+    h.get_by_label("Save log to")
+        .type_text(&file.display().to_string());
+    h.step();
+    h.get_by_label("Save and quit").click();
+    h.run_steps(2);
+    let said = format!("⚠ {}: a file already", file.display());
+    assert!(
+        h.query_by_label_contains(&said).is_some(),
+        "the error is named"
+    );
+    assert!(!h.state().quit_requested() && h.state().asks_before_quitting());
+    assert!(segments(&dir) > 0, "the log stays where it was");
+    let to = out.path().join("saved/run-1");
+    h.get_by_label("Save log to").focus();
+    h.step();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.step();
+    h.get_by_label("Save log to")
+        .type_text(&to.display().to_string());
+    h.step();
+    h.get_by_label("Save and quit").click();
+    h.run_steps(2);
+    assert!(h.state().quit_requested(), "{:?}", h.state().quit_note());
+    let note = h.state().quit_note().unwrap();
+    assert!(note.contains(&to.display().to_string()), "{note}");
+    drop(h);
+    assert!(!dir.exists(), "moved, not copied");
+    assert!(segments(&to) > 0, "the log is at the given path");
+    let log = framelog::LogReader::open(&to).expect("a readable log");
+    drop(log);
+}
+
+/// A listening window whose temporary log holds no frames quits at once.
+#[test]
+fn a_listening_window_with_an_empty_temporary_log_quits_without_asking() {
+    let mut h = harness(DebuggerApp::listen("127.0.0.1:0", None, None));
+    let dir = h.state().listener().unwrap().temp_dir().unwrap().to_owned();
+    h.run_steps(2);
+    click_quit(&mut h);
+    assert!(h.state().quit_requested(), "the window closes");
+    assert!(!h.state().asks_before_quitting());
+    assert!(h.query_by_label("Keep the recording?").is_none());
+    drop(h);
+    assert!(!dir.exists(), "nothing recorded, nothing kept");
 }
 
 #[test]

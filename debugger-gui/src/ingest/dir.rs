@@ -31,12 +31,13 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
                 drop(status);
                 break r;
             }
-            Err(Error::NotALog(p)) if follow && is_empty_or_missing(&p) => {
-                let note = format!(
-                    "{} holds no frames yet: waiting for programs to write or connect",
-                    p.display()
-                );
+            Err(e @ Error::NotALog(_)) if follow && is_empty_dir(dir) => {
+                // framelog's words ("PATH: holds no frames yet (an empty directory: …)"),
+                // and what the window does about it.
+                let note = format!("{e}; waiting for programs to write or connect");
                 let mut status = shared.status();
+                // It was missing or a file before: that is over.
+                status.errors.clear();
                 if status.waiting.as_ref() != Some(&note) {
                     status.waiting = Some(note);
                     drop(status);
@@ -50,15 +51,13 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
                 }
             }
             Err(e) => {
-                let waiting = if follow {
-                    "; waiting for a log to appear"
-                } else {
-                    ""
-                };
+                // framelog's words: "PATH: no such directory", "PATH: a file, not a log
+                // directory", "PATH: not a framelog directory (…)".
                 let msg = match &e {
-                    Error::NotALog(p) => format!("{}{waiting}", why_not_a_log(p)),
+                    Error::NotALog(_) if follow => format!("{e}; waiting for a log to appear"),
                     other => other.to_string(),
                 };
+                shared.status().waiting = None;
                 shared.push_error(msg);
                 shared.repaint();
                 if !follow {
@@ -219,23 +218,8 @@ impl Liveness {
     }
 }
 
-/// True if `dir` does not exist yet or holds nothing: a log still to come, not a problem.
-fn is_empty_or_missing(dir: &Path) -> bool {
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => entries.next().is_none(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-    }
-}
-
-/// Says plainly why `dir` holds no log: it does not exist, is empty, or holds other files.
-fn why_not_a_log(dir: &Path) -> String {
-    let shown = dir.display();
-    match std::fs::read_dir(dir).map(|mut entries| entries.next().is_none()) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
-        Err(e) => format!("{shown} cannot be read: {e}"),
-        Ok(true) => format!("{shown} is empty: no frames-NNNNNN.framelog files yet"),
-        Ok(false) => format!(
-            "{shown} is not a framelog log directory (it holds no frames-NNNNNN.framelog files)"
-        ),
-    }
+/// True if `dir` is a directory that holds nothing: a log still to come, not a problem
+/// (a missing directory or a file is one: the window says so).
+fn is_empty_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
 }

@@ -686,17 +686,35 @@ mod tests {
         assert!(ing.wait_caught_up(Duration::from_secs(5)));
         let s = ing.status();
         assert!(s.finished);
-        assert!(s.errors[0].contains("is empty"), "{:?}", s.errors);
+        assert!(
+            s.errors[0].contains(": holds no frames yet (an empty directory"),
+            "{:?}",
+            s.errors
+        );
         std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
         let ing = Ingest::start(dir.path(), false);
         assert!(ing.wait_caught_up(Duration::from_secs(5)));
         let e = &ing.status().errors[0];
-        assert!(e.contains("is not a framelog log directory"), "{e}");
+        assert!(e.contains(": not a framelog directory"), "{e}");
         let gone = dir.path().join("missing");
         let ing = Ingest::start(&gone, false);
         assert!(ing.wait_caught_up(Duration::from_secs(5)));
         let e = &ing.status().errors[0];
-        assert!(e.contains("does not exist"), "{e}");
+        assert!(e.ends_with("missing: no such directory"), "{e}");
+        let file = dir.path().join("notes.txt");
+        let ing = Ingest::start(&file, true);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ing.status().errors.is_empty() {
+            assert!(Instant::now() < deadline, "an error for a file");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let s = ing.status();
+        assert!(
+            s.errors[0].contains("notes.txt: a file, not a log directory"),
+            "{:?}",
+            s.errors
+        );
+        assert!(s.waiting.is_none(), "{:?}", s.waiting);
     }
 
     #[test]

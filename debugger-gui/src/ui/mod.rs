@@ -1,5 +1,5 @@
 //! The egui widgets: flamegraph (timeline), aggregated flame graph, frame-data tree, contexts list, statistics table, processes
-//! (listening windows), status bar.
+//! (listening windows) and their quit dialog, status bar.
 
 pub mod aggregated;
 pub mod compare;
@@ -14,6 +14,8 @@ pub mod overview;
 pub mod present;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod processes;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod quit_dialog;
 pub mod relatives;
 pub mod search_bar;
 pub mod stats;

@@ -17,6 +17,13 @@ pub fn show(ui: &mut Ui, listener: &mut Listener, message: &mut Option<String>) 
             listener.addr()
         ));
     });
+    match listener.temp_dir() {
+        Some(dir) => ui.label(format!(
+            "Recording into a temporary log: {} (on quitting, the window asks whether to keep, save or delete it)",
+            dir.display()
+        )),
+        None => ui.label(format!("Recording into {}", listener.dir().display())),
+    };
     let before = listener.form.clone();
     ui.horizontal(|ui| {
         let form = &mut listener.form;

@@ -21,6 +21,9 @@ pub struct StatusInfo<'a> {
     pub ingest: &'a IngestStatus,
     /// Log path.
     pub path: &'a str,
+    /// The log is a listening window's temporary directory (File > Quit asks what to do
+    /// with it).
+    pub temporary: bool,
     /// The log records no parents: they are inferred.
     pub parents_inferred: bool,
 }
@@ -104,6 +107,11 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
             )
             .on_hover_text("Loading the log");
             ui.separator();
+        }
+        if s.temporary {
+            ui.label("temporary log:").on_hover_text(
+                "Recorded into a temporary directory: File > Quit asks whether to keep, save or delete it",
+            );
         }
         ui.label(RichText::new(s.path).weak().monospace());
     });
