@@ -44,8 +44,13 @@ fn dump(dir: &Path) -> Vec<u8> {
     run(&["dump", "--json"], dir).stdout
 }
 
+/// Whether the file is a compact segment (format version 2, or 4 with parents).
 fn is_compact(path: &Path) -> bool {
-    std::fs::read(path).is_ok_and(|b| b.len() >= 16 && b[8..10] == [2, 0])
+    std::fs::read(path).is_ok_and(|b| {
+        formats::FileHeader::decode_any(FileKind::FrameLog, &b)
+            .or_else(|_| formats::FileHeader::decode_any(FileKind::FrameData, &b))
+            .is_ok_and(|h| h.is_some_and(|h| h.is_compact()))
+    })
 }
 
 fn frame_segment_paths(dir: &Path) -> Vec<PathBuf> {
