@@ -271,6 +271,11 @@ fn dump_prints_parents_and_stats_says_whether_they_were_recorded() {
     assert!(ok, "{err}");
     assert!(err.contains("1 frames record no parent"), "{err}");
     let (_, err, ok) = framelog_cli(&["export", d, "-o", "/dev/null"]);
+    let null = std::fs::metadata("/dev/null").unwrap();
+    assert!(
+        !null.is_file(),
+        "/dev/null is still a device, not replaced by a file"
+    );
     assert!(ok, "{err}");
     assert!(!err.contains("record no parent"), "{err}");
 }

@@ -178,7 +178,23 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
     // A file is written under a temporary name beside it and renamed once whole: a failed
     // export leaves no broken file behind (and an existing one untouched).
     let mut pending: Option<(tempfile::NamedTempFile, PathBuf)> = None;
+    // Only a regular file (or a new one) is replaced: `-o /dev/null`, a FIFO or a terminal is
+    // written to as it is (renaming over it would replace the device with a file).
+    let special = a
+        .output
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .is_some_and(|m| !m.is_file());
     let (out, shown): (Box<dyn Write>, String) = match &a.output {
+        Some(p) if special => (
+            Box::new(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .with_context(|| format!("opening {}", p.display()))?,
+            ),
+            p.display().to_string(),
+        ),
         Some(p) => {
             let parent = p
                 .parent()
