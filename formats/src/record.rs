@@ -309,35 +309,34 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
             let Ok((s, rest)) = RawStart::ref_from_prefix(buf) else {
                 return Ok(Decoded::NeedMore);
             };
-            let n = s.label_size as usize;
-            let Some(label) = rest.get(..n) else {
-                return Ok(Decoded::NeedMore);
-            };
-            let label = utf8(label, FRAME_START_HEADER_LEN)?;
-            let rec = Record::Start(FrameStart {
+            let (context, category) = (s.context.get(), s.category);
+            let label_at = FRAME_START_HEADER_LEN;
+            start_record(rest, s.label_size as usize, label_at, |label| FrameStart {
                 id,
                 worker,
                 timestamp,
-                context: s.context.get(),
-                category: Category(s.category),
+                context,
+                category: Category(category),
                 label,
                 parent: Parent::NotRecorded,
-            });
-            Ok(Decoded::Record(rec, FRAME_START_HEADER_LEN + n))
+            })
         }
         START_WITH_PARENT => {
+            let bad = |len| {
+                DecodeError::new(
+                    0,
+                    ErrorKind::BadPayload {
+                        name: "start with parent",
+                        len,
+                    },
+                )
+            };
             let Ok((s, rest)) = RawStartParent::ref_from_prefix(buf) else {
                 // Not all of the fixed part is here: a payload size too small to hold it is
                 // an error as soon as the size is known, else wait for more.
                 return match RawExt::ref_from_prefix(buf) {
                     Ok((e, _)) if (e.payload_size.get() as usize) < PARENT_START_FIXED => {
-                        Err(DecodeError::new(
-                            0,
-                            ErrorKind::BadPayload {
-                                name: "start with parent",
-                                len: e.payload_size.get() as usize,
-                            },
-                        ))
+                        Err(bad(e.payload_size.get() as usize))
                     }
                     _ => Ok(Decoded::NeedMore),
                 };
@@ -347,28 +346,19 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
                 .checked_sub(PARENT_START_FIXED)
                 .filter(|n| *n <= u8::MAX as usize)
             else {
-                return Err(DecodeError::new(
-                    0,
-                    ErrorKind::BadPayload {
-                        name: "start with parent",
-                        len: size,
-                    },
-                ));
+                return Err(bad(size));
             };
-            let Some(label) = rest.get(..n) else {
-                return Ok(Decoded::NeedMore);
-            };
-            let label = utf8(label, FRAME_START_PARENT_HEADER_LEN)?;
-            let rec = Record::Start(FrameStart {
+            let (context, category, parent) = (s.context.get(), s.category, s.parent.get());
+            let label_at = FRAME_START_PARENT_HEADER_LEN;
+            start_record(rest, n, label_at, |label| FrameStart {
                 id,
                 worker,
                 timestamp,
-                context: s.context.get(),
-                category: Category(s.category),
+                context,
+                category: Category(category),
                 label,
-                parent: Parent::from_field(s.parent.get()),
-            });
-            Ok(Decoded::Record(rec, FRAME_START_PARENT_HEADER_LEN + n))
+                parent: Parent::from_field(parent),
+            })
         }
         END => Ok(Decoded::Record(
             Record::End(FrameEnd {
@@ -425,6 +415,22 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
             Ok(Decoded::Record(rec, EXT_HEADER_LEN + n))
         }
     }
+}
+
+/// A FrameStart (either type) whose fixed part is decoded: its `n`-byte label at the front of
+/// `rest` (at `label_at` in the record), then the record `make` builds around it.
+#[inline(always)]
+fn start_record<'a>(
+    rest: &'a [u8],
+    n: usize,
+    label_at: usize,
+    make: impl FnOnce(&'a str) -> FrameStart<'a>,
+) -> Result<Decoded<'a>, DecodeError> {
+    let Some(label) = rest.get(..n) else {
+        return Ok(Decoded::NeedMore);
+    };
+    let label = utf8(label, label_at)?;
+    Ok(Decoded::Record(Record::Start(make(label)), label_at + n))
 }
 
 /// Writes `parts` into the front of `out`, or returns `None` (writing nothing) if it is too small.

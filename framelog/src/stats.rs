@@ -215,7 +215,7 @@ mod tests {
         })
     }
 
-    fn end(id: u32, ts: u64) -> Record<'static> {
+    pub(super) fn end(id: u32, ts: u64) -> Record<'static> {
         Record::End(FrameEnd {
             id,
             worker: 0,
@@ -262,8 +262,9 @@ mod tests {
 
 #[cfg(test)]
 mod self_time_tests {
+    use super::tests::end;
     use super::*;
-    use formats::{Category, FrameEnd, FrameStart, Parent, ThreadInfo};
+    use formats::{Category, FrameStart, Parent, ThreadInfo};
 
     fn start(id: u32, ts: u64, context: u32, label: &str, parent: Parent) -> Record<'_> {
         Record::Start(FrameStart {
@@ -274,14 +275,6 @@ mod self_time_tests {
             context,
             category: Category::FUNCTION,
             label,
-        })
-    }
-
-    fn end(id: u32, ts: u64) -> Record<'static> {
-        Record::End(FrameEnd {
-            id,
-            worker: 0,
-            timestamp: ts,
         })
     }
 
