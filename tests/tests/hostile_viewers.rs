@@ -51,23 +51,10 @@ struct Server {
 impl Server {
     /// `framelog view DIR --http 127.0.0.1:0 EXTRA…`.
     fn view(dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(framelog_bin())
-            .arg("view")
-            .arg(dir)
-            .args(["--http", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let host = line
-            .trim()
-            .strip_prefix("serving http://")
-            .unwrap_or_else(|| panic!("first line {line:?}"))
+        let (mut child, url) = framelog_tests::viewer_client::view(dir, extra);
+        let host = url
+            .strip_prefix("http://")
+            .unwrap_or_else(|| panic!("served at {url:?}"))
             .trim_end_matches('/')
             .to_owned();
         let log = collect(child.stderr.take().unwrap());
