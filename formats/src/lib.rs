@@ -15,6 +15,7 @@ mod category;
 pub mod compact;
 mod data;
 pub mod downgrade;
+pub mod instant;
 mod error;
 mod header;
 mod label;
@@ -37,6 +38,7 @@ pub use header::{
     COMPACT_PARENTS_VERSION, COMPACT_VERSION, FORMAT_VERSION, FileHeader, FileKind, HEADER_LEN,
     PARENTS_VERSION,
 };
+pub use instant::{FrameAlloc, Level, Message, Plot, PlotMode, PlotUnit};
 pub use label::truncate_label;
 pub use record::{
     Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,

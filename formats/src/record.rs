@@ -9,6 +9,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use crate::category::Category;
 use crate::error::{DecodeError, ErrorKind};
+use crate::instant::{FrameAlloc, Message, Plot};
 use crate::label::truncate_label;
 
 /// Length of a FrameEnd record, and of the prefix every record shares.
@@ -75,11 +76,17 @@ pub enum RecordType {
     Batch = 5,
     /// A frame starts, and names its parent (only in version 3 and 4 frame logs).
     StartWithParent = 6,
+    /// One value of a plot series.
+    Plot = 7,
+    /// A log message.
+    Message = 8,
+    /// What a frame allocated and freed.
+    FrameAlloc = 9,
 }
 
 impl RecordType {
     /// Every type this version defines, in type-byte order.
-    pub const ALL: [RecordType; 7] = [
+    pub const ALL: [RecordType; 10] = [
         RecordType::Start,
         RecordType::End,
         RecordType::Dropped,
@@ -87,6 +94,9 @@ impl RecordType {
         RecordType::ThreadInfo,
         RecordType::Batch,
         RecordType::StartWithParent,
+        RecordType::Plot,
+        RecordType::Message,
+        RecordType::FrameAlloc,
     ];
 
     /// The type for a type byte, if this version defines it.
@@ -99,6 +109,9 @@ impl RecordType {
             4 => Some(RecordType::ThreadInfo),
             5 => Some(RecordType::Batch),
             6 => Some(RecordType::StartWithParent),
+            7 => Some(RecordType::Plot),
+            8 => Some(RecordType::Message),
+            9 => Some(RecordType::FrameAlloc),
             _ => None,
         }
     }
@@ -113,6 +126,9 @@ impl RecordType {
             RecordType::WorkerInfo => "worker_info",
             RecordType::ThreadInfo => "thread_info",
             RecordType::Batch => "batch",
+            RecordType::Plot => "plot",
+            RecordType::Message => "message",
+            RecordType::FrameAlloc => "frame_alloc",
         }
     }
 
@@ -263,6 +279,12 @@ pub enum Record<'a> {
     WorkerInfo(WorkerInfo<'a>),
     /// Type 4.
     ThreadInfo(ThreadInfo<'a>),
+    /// Type 7.
+    Plot(Plot<'a>),
+    /// Type 8.
+    Message(Message<'a>),
+    /// Type 9.
+    FrameAlloc(FrameAlloc),
     /// Any other type ≥ 2.
     Unknown(Extension<'a>),
 }
@@ -304,6 +326,9 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     const WORKER_INFO: u8 = RecordType::WorkerInfo as u8;
     const THREAD_INFO: u8 = RecordType::ThreadInfo as u8;
     const START_WITH_PARENT: u8 = RecordType::StartWithParent as u8;
+    const PLOT: u8 = RecordType::Plot as u8;
+    const MESSAGE: u8 = RecordType::Message as u8;
+    const FRAME_ALLOC: u8 = RecordType::FrameAlloc as u8;
     match c.kind {
         START => {
             let Ok((s, rest)) = RawStart::ref_from_prefix(buf) else {
@@ -404,6 +429,17 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
                     timestamp,
                     name: utf8(payload, EXT_HEADER_LEN)?,
                 }),
+                PLOT => Record::Plot(
+                    Plot::from_payload(worker, timestamp, payload).ok_or_else(|| bad("plot"))?,
+                ),
+                MESSAGE => Record::Message(
+                    Message::from_payload(id, worker, timestamp, payload)
+                        .ok_or_else(|| bad("message"))?,
+                ),
+                FRAME_ALLOC => Record::FrameAlloc(
+                    FrameAlloc::from_payload(id, worker, timestamp, payload)
+                        .ok_or_else(|| bad("frame_alloc"))?,
+                ),
                 _ => Record::Unknown(Extension {
                     id,
                     worker,
@@ -562,6 +598,56 @@ impl ThreadInfo<'_> {
     }
 }
 
+impl Plot<'_> {
+    /// Encodes into the front of `out` (name cut to 255 bytes); `None` if `out` is too small.
+    /// Never allocates.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let name = self.encoded_name();
+        let raw = RawExt {
+            common: common(0, self.worker, RecordType::Plot as u8, self.timestamp),
+            payload_size: ext_payload_len(crate::instant::PLOT_FIXED + name.len()),
+        };
+        let n = put(out, raw.as_bytes(), &self.fixed_payload())?;
+        Some(n + put(out.get_mut(n..)?, name.as_bytes(), &[])?)
+    }
+}
+
+impl Message<'_> {
+    /// Encodes into the front of `out` (text cut to 4,096 bytes; fields left out when they
+    /// would not fit); `None` if `out` is too small. Never allocates.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let raw = RawExt {
+            common: common(
+                self.frame,
+                self.worker,
+                RecordType::Message as u8,
+                self.timestamp,
+            ),
+            payload_size: ext_payload_len(self.payload_len()),
+        };
+        let n = put(out, raw.as_bytes(), &self.fixed_payload())?;
+        let rest = out.get_mut(n..)?;
+        Some(n + put(rest, self.encoded_text().as_bytes(), self.encoded_fields())?)
+    }
+}
+
+impl FrameAlloc {
+    /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let (payload, len) = self.payload();
+        let raw = RawExt {
+            common: common(
+                self.id,
+                self.worker,
+                RecordType::FrameAlloc as u8,
+                self.timestamp,
+            ),
+            payload_size: ext_payload_len(len),
+        };
+        put(out, raw.as_bytes(), &payload[..len])
+    }
+}
+
 impl Extension<'_> {
     /// Encodes into the front of `out`; `None` if `out` is too small or the payload exceeds
     /// 65,535 bytes.
@@ -584,6 +670,9 @@ impl<'a> Record<'a> {
             Record::Dropped(r) => r.worker,
             Record::WorkerInfo(r) => r.worker,
             Record::ThreadInfo(r) => r.worker,
+            Record::Plot(r) => r.worker,
+            Record::Message(r) => r.worker,
+            Record::FrameAlloc(r) => r.worker,
             Record::Unknown(r) => r.worker,
         }
     }
@@ -593,8 +682,10 @@ impl<'a> Record<'a> {
         match self {
             Record::Start(r) => r.id,
             Record::End(r) => r.id,
-            Record::Dropped(_) | Record::WorkerInfo(_) => 0,
+            Record::Dropped(_) | Record::WorkerInfo(_) | Record::Plot(_) => 0,
             Record::ThreadInfo(r) => r.thread,
+            Record::Message(r) => r.frame,
+            Record::FrameAlloc(r) => r.id,
             Record::Unknown(r) => r.id,
         }
     }
@@ -607,6 +698,9 @@ impl<'a> Record<'a> {
             Record::Dropped(r) => r.timestamp,
             Record::WorkerInfo(r) => r.timestamp,
             Record::ThreadInfo(r) => r.timestamp,
+            Record::Plot(r) => r.timestamp,
+            Record::Message(r) => r.timestamp,
+            Record::FrameAlloc(r) => r.timestamp,
             Record::Unknown(r) => r.timestamp,
         }
     }
@@ -619,6 +713,9 @@ impl<'a> Record<'a> {
             Record::Dropped(_) => RecordType::Dropped as u8,
             Record::WorkerInfo(_) => RecordType::WorkerInfo as u8,
             Record::ThreadInfo(_) => RecordType::ThreadInfo as u8,
+            Record::Plot(_) => RecordType::Plot as u8,
+            Record::Message(_) => RecordType::Message as u8,
+            Record::FrameAlloc(_) => RecordType::FrameAlloc as u8,
             Record::Unknown(r) => r.kind,
         }
     }
@@ -643,6 +740,9 @@ impl<'a> Record<'a> {
             Record::Dropped(r) => r.encode(out),
             Record::WorkerInfo(r) => r.encode(out),
             Record::ThreadInfo(r) => r.encode(out),
+            Record::Plot(r) => r.encode(out),
+            Record::Message(r) => r.encode(out),
+            Record::FrameAlloc(r) => r.encode(out),
             Record::Unknown(r) => r.encode(out),
         }
     }
@@ -655,6 +755,9 @@ impl<'a> Record<'a> {
             Record::Dropped(_) => EXT_HEADER_LEN + 8,
             Record::WorkerInfo(r) => EXT_HEADER_LEN + 4 + truncate_label(r.name).len(),
             Record::ThreadInfo(r) => EXT_HEADER_LEN + truncate_label(r.name).len(),
+            Record::Plot(r) => EXT_HEADER_LEN + crate::instant::PLOT_FIXED + r.encoded_name().len(),
+            Record::Message(r) => EXT_HEADER_LEN + r.payload_len(),
+            Record::FrameAlloc(r) => EXT_HEADER_LEN + r.payload().1,
             Record::Unknown(r) => EXT_HEADER_LEN + r.payload.len(),
         }
     }
@@ -722,6 +825,7 @@ impl<'a> Iterator for RecordIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::instant::{Level, PlotMode, PlotUnit};
     use proptest::prelude::*;
 
     fn round_trip(rec: Record<'_>) {
@@ -920,12 +1024,28 @@ mod tests {
 
         #[test]
         fn extensions_round_trip(worker: u8, ts: u64, count: u64, pid: u32, thread: u32, name in arb_str(40),
-                                 kind in (5u8..).prop_filter("6 is a start", |k| *k != 6), id: u32, payload in proptest::collection::vec(any::<u8>(), 0..300)) {
+                                 kind in (5u8..).prop_filter("6-9 are known", |k| !(6..=9).contains(k)), id: u32, payload in proptest::collection::vec(any::<u8>(), 0..300)) {
             let name = truncate_label(&name).to_owned();
             round_trip(Record::Dropped(Dropped { worker, timestamp: ts, count }));
             round_trip(Record::WorkerInfo(WorkerInfo { worker, timestamp: ts, pid, name: &name }));
             round_trip(Record::ThreadInfo(ThreadInfo { worker, thread, timestamp: ts, name: &name }));
             round_trip(Record::Unknown(Extension { id, worker, kind, timestamp: ts, payload: &payload }));
+        }
+
+        #[test]
+        fn plots_messages_and_allocations_round_trip(id: u32, worker: u8, ts: u64, bits: u64, summed: bool, unit: u8,
+                                                    name in arb_str(300), ctx: u32, level: u8, text in arb_str(5000),
+                                                    with_fields: bool, counts: [u64; 4]) {
+            let name = if name.is_empty() { "x".to_owned() } else { name };
+            let mode = if summed { PlotMode::Summed } else { PlotMode::Value };
+            let plot = Plot { worker, timestamp: ts, value: f64::from_bits(bits), mode, unit: PlotUnit(unit), name: truncate_label(&name) };
+            round_trip(Record::Plot(plot));
+            let fields = bson::to_vec(&bson::doc! { "user": i64::from(id), "name": &name }).unwrap();
+            let msg = Message { frame: id, worker, timestamp: ts, context: ctx, level: Level(level), text: &text, fields: with_fields.then_some(&fields[..]) };
+            let msg = Message { text: msg.encoded_text(), fields: Some(msg.encoded_fields()).filter(|f| !f.is_empty()), ..msg };
+            round_trip(Record::Message(msg));
+            let [allocs, alloc_bytes, frees, freed_bytes] = counts;
+            round_trip(Record::FrameAlloc(FrameAlloc { id, worker, timestamp: ts, allocs, alloc_bytes, frees, freed_bytes }));
         }
 
         #[test]

@@ -167,7 +167,12 @@ impl StatsBuilder {
                 entry.name = w.name.to_owned();
                 entry.pid = w.pid;
             }
-            Record::ThreadInfo(_) | Record::Unknown(_) => {}
+            // Plots, messages and allocations are summed by readers of their own (issue 30).
+            Record::ThreadInfo(_)
+            | Record::Plot(_)
+            | Record::Message(_)
+            | Record::FrameAlloc(_)
+            | Record::Unknown(_) => {}
         }
     }
 

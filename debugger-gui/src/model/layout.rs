@@ -138,7 +138,8 @@ impl Model {
                 }
                 self.workers[t.worker as usize].current_lane = Some(lane);
             }
-            Record::Unknown(_) => {}
+            // Drawn by their own tracks (issue 30).
+            Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) | Record::Unknown(_) => {}
         }
     }
 

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::{MAX_RAW_BLOCK_LEN, get_varint, put_varint, unzigzag, zigzag};
+use crate::instant::{FrameAlloc, Message, Plot};
 use crate::category::Category;
 use crate::header::{FileHeader, FileKind, HEADER_LEN};
 use crate::record::{
@@ -71,6 +72,9 @@ const END: u8 = RecordType::End as u8;
 const DROPPED: u8 = RecordType::Dropped as u8;
 const WORKER_INFO: u8 = RecordType::WorkerInfo as u8;
 const THREAD_INFO: u8 = RecordType::ThreadInfo as u8;
+const PLOT: u8 = RecordType::Plot as u8;
+const MESSAGE: u8 = RecordType::Message as u8;
+const FRAME_ALLOC: u8 = RecordType::FrameAlloc as u8;
 const BATCH: u8 = RecordType::Batch as u8;
 const START_WITH_PARENT: u8 = RecordType::StartWithParent as u8;
 
@@ -488,6 +492,9 @@ pub struct FramesEncoder {
     labels: u32,
     /// Direct-mapped cache in front of `label_ids`: (label, id) by a cheap hash.
     label_cache: Vec<Option<(Box<str>, u32)>>,
+    /// The encoded record, for types whose payload is built by encoding (plots, messages,
+    /// frame allocations).
+    scratch: Vec<u8>,
     lanes: Lanes,
     /// The block's timestamps and each one's lane, for the `times` stream at close.
     times: Vec<(u64, u32)>,
@@ -549,6 +556,7 @@ impl FramesEncoder {
             label_table: Vec::new(),
             labels: 0,
             label_cache: vec![None; LABEL_CACHE],
+            scratch: Vec::new(),
             lanes: Lanes::default(),
             times: Vec::new(),
             count: 0,
@@ -649,6 +657,11 @@ impl FramesEncoder {
             Record::Dropped(_) => (8, EXT_HEADER_LEN + 8),
             Record::WorkerInfo(w) => (4 + w.name.len(), EXT_HEADER_LEN + 4 + w.name.len()),
             Record::ThreadInfo(t) => (t.name.len(), EXT_HEADER_LEN + t.name.len()),
+            Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) => {
+                self.scratch.clear();
+                rec.encode_to_vec(&mut self.scratch);
+                (self.scratch.len() - EXT_HEADER_LEN, self.scratch.len())
+            }
             Record::Unknown(e) => {
                 if e.kind == BATCH {
                     return Err(err("a batch record inside a batch"));
@@ -755,6 +768,9 @@ impl FramesEncoder {
                     }
                     Record::ThreadInfo(t) => payloads.extend_from_slice(t.name.as_bytes()),
                     Record::Unknown(e) => payloads.extend_from_slice(e.payload),
+                    Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) => {
+                        payloads.extend_from_slice(&self.scratch[EXT_HEADER_LEN..]);
+                    }
                     Record::Start(_) | Record::End(_) => {}
                 }
             }
@@ -1186,6 +1202,15 @@ impl BlockDecoder {
                     row.b = (starts[PAYLOADS] + (lens[PAYLOADS] - payloads.len())) as u32;
                     match kind {
                         DROPPED if n != 8 => return Err(malformed()),
+                        PLOT if Plot::from_payload(0, 0, payload).is_none() => {
+                            return Err(malformed());
+                        }
+                        MESSAGE if Message::from_payload(0, 0, 0, payload).is_none() => {
+                            return Err(malformed());
+                        }
+                        FRAME_ALLOC if FrameAlloc::from_payload(0, 0, 0, payload).is_none() => {
+                            return Err(malformed());
+                        }
                         WORKER_INFO if n < 4 || std::str::from_utf8(&payload[4..]).is_err() => {
                             return Err(malformed());
                         }
@@ -1313,6 +1338,13 @@ impl BlockDecoder {
                 kind => {
                     let at = r.b as usize;
                     let payload = raw.get(at..at + r.a as usize).unwrap_or_default();
+                    let unknown = Extension {
+                        id: r.id,
+                        worker: r.worker,
+                        kind,
+                        timestamp: r.timestamp,
+                        payload,
+                    };
                     match kind {
                         DROPPED => {
                             let mut c = [0u8; 8];
@@ -1342,13 +1374,16 @@ impl BlockDecoder {
                                 text.get(at..at + r.a as usize).unwrap_or_default()
                             },
                         }),
-                        _ => Record::Unknown(Extension {
-                            id: r.id,
-                            worker: r.worker,
-                            kind,
-                            timestamp: r.timestamp,
-                            payload,
-                        }),
+                        // Checked when the block was decoded.
+                        PLOT => Plot::from_payload(r.worker, r.timestamp, payload)
+                            .map_or(Record::Unknown(unknown), Record::Plot),
+                        MESSAGE => Message::from_payload(r.id, r.worker, r.timestamp, payload)
+                            .map_or(Record::Unknown(unknown), Record::Message),
+                        FRAME_ALLOC => {
+                            FrameAlloc::from_payload(r.id, r.worker, r.timestamp, payload)
+                                .map_or(Record::Unknown(unknown), Record::FrameAlloc)
+                        }
+                        _ => Record::Unknown(unknown),
                     }
                 }
             };

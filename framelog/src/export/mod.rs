@@ -360,7 +360,8 @@ impl Exporter {
                     });
             }
             Record::Dropped(d) => self.last = self.last.max(d.timestamp),
-            Record::Unknown(_) => {}
+            // Exported by the sinks that draw them (issue 30).
+            Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) | Record::Unknown(_) => {}
         }
         if !self.done.is_empty() {
             self.emit(sink)?;

@@ -92,6 +92,7 @@ impl KeyMap {
         let mut counts = Counts::default();
         let mut at = 0;
         while at < bytes.len() {
+            let mut message_context = None;
             let (len, ids) = match decode_record(&bytes[at..]).map_err(|e| e.shifted(at as u64))? {
                 Decoded::NeedMore => {
                     return Err(DecodeError::new(
@@ -113,7 +114,12 @@ impl KeyMap {
                         counts.dropped += d.count;
                         (len, None)
                     }
-                    Record::ThreadInfo(_) => (len, None),
+                    Record::ThreadInfo(_) | Record::Plot(_) => (len, None),
+                    Record::Message(m) => {
+                        message_context = Some(m.context);
+                        (len, Some((m.frame, None)))
+                    }
+                    Record::FrameAlloc(a) => (len, Some((a.id, None))),
                     Record::Unknown(x) if x.kind != RecordType::Batch as u8 => (len, None),
                     Record::WorkerInfo(_) | Record::Unknown(_) => {
                         return Err(RewriteError::Forbidden {
@@ -130,6 +136,11 @@ impl KeyMap {
             let rec = &mut bytes[at..at + len];
             // Common header: id u32 at 0, worker u8 at 4 (FORMAT.md, Frame-log records).
             rec[4] = self.worker;
+            if let Some(context) = message_context {
+                // Message: context u32 at 16 (0, none, stays 0).
+                let new = self.id(context, reserve)?;
+                rec[16..20].copy_from_slice(&new.to_le_bytes());
+            }
             if let Some((id, context)) = ids {
                 let new = self.id(id, reserve)?;
                 rec[0..4].copy_from_slice(&new.to_le_bytes());

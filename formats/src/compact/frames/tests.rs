@@ -11,6 +11,9 @@ enum Own {
     Worker(u8, u64, u32, String),
     Thread(u8, u32, u64, String),
     Unknown(u32, u8, u8, u64, Vec<u8>),
+    Plot(u8, u64, u64, bool, u8, String),
+    Message(u32, u8, u64, u32, u8, String, Option<Vec<u8>>),
+    Alloc(u32, u8, u64, [u64; 4]),
 }
 
 impl Own {
@@ -53,6 +56,36 @@ impl Own {
                 kind: *k,
                 timestamp: *t,
                 payload: p,
+            }),
+            Own::Plot(w, t, bits, summed, unit, name) => Record::Plot(Plot {
+                worker: *w,
+                timestamp: *t,
+                value: f64::from_bits(*bits),
+                mode: if *summed {
+                    crate::PlotMode::Summed
+                } else {
+                    crate::PlotMode::Value
+                },
+                unit: crate::PlotUnit(*unit),
+                name,
+            }),
+            Own::Message(id, w, t, ctx, level, text, fields) => Record::Message(Message {
+                frame: *id,
+                worker: *w,
+                timestamp: *t,
+                context: *ctx,
+                level: crate::Level(*level),
+                text,
+                fields: fields.as_deref(),
+            }),
+            Own::Alloc(id, w, t, [a, ab, f, fb]) => Record::FrameAlloc(FrameAlloc {
+                id: *id,
+                worker: *w,
+                timestamp: *t,
+                allocs: *a,
+                alloc_bytes: *ab,
+                frees: *f,
+                freed_bytes: *fb,
             }),
         }
     }
@@ -116,7 +149,7 @@ fn random_log_with(seed: u64, n: usize, parents: bool) -> Vec<(u64, Own)> {
             1 => rng.next(),
             _ => time.wrapping_add(rng.below(5000)),
         };
-        let rec = match rng.below(16) {
+        let rec = match rng.below(19) {
             0..=5 => {
                 let id = next_id[w as usize];
                 next_id[w as usize] = id.wrapping_add(1 + (rng.below(8) == 0) as u32);
@@ -150,8 +183,36 @@ fn random_log_with(seed: u64, n: usize, parents: bool) -> Vec<(u64, Own)> {
             12 => Own::Dropped(w, time, rng.next() >> rng.below(64)),
             13 => Own::Worker(w, time, rng.next() as u32, text(&mut rng, 255)),
             14 => Own::Thread(w, rng.below(6) as u32, time, text(&mut rng, 40)),
+            15 => {
+                let mut name = text(&mut rng, 255);
+                if name.is_empty() {
+                    name.push('q');
+                }
+                let bits = match rng.below(4) {
+                    0 => f64::NAN.to_bits(),
+                    1 => (rng.below(100) as f64).to_bits(),
+                    _ => rng.next(),
+                };
+                Own::Plot(w, time, bits, rng.below(2) == 0, rng.below(5) as u8, name)
+            }
+            16 => {
+                let id = open[w as usize].last().map_or(0, |&(id, _)| id);
+                let ctx = open[w as usize].last().map_or(0, |&(_, c)| c);
+                let fields = (rng.below(3) == 0).then(|| {
+                    bson::to_vec(&bson::doc! { "n": rng.next() as i64, "s": text(&mut rng, 20) })
+                        .unwrap()
+                });
+                let big = if rng.below(40) == 0 { 4096 } else { 60 };
+                Own::Message(id, w, time, ctx, rng.below(7) as u8, text(&mut rng, big), fields)
+            }
+            17 => Own::Alloc(
+                rng.next() as u32,
+                w,
+                time,
+                [0; 4].map(|_| rng.next() >> rng.below(64)),
+            ),
             _ => {
-                let kind = 7 + rng.below(249) as u8;
+                let kind = 10 + rng.below(246) as u8;
                 let max = if rng.below(50) == 0 { 3000 } else { 20 };
                 let len = rng.below(max) as usize;
                 let payload = (0..len).map(|_| rng.next() as u8).collect();

@@ -199,6 +199,32 @@ fn print(
                 o.insert("thread".into(), t.thread.into());
                 o.insert("name".into(), t.name.into());
             }
+            Record::Plot(p) => {
+                o.insert("name".into(), p.name.into());
+                // NaN (a gap) has no JSON number: null.
+                o.insert("value".into(), json!(p.value.is_finite().then_some(p.value)));
+                o.insert("unit".into(), p.unit.name().into());
+                if p.mode == formats::PlotMode::Summed {
+                    o.insert("summed".into(), true.into());
+                }
+            }
+            Record::Message(m) => {
+                o.insert("context".into(), m.context.into());
+                o.insert("level".into(), m.level.name().into());
+                o.insert("text".into(), m.text.into());
+                if let Some(doc) = m.fields.and_then(|f| bson::Document::from_reader(f).ok()) {
+                    o.insert(
+                        "fields".into(),
+                        bson::Bson::Document(doc).into_relaxed_extjson(),
+                    );
+                }
+            }
+            Record::FrameAlloc(a) => {
+                o.insert("allocs".into(), a.allocs.into());
+                o.insert("alloc_bytes".into(), a.alloc_bytes.into());
+                o.insert("frees".into(), a.frees.into());
+                o.insert("freed_bytes".into(), a.freed_bytes.into());
+            }
             Record::Unknown(x) => {
                 o.insert("payload_size".into(), x.payload.len().into());
             }
@@ -232,6 +258,31 @@ fn print(
             Record::Dropped(d) => writeln!(out, "{head} {} records dropped", d.count),
             Record::WorkerInfo(w) => writeln!(out, "{head} pid {} {}", w.pid, w.name),
             Record::ThreadInfo(t) => writeln!(out, "{head} thread {} {}", t.thread, t.name),
+            Record::Plot(p) => writeln!(
+                out,
+                "{head} {} = {} {}{}",
+                p.name,
+                p.value,
+                p.unit.name(),
+                if p.mode == formats::PlotMode::Summed {
+                    " (summed)"
+                } else {
+                    ""
+                }
+            ),
+            Record::Message(m) => writeln!(
+                out,
+                "{head} {:<9} ctx {:<10} {}{}",
+                m.level.name(),
+                m.context,
+                m.text,
+                if m.fields.is_some() { " {fields}" } else { "" }
+            ),
+            Record::FrameAlloc(a) => writeln!(
+                out,
+                "{head} {} allocs {} B, {} frees {} B",
+                a.allocs, a.alloc_bytes, a.frees, a.freed_bytes
+            ),
             Record::Unknown(x) => writeln!(out, "{head} {} payload bytes", x.payload.len()),
         }
     }
