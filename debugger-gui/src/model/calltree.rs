@@ -51,6 +51,13 @@ impl CallTree {
         if last != ROOT && self.label[last as usize] == label {
             return last;
         }
+        self.child_slow(parent, label)
+    }
+
+    /// [`CallTree::child`] when `label` is not the node's last child: looked up, or created.
+    #[cold]
+    #[inline(never)]
+    fn child_slow(&mut self, parent: u32, label: u32) -> u32 {
         let n = match self.children.get(&(parent, label)) {
             Some(&n) => n,
             None => {

@@ -381,11 +381,18 @@ impl Lane {
         self.name = None;
     }
 
+    #[inline]
     fn push(&mut self, id: u32, context: u32) {
         if self.stack.len() == MAX_STACK {
-            self.stack.remove(0);
+            self.drop_bottom();
         }
         self.stack.push((id, context));
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drop_bottom(&mut self) {
+        self.stack.remove(0);
     }
 }
 
@@ -417,6 +424,8 @@ impl Lanes {
         self.min_time = min_time;
     }
 
+    #[cold]
+    #[inline(never)]
     fn new_lane(&mut self) -> u32 {
         if self.used == self.lanes.len() {
             self.lanes.push(Lane::default());
@@ -899,14 +908,18 @@ struct Row {
     kind: u8,
     worker: u8,
     category: u8,
-    /// FrameStart with parent: its `parent` field.
-    parent: u32,
 }
+
+// 32 bytes: a row is written and read once per record, so its size is load speed. A FrameStart
+// with parent's `parent` lives beside the rows (`BlockDecoder::row_parents`, version 4 only).
+const _: () = assert!(size_of::<Row>() == 32);
 
 /// Decodes compact blocks; keeps its buffers between blocks.
 pub struct BlockDecoder {
     raw: Vec<u8>,
     rows: Vec<Row>,
+    /// Version 4 blocks: each row's `parent` field (0 but for a FrameStart with parent).
+    row_parents: Vec<u32>,
     /// Text of the block checked as UTF-8 once, while decoding (labels, thread names), so
     /// that handing records out slices it without checking again.
     text: String,
@@ -957,6 +970,7 @@ impl BlockDecoder {
         Self {
             raw: Vec::new(),
             rows: Vec::new(),
+            row_parents: Vec::new(),
             text: String::new(),
             labels: Vec::new(),
             lanes: Lanes::default(),
@@ -975,6 +989,7 @@ impl BlockDecoder {
     /// block is damaged.
     pub fn decode(&mut self, h: &BlockHeader, body: &[u8]) -> Result<(), String> {
         self.rows.clear();
+        self.row_parents.clear();
         self.labels.clear();
         self.text.clear();
         if body.len() != h.len as usize {
@@ -1006,6 +1021,7 @@ impl BlockDecoder {
         let res = self.decode_rows(h);
         if res.is_err() {
             self.rows.clear();
+        self.row_parents.clear();
         }
         res
     }
@@ -1125,6 +1141,7 @@ impl BlockDecoder {
                 worker,
                 ..Row::default()
             };
+            let mut parent = 0;
             let len = match kind {
                 START | START_WITH_PARENT if kind == START || with_parents => {
                     let id = i64::from(lane.last_start) + 1 + unzigzag(id_code);
@@ -1147,7 +1164,7 @@ impl BlockDecoder {
                     row.a = context;
                     row.b = label as u32;
                     let head = if kind == START_WITH_PARENT {
-                        row.parent = match varint(&mut parents, "parents")? {
+                        parent = match varint(&mut parents, "parents")? {
                             0 => match lane.stack.last() {
                                 Some(&(top, _)) => top,
                                 None => return Err("parent on an empty stack".to_owned()),
@@ -1241,6 +1258,9 @@ impl BlockDecoder {
             };
             prev_end = offset.checked_add(len).ok_or("record offset overflows")?;
             self.rows.push(row);
+            if with_parents {
+                self.row_parents.push(parent);
+            }
         }
         let left: usize = [
             gaps, times, ids, label_ids, contexts, categories, payloads, parents,
@@ -1313,7 +1333,8 @@ impl BlockDecoder {
             labels.push(text.get(at..at + len as usize).unwrap_or_default());
         }
         let parents = self.parents;
-        for r in self.rows.get(from..).unwrap_or_default() {
+        let row_parents = self.row_parents.get(from..).unwrap_or_default();
+        for (i, r) in self.rows.get(from..).unwrap_or_default().iter().enumerate() {
             let rec = match r.kind {
                 START | START_WITH_PARENT if r.kind == START || parents => {
                     Record::Start(FrameStart {
@@ -1326,7 +1347,7 @@ impl BlockDecoder {
                         parent: if r.kind == START {
                             Parent::NotRecorded
                         } else {
-                            Parent::from_field(r.parent)
+                            Parent::from_field(row_parents.get(i).copied().unwrap_or(0))
                         },
                     })
                 }

@@ -1,0 +1,44 @@
+//! Times the debugger's load of a log (open to caught up, reader + applier, no UI), best of N.
+//!
+//! `load_time write DIR FRAMES` records a stress log (2 threads, 4 deep, data every 100th
+//! frame); `load_time load DIR [REPS]` prints the best load time and ns per frame.
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = std::path::PathBuf::from(&args[2]);
+    match args[1].as_str() {
+        "write" => {
+            let frames: u64 = args[3].parse().unwrap();
+            stopwatch::stress::run(&stopwatch::stress::StressOptions {
+                dir: Some(dir),
+                threads: 2,
+                frames: frames / 2,
+                mode: stopwatch::BufferingMode::Block,
+                data_every: 100,
+                depth: 4,
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        _ => {
+            let reps: usize = args.get(3).map_or(3, |s| s.parse().unwrap());
+            let mut best = Duration::MAX;
+            let mut frames = 0;
+            for _ in 0..reps {
+                let t = Instant::now();
+                let ing = debugger_gui::ingest::Ingest::start(&dir, false);
+                assert!(ing.wait_caught_up(Duration::from_secs(3600)));
+                let dt = t.elapsed();
+                frames = ing.model().frame_count();
+                best = best.min(dt);
+                eprintln!("  {:.3} s", dt.as_secs_f64());
+            }
+            println!(
+                "{frames} frames: best {:.3} s, {:.1} ns/frame",
+                best.as_secs_f64(),
+                best.as_nanos() as f64 / frames as f64
+            );
+        }
+    }
+}
