@@ -38,6 +38,7 @@ pub mod retention;
 mod secret;
 pub mod segments;
 #[cfg(feature = "analysis")]
+pub mod instant_stats;
 pub mod stats;
 pub mod viewer;
 mod worker;

@@ -33,6 +33,11 @@ pub struct LabelStats {
     pub p99_ns: u64,
     /// Longest duration.
     pub max_ns: u64,
+    /// Allocations its frames' code made (each frame's own, children included), where a
+    /// counting allocator recorded them.
+    pub allocs: u64,
+    /// Bytes those allocations asked for.
+    pub alloc_bytes: u64,
 }
 
 /// What a worker said about itself.
@@ -67,6 +72,12 @@ pub struct Totals {
     pub last_ns: Option<u64>,
     /// Starts that recorded their parent (type 6); the others' parents were inferred.
     pub parents_recorded: u64,
+    /// Plot series, summarized (by worker, then name).
+    pub plots: Vec<crate::instant_stats::PlotSummary>,
+    /// Messages by level, most severe first.
+    pub messages: Vec<(formats::Level, u64)>,
+    /// Frames that recorded their allocations.
+    pub alloc_frames: u64,
 }
 
 /// Accumulates [`Totals`] and [`LabelStats`] from records fed in file order.
@@ -85,6 +96,11 @@ pub struct StatsBuilder {
     /// work): at most [`RECENT`] of them.
     recent: HashMap<FrameKey, u32>,
     recent_order: VecDeque<FrameKey>,
+    instants: crate::instant_stats::InstantStats,
+    /// Per label: allocations and bytes of its frames.
+    allocs: Vec<(u64, u64)>,
+    /// Allocation counts of frames whose start was not read yet (at most [`RECENT`]).
+    early_allocs: HashMap<FrameKey, (u64, u64)>,
 }
 
 /// Ended frames whose labels are kept for children that end later.
@@ -105,6 +121,7 @@ impl StatsBuilder {
         self.label_ids.insert(label.to_owned(), id);
         self.durations.push(Durations::new());
         self.children_ns.push(0);
+        self.allocs.push((0, 0));
         id
     }
 
@@ -148,6 +165,11 @@ impl StatsBuilder {
                 self.totals.workers.entry(s.worker).or_default().frames += 1;
                 self.see_time(s.timestamp);
                 let label = self.label_id(s.label);
+                if !self.early_allocs.is_empty()
+                    && let Some((n, bytes)) = self.early_allocs.remove(&key)
+                {
+                    self.count_allocs(label, n, bytes);
+                }
                 if let Some(f) = self.pairing.start(key, s.timestamp, (label, parent)) {
                     self.completed(key, label, parent, f.duration_ns());
                 }
@@ -167,17 +189,35 @@ impl StatsBuilder {
                 entry.name = w.name.to_owned();
                 entry.pid = w.pid;
             }
-            // Plots, messages and allocations are summed by readers of their own (issue 30).
-            Record::ThreadInfo(_)
-            | Record::Plot(_)
-            | Record::Message(_)
-            | Record::FrameAlloc(_)
-            | Record::Unknown(_) => {}
+            Record::Plot(_) | Record::Message(_) => self.instants.add(rec),
+            Record::FrameAlloc(a) => {
+                self.totals.alloc_frames += 1;
+                // Written right before the frame's end: its start is usually read already.
+                let key = FrameKey::new(a.worker, a.id);
+                match self.pairing.info(key).map(|i| i.0) {
+                    Some(label) => self.count_allocs(label, a.allocs, a.alloc_bytes),
+                    None if self.early_allocs.len() < RECENT => {
+                        let e = self.early_allocs.entry(key).or_default();
+                        e.0 += a.allocs;
+                        e.1 += a.alloc_bytes;
+                    }
+                    None => {}
+                }
+            }
+            Record::ThreadInfo(_) | Record::Unknown(_) => {}
         }
+    }
+
+    fn count_allocs(&mut self, label: u32, n: u64, bytes: u64) {
+        let a = &mut self.allocs[label as usize];
+        a.0 = a.0.saturating_add(n);
+        a.1 = a.1.saturating_add(bytes);
     }
 
     /// Finishes: totals and label statistics sorted by total time, largest first.
     pub fn finish(mut self) -> (Totals, Vec<LabelStats>) {
+        self.totals.plots = self.instants.plots();
+        self.totals.messages = self.instants.messages();
         self.totals.open = self.pairing.open_count() as u64;
         self.totals.orphan_ends = self.pairing.orphan_end_count() as u64;
         self.totals.parents_recorded = self.parents.recorded();
@@ -186,17 +226,22 @@ impl StatsBuilder {
             .into_iter()
             .zip(self.durations)
             .zip(self.children_ns)
-            .filter(|((_, d), _)| d.count() > 0)
-            .map(|((label, d), children)| LabelStats {
-                count: d.count(),
-                total_ns: d.total_ns(),
-                self_ns: d.total_ns().saturating_sub(children),
-                mean_ns: d.mean_ns(),
-                p50_ns: d.percentile_ns(50.0),
-                p99_ns: d.percentile_ns(99.0),
-                max_ns: d.max_ns(),
-                label,
-            })
+            .zip(self.allocs)
+            .filter(|(((_, d), _), _)| d.count() > 0)
+            .map(
+                |(((label, d), children), (allocs, alloc_bytes))| LabelStats {
+                    allocs,
+                    alloc_bytes,
+                    count: d.count(),
+                    total_ns: d.total_ns(),
+                    self_ns: d.total_ns().saturating_sub(children),
+                    mean_ns: d.mean_ns(),
+                    p50_ns: d.percentile_ns(50.0),
+                    p99_ns: d.percentile_ns(99.0),
+                    max_ns: d.max_ns(),
+                    label,
+                },
+            )
             .collect();
         out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.label.cmp(&b.label)));
         (self.totals, out)
@@ -262,6 +307,61 @@ mod tests {
         assert_eq!(q.mean_ns, expected_total / 100);
         assert_eq!((q.p50_ns, q.p99_ns, q.max_ns), (50, 99, 100));
         assert_eq!(t.first_ns, Some(1));
+    }
+}
+
+#[cfg(test)]
+mod alloc_tests {
+    use super::tests::end;
+    use super::*;
+    use formats::{Category, FrameAlloc, FrameStart, Parent};
+
+    fn start(id: u32, label: &str) -> Record<'_> {
+        Record::Start(FrameStart {
+            parent: Parent::NotRecorded,
+            id,
+            worker: 0,
+            timestamp: u64::from(id),
+            context: id,
+            category: Category::FUNCTION,
+            label,
+        })
+    }
+
+    fn alloc(id: u32, allocs: u64, alloc_bytes: u64) -> Record<'static> {
+        Record::FrameAlloc(FrameAlloc {
+            id,
+            worker: 0,
+            timestamp: 100,
+            allocs,
+            alloc_bytes,
+            frees: 1,
+            freed_bytes: 2,
+        })
+    }
+
+    #[test]
+    fn allocations_add_up_per_label_whether_the_start_came_first_or_not() {
+        let mut b = StatsBuilder::new();
+        b.add(&start(1, "parse"));
+        b.add(&alloc(1, 10, 1000));
+        b.add(&end(1, 100));
+        // Its start is read after its allocations and end (flushed from another buffer).
+        b.add(&alloc(2, 5, 50));
+        b.add(&end(2, 100));
+        b.add(&start(2, "parse"));
+        // A frame without a record allocated nothing that was counted.
+        b.add(&start(3, "idle"));
+        b.add(&end(3, 100));
+        let (t, labels) = b.finish();
+        assert_eq!(t.alloc_frames, 2);
+        let parse = labels.iter().find(|l| l.label == "parse").unwrap();
+        assert_eq!(
+            (parse.count, parse.allocs, parse.alloc_bytes),
+            (2, 15, 1050)
+        );
+        let idle = labels.iter().find(|l| l.label == "idle").unwrap();
+        assert_eq!((idle.allocs, idle.alloc_bytes), (0, 0));
     }
 }
 

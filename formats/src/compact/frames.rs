@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::{MAX_RAW_BLOCK_LEN, get_varint, put_varint, unzigzag, zigzag};
-use crate::instant::{FrameAlloc, Message, Plot};
 use crate::category::Category;
 use crate::header::{FileHeader, FileKind, HEADER_LEN};
+use crate::instant::{FrameAlloc, Message, Plot};
 use crate::record::{
     Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
     FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordType, ThreadInfo,
@@ -1021,7 +1021,7 @@ impl BlockDecoder {
         let res = self.decode_rows(h);
         if res.is_err() {
             self.rows.clear();
-        self.row_parents.clear();
+            self.row_parents.clear();
         }
         res
     }

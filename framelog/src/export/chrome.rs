@@ -39,7 +39,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use super::{Frame, FrameSink};
+use super::{ExportMessage, Frame, FrameSink, PlotPoint};
 
 /// The first `tid` given to overlap lanes (in each process, counting up); far above the
 /// thread numbers a process uses.
@@ -203,24 +203,46 @@ fn render(
     Ok(())
 }
 
-/// The frame's `args` object (`{"open":true,"data":…}`), or nothing when it has neither.
+/// The frame's `args` object (`{"open":true,"data":…,"allocs":…}`), or nothing when it has
+/// none of them.
 fn args_of(buf: &mut Vec<u8>, f: &Frame<'_>) -> std::io::Result<()> {
-    if !f.open && f.data.is_none() {
+    if !f.open && f.data.is_none() && f.allocs.is_none() {
         return Ok(());
     }
     buf.push(b'{');
+    let mut sep = "";
     if f.open {
         buf.extend_from_slice(b"\"open\":true");
+        sep = ",";
     }
     if let Some(d) = &f.data {
-        if f.open {
-            buf.push(b',');
-        }
+        buf.extend_from_slice(sep.as_bytes());
         buf.extend_from_slice(b"\"data\":");
         serde_json::to_writer(
             &mut *buf,
             &bson::Bson::Document(d.clone()).into_relaxed_extjson(),
         )?;
+        sep = ",";
+    }
+    if let Some(a) = &f.allocs {
+        buf.extend_from_slice(sep.as_bytes());
+        for (i, (name, v)) in [
+            ("allocs", a.allocs),
+            ("alloc_bytes", a.alloc_bytes),
+            ("frees", a.frees),
+            ("freed_bytes", a.freed_bytes),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if i > 0 {
+                buf.push(b',');
+            }
+            buf.push(b'"');
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b"\":");
+            push_int(buf, v);
+        }
     }
     buf.push(b'}');
     Ok(())
@@ -326,6 +348,61 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         }
         self.buf = buf;
         self.args = args;
+        Ok(())
+    }
+
+    /// A counter event (`"ph":"C"`): Perfetto draws one counter track per process and name.
+    /// A gap (NaN, which JSON cannot carry) is left out.
+    fn plot(&mut self, p: &PlotPoint<'_>) -> std::io::Result<()> {
+        if !p.value.is_finite() {
+            return Ok(());
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.extend_from_slice(b"{\"ph\":\"C\",\"name\":");
+        serde_json::to_writer(&mut buf, p.name)?;
+        buf.extend_from_slice(b",\"ts\":");
+        push_micros(&mut buf, p.at_ns);
+        buf.extend_from_slice(b",\"pid\":");
+        push_int(&mut buf, p.worker);
+        buf.extend_from_slice(b",\"args\":{\"value\":");
+        serde_json::to_writer(&mut buf, &p.value)?;
+        buf.extend_from_slice(b"}}");
+        self.raw(&buf)?;
+        self.buf = buf;
+        Ok(())
+    }
+
+    /// A thread-scoped instant event (`"ph":"i"`) on the thread it was written on, named by
+    /// its text, with its level, frame and fields in `args`.
+    fn message(&mut self, m: &ExportMessage<'_>) -> std::io::Result<()> {
+        let mut args = serde_json::Map::new();
+        args.insert("level".into(), m.level.name().into());
+        if let Some(f) = m.frame {
+            args.insert("frame".into(), f.to_string().into());
+            args.insert("context".into(), m.context.into());
+        }
+        if let Some(d) = &m.fields {
+            args.insert(
+                "fields".into(),
+                bson::Bson::Document(d.clone()).into_relaxed_extjson(),
+            );
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.extend_from_slice(b"{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"message\",\"name\":");
+        serde_json::to_writer(&mut buf, m.text)?;
+        buf.extend_from_slice(b",\"ts\":");
+        push_micros(&mut buf, m.at_ns);
+        buf.extend_from_slice(b",\"pid\":");
+        push_int(&mut buf, m.thread.0);
+        buf.extend_from_slice(b",\"tid\":");
+        push_int(&mut buf, m.thread.1);
+        buf.extend_from_slice(b",\"args\":");
+        serde_json::to_writer(&mut buf, &args)?;
+        buf.push(b'}');
+        self.raw(&buf)?;
+        self.buf = buf;
         Ok(())
     }
 

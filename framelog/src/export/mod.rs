@@ -89,6 +89,46 @@ pub struct Frame<'a> {
     pub end_unix_ns: u64,
     /// Its data, if asked for and present.
     pub data: Option<bson::Document>,
+    /// What its code allocated and freed, if a counting allocator recorded it.
+    pub allocs: Option<formats::FrameAlloc>,
+}
+
+/// A plot value as exported.
+#[derive(Debug, Clone)]
+pub struct PlotPoint<'a> {
+    /// Worker that wrote it.
+    pub worker: u8,
+    /// Series name.
+    pub name: &'a str,
+    /// Series unit.
+    pub unit: formats::PlotUnit,
+    /// The value (NaN: a gap).
+    pub value: f64,
+    /// When, ns since the log's start.
+    pub at_ns: u64,
+    /// When, ns since the Unix epoch.
+    pub unix_ns: u64,
+}
+
+/// A message as exported.
+#[derive(Debug, Clone)]
+pub struct ExportMessage<'a> {
+    /// Worker and thread it was written on.
+    pub thread: (u8, u32),
+    /// The frame it was written in, if any.
+    pub frame: Option<FrameKey>,
+    /// That frame's context (0: none).
+    pub context: u32,
+    /// Severity.
+    pub level: formats::Level,
+    /// Text.
+    pub text: &'a str,
+    /// Structured fields, if any.
+    pub fields: Option<bson::Document>,
+    /// When, ns since the log's start.
+    pub at_ns: u64,
+    /// When, ns since the Unix epoch.
+    pub unix_ns: u64,
 }
 
 /// Receives what an export finds, in release order.
@@ -99,6 +139,15 @@ pub trait FrameSink {
     fn thread(&mut self, worker: u8, thread: u32, name: &str) -> std::io::Result<()>;
     /// A frame is released.
     fn frame(&mut self, frame: &Frame<'_>) -> std::io::Result<()>;
+    /// A plot value (in file order, not time order). Sinks that draw no plots ignore it.
+    fn plot(&mut self, _point: &PlotPoint<'_>) -> std::io::Result<()> {
+        Ok(())
+    }
+    /// A message (in file order: before the frame it was written in is released). Sinks
+    /// that show no messages ignore it.
+    fn message(&mut self, _message: &ExportMessage<'_>) -> std::io::Result<()> {
+        Ok(())
+    }
     /// The export is complete.
     fn finish(&mut self) -> std::io::Result<()>;
 }
@@ -161,6 +210,11 @@ pub struct Exporter {
     last: u64,
     summary: ExportSummary,
     done: Vec<Done<StartInfo>>,
+    /// Allocation counts of frames not released yet.
+    allocs: HashMap<FrameKey, formats::FrameAlloc>,
+    /// With a context or label filter: the frames it kept that are open (their messages and
+    /// allocations are kept; those of other frames are not).
+    kept_open: rustc_hash::FxHashSet<FrameKey>,
 }
 
 impl Exporter {
@@ -196,6 +250,8 @@ impl Exporter {
             last: 0,
             summary: ExportSummary::default(),
             done: Vec::new(),
+            allocs: HashMap::default(),
+            kept_open: Default::default(),
         };
         if let Some(t0) = origin {
             e.set_origin(t0);
@@ -323,6 +379,9 @@ impl Exporter {
                 {
                     return Ok(());
                 }
+                if self.filtering() {
+                    self.kept_open.insert(FrameKey::new(s.worker, s.id));
+                }
                 let label = match self.label_ids.get(s.label) {
                     Some(&id) => id,
                     None => {
@@ -353,6 +412,9 @@ impl Exporter {
             }
             Record::End(e) => {
                 self.last = self.last.max(e.timestamp);
+                if self.filtering() {
+                    self.kept_open.remove(&FrameKey::new(e.worker, e.id));
+                }
                 let done = &mut self.done;
                 self.tracks
                     .end(FrameKey::new(e.worker, e.id), e.timestamp, &mut |d| {
@@ -360,13 +422,80 @@ impl Exporter {
                     });
             }
             Record::Dropped(d) => self.last = self.last.max(d.timestamp),
-            // Exported by the sinks that draw them (issue 30).
-            Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) | Record::Unknown(_) => {}
+            Record::Plot(p) => {
+                let t0 = self.t0.unwrap_or(p.timestamp);
+                if self.in_window(p.timestamp) {
+                    sink.plot(&PlotPoint {
+                        worker: p.worker,
+                        name: p.name,
+                        unit: p.unit,
+                        value: p.value,
+                        at_ns: p.timestamp.saturating_sub(t0),
+                        unix_ns: p.timestamp,
+                    })?;
+                }
+            }
+            Record::Message(m) => {
+                let frame = (m.frame != 0).then(|| FrameKey::new(m.worker, m.frame));
+                let kept = self.in_window(m.timestamp)
+                    && self.opts.context.is_none_or(|c| c == m.context)
+                    && (self.opts.label.is_none()
+                        || frame.is_some_and(|f| self.kept_open.contains(&f)));
+                if kept {
+                    let t0 = self.t0.unwrap_or(m.timestamp);
+                    sink.message(&ExportMessage {
+                        thread: (
+                            m.worker,
+                            self.current_thread.get(&m.worker).copied().unwrap_or(0),
+                        ),
+                        frame,
+                        context: m.context,
+                        level: m.level,
+                        text: m.text,
+                        fields: m.fields.and_then(|f| bson::Document::from_reader(f).ok()),
+                        at_ns: m.timestamp.saturating_sub(t0),
+                        unix_ns: m.timestamp,
+                    })?;
+                }
+            }
+            Record::FrameAlloc(a) => {
+                // Written before the frame's end, after its start (but for a start in another
+                // buffer read later): with a filter, only a kept frame's are held.
+                if self.filtering() && !self.kept_open.contains(&FrameKey::new(a.worker, a.id)) {
+                    return Ok(());
+                }
+                let e = self.allocs.entry(FrameKey::new(a.worker, a.id)).or_insert(
+                    formats::FrameAlloc {
+                        allocs: 0,
+                        alloc_bytes: 0,
+                        frees: 0,
+                        freed_bytes: 0,
+                        ..a
+                    },
+                );
+                e.allocs = e.allocs.saturating_add(a.allocs);
+                e.alloc_bytes = e.alloc_bytes.saturating_add(a.alloc_bytes);
+                e.frees = e.frees.saturating_add(a.frees);
+                e.freed_bytes = e.freed_bytes.saturating_add(a.freed_bytes);
+            }
+            Record::Unknown(_) => {}
         }
         if !self.done.is_empty() {
             self.emit(sink)?;
         }
         Ok(())
+    }
+
+    /// Whether frames are filtered by context or label.
+    fn filtering(&self) -> bool {
+        self.opts.context.is_some() || self.opts.label.is_some()
+    }
+
+    /// Whether `t` (ns since the Unix epoch) is inside the time window.
+    fn in_window(&self, t: u64) -> bool {
+        let t0 = self.t0.unwrap_or(t);
+        let at = t.saturating_sub(t0);
+        self.opts.from_ns.is_none_or(|f| at >= f) && self.opts.to_ns.is_none_or(|to| at <= to)
     }
 
     /// Hands released frames (already filtered by the time window) to the sink, with their
@@ -396,6 +525,7 @@ impl Exporter {
                 parent_inferred: d.parent_inferred,
                 under_parent: d.under_parent,
                 data,
+                allocs: self.allocs.remove(&d.key),
             };
             sink.frame(&f)?;
             self.summary.frames += 1;

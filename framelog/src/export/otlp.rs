@@ -100,6 +100,10 @@ pub struct OtlpSender {
     sent_before: HashMap<FrameKey, u32>,
     /// Parents (context roots included) named by spans sent, not sent themselves (yet).
     awaited: HashMap<FrameKey, Awaited>,
+    /// Messages written in frames not sent yet: their spans' events.
+    events: HashMap<FrameKey, Vec<span::Event>>,
+    /// Messages of frames that were never exported (their frame filtered out or missing).
+    pub orphan_messages: u64,
     /// Spans the collector accepted.
     pub sent: u64,
     /// Spans the collector answered it rejected (OTLP partial success).
@@ -352,6 +356,8 @@ impl OtlpSender {
             sent_now: HashMap::new(),
             sent_before: HashMap::new(),
             awaited: HashMap::new(),
+            events: HashMap::new(),
+            orphan_messages: 0,
             sent: 0,
             rejected: 0,
             rejections: Vec::new(),
@@ -688,11 +694,53 @@ impl FrameSink for OtlpSender {
         if let Some(d) = &f.data {
             data_to_span(d, f.end_unix_ns, &mut span);
         }
+        if let Some(a) = &f.allocs {
+            for (name, v) in [
+                ("framelog.allocs", a.allocs),
+                ("framelog.alloc_bytes", a.alloc_bytes),
+                ("framelog.frees", a.frees),
+                ("framelog.freed_bytes", a.freed_bytes),
+            ] {
+                span.attributes
+                    .push(kv(name, V::IntValue(i64::try_from(v).unwrap_or(i64::MAX))));
+            }
+        }
+        if let Some(events) = self.events.remove(&f.key) {
+            span.events.extend(events);
+        }
         self.push(worker, span)
+    }
+
+    /// A message written in a frame becomes an event of the frame's span (sent with it).
+    fn message(&mut self, m: &super::ExportMessage<'_>) -> std::io::Result<()> {
+        use any_value::Value as V;
+        let Some(frame) = m.frame else {
+            self.orphan_messages += 1;
+            return Ok(());
+        };
+        let mut attributes = vec![kv("level", V::StringValue(m.level.name().into_owned()))];
+        if let Some(fields) = &m.fields {
+            for (k, v) in fields {
+                attributes.push(kv(k, attr_of(v)));
+            }
+        }
+        self.events.entry(frame).or_default().push(span::Event {
+            time_unix_nano: m.unix_ns,
+            name: m.text.to_owned(),
+            attributes,
+            dropped_attributes_count: 0,
+        });
+        Ok(())
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
         use any_value::Value as V;
+        // Messages whose frame never came (filtered out, or its start is not in the log).
+        self.orphan_messages += self
+            .events
+            .drain()
+            .map(|(_, v)| v.len() as u64)
+            .sum::<u64>();
         let salt = self.salt.unwrap_or(0);
         // Stand-ins for parents not in the export, under their trace's root; then for root
         // frames not in the export: every span's parent is sent, every trace has one root.

@@ -203,7 +203,15 @@ fn random_log_with(seed: u64, n: usize, parents: bool) -> Vec<(u64, Own)> {
                         .unwrap()
                 });
                 let big = if rng.below(40) == 0 { 4096 } else { 60 };
-                Own::Message(id, w, time, ctx, rng.below(7) as u8, text(&mut rng, big), fields)
+                Own::Message(
+                    id,
+                    w,
+                    time,
+                    ctx,
+                    rng.below(7) as u8,
+                    text(&mut rng, big),
+                    fields,
+                )
             }
             17 => Own::Alloc(
                 rng.next() as u32,

@@ -202,7 +202,10 @@ fn print(
             Record::Plot(p) => {
                 o.insert("name".into(), p.name.into());
                 // NaN (a gap) has no JSON number: null.
-                o.insert("value".into(), json!(p.value.is_finite().then_some(p.value)));
+                o.insert(
+                    "value".into(),
+                    json!(p.value.is_finite().then_some(p.value)),
+                );
                 o.insert("unit".into(), p.unit.name().into());
                 if p.mode == formats::PlotMode::Summed {
                     o.insert("summed".into(), true.into());

@@ -28,3 +28,19 @@ pub fn duration(ns: u64) -> String {
         format!("{:.3}s", v / 1e9)
     }
 }
+
+/// Bytes with a binary unit (`512 B`, `3.0 MiB`).
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

@@ -12,7 +12,7 @@ use framelog::stats::StatsBuilder;
 use framelog::{DataStore, LogReader, segments};
 use serde_json::json;
 
-use crate::output::{duration, time};
+use crate::output::{bytes, duration, time};
 
 /// Arguments of `framelog stats`.
 #[derive(Args)]
@@ -93,7 +93,17 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             "labels": labels[..shown].iter().map(|l| json!({
                 "label": l.label, "count": l.count, "total_ns": l.total_ns, "self_ns": l.self_ns, "mean_ns": l.mean_ns,
                 "p50_ns": l.p50_ns, "p99_ns": l.p99_ns, "max_ns": l.max_ns,
+                "allocs": l.allocs, "alloc_bytes": l.alloc_bytes,
             })).collect::<Vec<_>>(),
+            "alloc_frames": totals.alloc_frames,
+            // NaN (no value but gaps) has no JSON number: null.
+            "plots": totals.plots.iter().map(|p| json!({
+                "worker": p.worker, "name": p.name, "unit": p.unit.name(), "summed": p.summed,
+                "count": p.count, "gaps": p.gaps,
+                "min": finite(p.min), "mean": finite(p.mean), "max": finite(p.max), "last": finite(p.last),
+            })).collect::<Vec<_>>(),
+            "messages": totals.messages.iter().map(|(l, n)| (l.name().into_owned(), json!(n)))
+                .collect::<serde_json::Map<_, _>>(),
             "damaged_bytes": damaged_bytes,
             "damaged_places": damaged_places,
             "damage": damage.iter().map(|d| json!({
@@ -161,19 +171,59 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             duration(b - a)
         )?;
     }
+    if !totals.messages.is_empty() {
+        let by_level: Vec<String> = totals
+            .messages
+            .iter()
+            .map(|(l, n)| format!("{n} {}", l.name()))
+            .collect();
+        writeln!(out, "messages   {}", by_level.join(", "))?;
+    }
+    if !totals.plots.is_empty() {
+        let workers: std::collections::BTreeSet<u8> =
+            totals.plots.iter().map(|p| p.worker).collect();
+        writeln!(out, "plots      {} series", totals.plots.len())?;
+        for p in &totals.plots {
+            // The worker only tells series apart when several processes wrote plots.
+            let name = if workers.len() > 1 {
+                format!("{} (worker {})", p.name, p.worker)
+            } else {
+                p.name.clone()
+            };
+            let v = |x: f64| plot_value(x, p.unit);
+            writeln!(
+                out,
+                "  {name:<38} {:>9} values  min {:>10}  mean {:>10}  max {:>10}{}",
+                p.count,
+                v(p.min),
+                v(p.mean),
+                v(p.max),
+                if p.gaps > 0 {
+                    format!("  ({} gaps)", p.gaps)
+                } else {
+                    String::new()
+                }
+            )?;
+        }
+    }
     writeln!(out)?;
-    writeln!(
+    let allocs = totals.alloc_frames > 0;
+    write!(
         out,
         "{:<40} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10}",
         "label", "count", "total", "self", "mean", "p50", "p99", "max"
     )?;
+    if allocs {
+        write!(out, " {:>12} {:>12}", "allocs/frame", "bytes/frame")?;
+    }
+    writeln!(out)?;
     for l in &labels[..shown] {
         let label: String = if l.label.chars().count() > 40 {
             l.label.chars().take(39).chain(['…']).collect()
         } else {
             l.label.clone()
         };
-        writeln!(
+        write!(
             out,
             "{label:<40} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10}",
             l.count,
@@ -184,6 +234,16 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             duration(l.p99_ns),
             duration(l.max_ns)
         )?;
+        if allocs {
+            let per = |n: u64| format!("{:.1}", n as f64 / l.count.max(1) as f64);
+            write!(
+                out,
+                " {:>12} {:>12}",
+                per(l.allocs),
+                bytes(l.alloc_bytes / l.count.max(1))
+            )?;
+        }
+        writeln!(out)?;
     }
     if shown < labels.len() {
         writeln!(
@@ -193,6 +253,29 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
         )?;
     }
     Ok(code)
+}
+
+/// A JSON number, or null for NaN (a plot with only gaps).
+fn finite(x: f64) -> serde_json::Value {
+    if x.is_finite() {
+        json!(x)
+    } else {
+        serde_json::Value::Null
+    }
+}
+
+/// A plot value with its unit, as people read it.
+fn plot_value(x: f64, unit: formats::PlotUnit) -> String {
+    if x.is_nan() {
+        return "-".to_owned();
+    }
+    match unit {
+        formats::PlotUnit::BYTES if x >= 0.0 => bytes(x as u64),
+        formats::PlotUnit::PERCENT => format!("{x:.1} %"),
+        formats::PlotUnit::NANOS if x >= 0.0 => duration(x as u64),
+        _ if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x}"),
+        _ => format!("{x:.3}"),
+    }
 }
 
 pub fn check(dir: &Path) -> Result<ExitCode> {
