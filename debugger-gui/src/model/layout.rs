@@ -138,8 +138,13 @@ impl Model {
                 }
                 self.workers[t.worker as usize].current_lane = Some(lane);
             }
-            // Drawn by their own tracks (issue 30).
-            Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) | Record::Unknown(_) => {}
+            Record::Plot(p) => self.plots.push(p),
+            Record::Message(m) => {
+                let lane = self.current_lane(m.worker);
+                self.messages.push(m, lane);
+            }
+            Record::FrameAlloc(a) => self.frame_alloc(a),
+            Record::Unknown(_) => {}
         }
     }
 
@@ -182,6 +187,82 @@ impl Model {
         self.records += 1;
         self.generation = self.generation.wrapping_add(1);
         self.end_paired(worker, t, slot);
+    }
+
+    /// The lane of the thread `worker` announced last (created for an unknown thread if none).
+    fn current_lane(&mut self, worker: u8) -> u32 {
+        match self.workers[worker as usize].current_lane {
+            Some(l) => l,
+            None => {
+                let l = self.lane_for(worker, UNKNOWN_THREAD);
+                self.workers[worker as usize].current_lane = Some(l);
+                l
+            }
+        }
+    }
+
+    /// A frame's allocation counts: the frame still runs (the record comes right before its
+    /// end), most likely among its thread's running frames; else it moved threads and is found
+    /// by time.
+    #[cold]
+    fn frame_alloc(&mut self, a: &formats::FrameAlloc) {
+        let lane = self.current_lane(a.worker);
+        let Lane { rows, active, .. } = &self.lanes[lane as usize];
+        let at = active
+            .iter()
+            .rev()
+            .find(|x| rows[x.row as usize].id(x.index as usize) == a.id)
+            .map(|x| FrameRef {
+                lane,
+                row: x.row,
+                index: x.index,
+            })
+            .or_else(|| self.find_at(a.worker, a.id, a.timestamp, lane));
+        match at {
+            Some(at) => {
+                let label = self.label_of(at);
+                self.allocs.add(at, label, &a.into());
+            }
+            None => self.allocs.unplaced(),
+        }
+    }
+
+    /// Frame `id` of `worker` if it runs at `t` (its start at or before it, its end at or
+    /// after it, or open), looked for in lane `first` and then in the worker's other lanes:
+    /// one binary search per row.
+    pub fn find_at(&self, worker: u8, id: u32, t: u64, first: u32) -> Option<FrameRef> {
+        let others = (0..self.lanes.len() as u32).filter(|&l| l != first);
+        for lane in std::iter::once(first).chain(others) {
+            let Some(l) = self.lanes.get(lane as usize) else {
+                continue;
+            };
+            if l.worker != worker {
+                continue;
+            }
+            for (r, row) in l.rows.iter().enumerate() {
+                let p = row.start_partition_point(|s| s <= t);
+                // Frames of a row do not overlap; one ending exactly at `t` may sit just
+                // before one starting at `t`.
+                for i in (p.saturating_sub(2)..p).rev() {
+                    if row.id(i) == id && (row.is_open(i) || row.end(i) >= t) {
+                        return Some(FrameRef {
+                            lane,
+                            row: r as u32,
+                            index: i as u32,
+                        });
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The frame message `e` was written in, if it is in the model.
+    pub fn message_frame(&self, e: &super::messages::Entry) -> Option<FrameRef> {
+        if e.frame == 0 {
+            return None;
+        }
+        self.find_at(e.worker, e.frame, e.time, e.lane)
     }
 
     fn lane_for(&mut self, worker: u8, thread: u32) -> u32 {
@@ -285,7 +366,8 @@ impl Model {
             // The common case of a recorded parent: the inferred one (checked inline: a log
             // that records parents takes this path for nearly every frame).
             PARENT_FRAME
-                if parent.is_some_and(|a| rows[a.row as usize].id(a.index as usize) == s.parent) => {}
+                if parent
+                    .is_some_and(|a| rows[a.row as usize].id(a.index as usize) == s.parent) => {}
             _ => (parent, far, far_node) = self.recorded_parent(lane_id, s, parent),
         }
         let Lane { rows, active, .. } = &mut self.lanes[lane_id as usize];

@@ -23,6 +23,7 @@
 //! are in a side map ([`parents`]).
 
 pub mod activity;
+pub mod allocs;
 pub mod calltree;
 pub mod compare;
 pub mod context_list;
@@ -33,8 +34,10 @@ pub mod hit;
 pub mod intern;
 mod layout;
 pub mod lod;
+pub mod messages;
 pub mod pair;
 pub mod parents;
+pub mod plots;
 mod row;
 pub mod same;
 pub mod search;
@@ -49,12 +52,15 @@ pub use row::{Lane, Row, SUMMARY_LEVELS, SUMMARY_SHIFT};
 use formats::{Category, FrameKey};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use allocs::Allocs;
 use calltree::CallTree;
 use contexts::{ContextIndex, Contexts};
 use intern::Interner;
 use layout::OpenSlot;
+use messages::Messages;
 use pair::Pairer;
 use parents::Parents;
+use plots::Plots;
 use stats::Stats;
 
 /// End time of a frame whose FrameEnd has not been seen yet ("open", drawn to the newest time).
@@ -154,6 +160,12 @@ pub struct Model {
     /// Frames whose end was (most likely) in damaged bytes: index into `damage`.
     lost: FxHashMap<FrameRef, u32>,
     stats: Stats,
+    /// Plot series (type 7 records).
+    plots: Plots,
+    /// Messages (type 8 records).
+    messages: Messages,
+    /// Frames' allocation counts (type 9 records).
+    allocs: Allocs,
     min_time: u64,
     max_time: u64,
     frames: u64,
@@ -189,6 +201,9 @@ impl Model {
             damage: Vec::new(),
             lost: FxHashMap::default(),
             stats: Stats::default(),
+            plots: Plots::default(),
+            messages: Messages::default(),
+            allocs: Allocs::default(),
             min_time: u64::MAX,
             max_time: 0,
             frames: 0,
@@ -238,6 +253,21 @@ impl Model {
     /// Per-label statistics.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Plot series.
+    pub fn plots(&self) -> &Plots {
+        &self.plots
+    }
+
+    /// Messages.
+    pub fn messages(&self) -> &Messages {
+        &self.messages
+    }
+
+    /// Frames' allocation counts.
+    pub fn allocs(&self) -> &Allocs {
+        &self.allocs
     }
 
     /// Frames merged by call path (the aggregated flame graph's tree).
@@ -470,6 +500,9 @@ impl Model {
             + self.context_index.heap_bytes()
             + self.calltree.heap_bytes()
             + self.parents.heap_bytes()
+            + self.plots.heap_bytes()
+            + self.messages.heap_bytes()
+            + self.allocs.heap_bytes()
     }
 }
 
@@ -489,6 +522,24 @@ fn row_growth(expected: u64, frames: u64, len: usize) -> usize {
 pub(crate) mod tests {
     use super::*;
     use crate::model::test_log::{Log, at};
+
+    /// The model `bytes` make through the reader stage (as the ingest and viewers build it),
+    /// in batches of 37 records.
+    pub(crate) fn through_reader_stage(bytes: &[u8]) -> Model {
+        use crate::feed::{Batch, Digest, LabelMap, apply_batch};
+        let (mut digest, mut labels, mut model) =
+            (Digest::default(), LabelMap::default(), Model::new());
+        let mut batch = Batch::default();
+        for (n, item) in formats::RecordIter::new(bytes, 0).enumerate() {
+            digest.push(&item.unwrap().1, &mut batch);
+            if n % 37 == 36 {
+                apply_batch(&mut model, &batch, &mut labels).unwrap();
+                batch.clear();
+            }
+        }
+        apply_batch(&mut model, &batch, &mut labels).unwrap();
+        model
+    }
 
     #[test]
     fn nested_frames_stack_by_depth() {

@@ -86,6 +86,61 @@ impl Log {
         .encode_to_vec(&mut self.bytes);
         self
     }
+    /// A message (type 8) in frame `frame` (0: none).
+    pub fn message(
+        &mut self,
+        w: u8,
+        frame: u32,
+        ctx: u32,
+        ts: u64,
+        level: formats::Level,
+        text: &str,
+    ) -> &mut Self {
+        Record::Message(formats::Message {
+            frame,
+            worker: w,
+            timestamp: ts,
+            context: ctx,
+            level,
+            text,
+            fields: None,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
+    /// A plot value (type 7).
+    pub fn plot(&mut self, w: u8, name: &str, ts: u64, value: f64) -> &mut Self {
+        Record::Plot(formats::Plot {
+            worker: w,
+            timestamp: ts,
+            value,
+            mode: formats::PlotMode::Value,
+            unit: formats::PlotUnit::COUNT,
+            name,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
+    /// A frame's allocation counts (type 9).
+    pub fn alloc(
+        &mut self,
+        w: u8,
+        id: u32,
+        ts: u64,
+        c: &crate::model::allocs::AllocCounts,
+    ) -> &mut Self {
+        Record::FrameAlloc(formats::FrameAlloc {
+            id,
+            worker: w,
+            timestamp: ts,
+            allocs: c.allocs,
+            alloc_bytes: c.alloc_bytes,
+            frees: c.frees,
+            freed_bytes: c.freed_bytes,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
     pub fn model(&self) -> Model {
         let mut m = Model::new();
         m.apply_bytes(&self.bytes);
