@@ -39,6 +39,7 @@ mod secret;
 pub mod segments;
 #[cfg(feature = "analysis")]
 pub mod instant_stats;
+#[cfg(feature = "analysis")]
 pub mod stats;
 pub mod viewer;
 mod worker;
