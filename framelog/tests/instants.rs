@@ -362,7 +362,9 @@ fn chrome_export_draws_counters_instants_and_allocation_args() {
             (
                 e["name"].as_str().unwrap().to_owned(),
                 e["ts"].as_f64().unwrap(),
-                e["args"]["value"].as_f64().unwrap(),
+                e["args"][if e["name"] == "rss" { "bytes" } else { "count" }]
+                    .as_f64()
+                    .unwrap(),
             )
         })
         .collect();

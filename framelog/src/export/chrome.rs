@@ -351,7 +351,8 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         Ok(())
     }
 
-    /// A counter event (`"ph":"C"`): Perfetto draws one counter track per process and name.
+    /// A counter event (`"ph":"C"`, its value keyed by the unit): Perfetto draws one counter
+    /// track per process and name.
     /// A gap (NaN, which JSON cannot carry) is left out.
     fn plot(&mut self, p: &PlotPoint<'_>) -> std::io::Result<()> {
         if !p.value.is_finite() {
@@ -365,7 +366,10 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         push_micros(&mut buf, p.at_ns);
         buf.extend_from_slice(b",\"pid\":");
         push_int(&mut buf, p.worker);
-        buf.extend_from_slice(b",\"args\":{\"value\":");
+        // The arg's key is the unit: Perfetto names the track "<name> <key>" ("rss bytes").
+        buf.extend_from_slice(b",\"args\":{");
+        serde_json::to_writer(&mut buf, &p.unit.name())?;
+        buf.push(b':');
         serde_json::to_writer(&mut buf, &p.value)?;
         buf.extend_from_slice(b"}}");
         self.raw(&buf)?;
