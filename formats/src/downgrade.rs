@@ -1,17 +1,50 @@
-//! Records for readers that predate parents: every FrameStart with parent (type 6) written as
-//! the type 0 start with the same fields, so a version 1 segment, a session started with
-//! StartSession v1-v3 or a viewer that reads Records version 1 never sees a type it would skip.
+//! Records for readers that predate parents, and for sessions that predate messages naming
+//! their frame: every FrameStart with parent (type 6) written as the type 0 start with the
+//! same fields, so a version 1 segment, a session started with StartSession v1-v3 or a viewer
+//! that reads Records version 1 never sees a type it would skip; and, for a session started
+//! with StartSession v1-v4 (whose server would not rewrite their ids), every message written
+//! with `id` and `context` 0 and every frame allocation record left out.
 
 use crate::batch::{BatchHeader, FRAMES_BATCH_TARGET, check_batches, record_len, split_records};
 use crate::error::{DecodeError, ErrorKind};
 use crate::record::{Decoded, Record, RecordType, decode_record};
 
+/// What to take out of records for an older peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Strip {
+    /// Write FrameStarts with parent (type 6) as type 0 starts.
+    pub parents: bool,
+    /// Write messages (type 8) with `id` and `context` 0, and leave frame allocation
+    /// records (type 9) out.
+    pub frame_refs: bool,
+}
+
 /// Whether `records` (records back to back) holds a FrameStart with parent, by type bytes
 /// and lengths alone (a partial record at the end is not looked at).
 pub fn has_parents(records: &[u8]) -> bool {
+    needs_strip(
+        records,
+        Strip {
+            parents: true,
+            frame_refs: false,
+        },
+    )
+}
+
+/// Whether `records` holds anything `strip` takes out (by type bytes, ids and lengths
+/// alone; a partial record at the end is not looked at).
+pub fn needs_strip(records: &[u8], strip: Strip) -> bool {
     let mut pos = 0;
     while let Some(len) = records.get(pos..).and_then(record_len) {
-        if records[pos + 5] == RecordType::StartWithParent as u8 {
+        let r = &records[pos..pos + len];
+        let kind = r[5];
+        if strip.parents && kind == RecordType::StartWithParent as u8 {
+            return true;
+        }
+        if strip.frame_refs
+            && (kind == RecordType::FrameAlloc as u8
+                || (kind == RecordType::Message as u8 && r[..4] != [0; 4]))
+        {
             return true;
         }
         pos += len;
@@ -23,14 +56,44 @@ pub fn has_parents(records: &[u8]) -> bool {
 /// with parent written as a type 0 FrameStart. Errors (nothing appended) at a record that does
 /// not decode whole, with its offset.
 pub fn strip_parents(records: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    strip_records(
+        records,
+        Strip {
+            parents: true,
+            frame_refs: false,
+        },
+        out,
+    )
+}
+
+/// Appends `records` (whole records back to back, no batch records) to `out` without what
+/// `strip` takes out. Errors (nothing appended) at a record that does not decode whole, with
+/// its offset.
+pub fn strip_records(records: &[u8], strip: Strip, out: &mut Vec<u8>) -> Result<(), DecodeError> {
     let start = out.len();
     let mut pos = 0;
     while pos < records.len() {
         let rest = &records[pos..];
         let failed = |e: DecodeError| e.shifted(pos as u64);
         match decode_record(rest).map_err(failed) {
-            Ok(Decoded::Record(rec @ Record::Start(s), len)) if s.parent.is_recorded() => {
+            Ok(Decoded::Record(rec @ Record::Start(s), len))
+                if strip.parents && s.parent.is_recorded() =>
+            {
                 rec.without_parent().encode_to_vec(out);
+                pos += len;
+            }
+            Ok(Decoded::Record(Record::Message(m), len))
+                if strip.frame_refs && (m.frame != 0 || m.context != 0) =>
+            {
+                Record::Message(crate::Message {
+                    frame: 0,
+                    context: 0,
+                    ..m
+                })
+                .encode_to_vec(out);
+                pos += len;
+            }
+            Ok(Decoded::Record(Record::FrameAlloc(_), len)) if strip.frame_refs => {
                 pos += len;
             }
             Ok(Decoded::Record(_, len)) => {
@@ -143,6 +206,59 @@ mod tests {
         }
         // Five bytes fewer per type 6 start.
         assert_eq!(v.len() - out.len(), 2 * 5);
+    }
+
+    #[test]
+    fn frame_refs_are_stripped_for_old_sessions_and_nothing_else() {
+        use crate::{FrameAlloc, Level, Message};
+        let mut v = records();
+        let m = Message {
+            frame: 2,
+            worker: 3,
+            timestamp: 4000,
+            context: 1,
+            level: Level::WARN,
+            text: "slow",
+            fields: None,
+        };
+        Record::Message(m).encode_to_vec(&mut v);
+        Record::FrameAlloc(FrameAlloc {
+            id: 2,
+            worker: 3,
+            timestamp: 5000,
+            allocs: 10,
+            alloc_bytes: 100,
+            frees: 1,
+            freed_bytes: 8,
+        })
+        .encode_to_vec(&mut v);
+        let refs = Strip {
+            parents: false,
+            frame_refs: true,
+        };
+        assert!(needs_strip(&v, refs));
+        let mut out = Vec::new();
+        strip_records(&v, refs, &mut out).unwrap();
+        assert!(!needs_strip(&out, refs));
+        assert!(has_parents(&out), "parents kept");
+        let after: Vec<_> = RecordIter::new(&out, 0).map(|r| r.unwrap().1).collect();
+        assert_eq!(after.len(), 5, "the allocation record is left out");
+        assert_eq!(
+            after[4],
+            Record::Message(Message {
+                frame: 0,
+                context: 0,
+                ..m
+            })
+        );
+        // Both at once: nothing of either is left.
+        let both = Strip {
+            parents: true,
+            frame_refs: true,
+        };
+        out.clear();
+        strip_records(&v, both, &mut out).unwrap();
+        assert!(!needs_strip(&out, both));
     }
 
     #[test]

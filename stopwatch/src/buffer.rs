@@ -14,12 +14,18 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use formats::{FrameEnd, FrameStart};
+use formats::{FrameAlloc, FrameEnd, FrameStart, Message, Plot};
 
 /// A record that can be encoded into the front of a byte slice.
 pub(crate) trait Encode {
     /// Encodes into the front of `out`; `None` if it does not fit.
     fn encode_into(&self, out: &mut [u8]) -> Option<usize>;
+    /// Whether it is a frame record (a start or an end): the recorder's books (`Stats`)
+    /// count those; plots, messages and allocation records are counted apart.
+    #[inline(always)]
+    fn is_frame(&self) -> bool {
+        true
+    }
 }
 
 impl Encode for FrameStart<'_> {
@@ -36,13 +42,52 @@ impl Encode for FrameEnd {
     }
 }
 
-/// A position in a buffer, packed into one word so that one store publishes both: the bytes
-/// of whole records (low 32 bits) and how many records they are (high 32 bits). The writer
-/// frames what it takes into checksummed batches from these alone, never walking records.
+impl Encode for Plot<'_> {
+    #[inline(always)]
+    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
+        self.encode(out)
+    }
+    #[inline(always)]
+    fn is_frame(&self) -> bool {
+        false
+    }
+}
+
+impl Encode for Message<'_> {
+    #[inline(always)]
+    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
+        self.encode(out)
+    }
+    #[inline(always)]
+    fn is_frame(&self) -> bool {
+        false
+    }
+}
+
+impl Encode for FrameAlloc {
+    #[inline(always)]
+    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
+        self.encode(out)
+    }
+    #[inline(always)]
+    fn is_frame(&self) -> bool {
+        false
+    }
+}
+
+/// A position in a buffer, packed into one word so that one store publishes all three: the
+/// bytes of whole records (low 32 bits), how many frame records (starts and ends) they are
+/// (bits 32-47) and how many other records (plots, messages, allocations; bits 48-63). The
+/// writer frames what it takes into checksummed batches from these alone, never walking
+/// records, and keeps the books (frame records) apart from the other records. A buffer holds
+/// at most 64 KiB of records of at least 14 bytes, so neither count can carry over.
 pub(crate) type Pos = u64;
 
-/// What one record adds to a [`Pos`] besides its bytes.
+/// What one frame record adds to a [`Pos`] besides its bytes.
 pub(crate) const ONE_RECORD: Pos = 1 << 32;
+
+/// What one other record (plot, message, frame allocations) adds to a [`Pos`].
+pub(crate) const ONE_OTHER: Pos = 1 << 48;
 
 /// The bytes of a [`Pos`].
 #[inline(always)]
@@ -50,10 +95,22 @@ pub(crate) fn pos_len(p: Pos) -> usize {
     p as u32 as usize
 }
 
-/// The records of a [`Pos`].
+/// The records of a [`Pos`], of every kind.
 #[inline(always)]
 pub(crate) fn pos_count(p: Pos) -> u32 {
-    (p >> 32) as u32
+    pos_frames(p) + pos_others(p)
+}
+
+/// The frame records (starts and ends) of a [`Pos`].
+#[inline(always)]
+pub(crate) fn pos_frames(p: Pos) -> u32 {
+    (p >> 32) as u32 & 0xFFFF
+}
+
+/// The other records (plots, messages, allocations) of a [`Pos`].
+#[inline(always)]
+pub(crate) fn pos_others(p: Pos) -> u32 {
+    (p >> 48) as u32
 }
 
 /// Smallest buffer: must hold the largest record (a FrameStart with a 255-byte label).
@@ -150,7 +207,9 @@ mod tests {
             assert_eq!(b.bytes(3, 8), b"hello");
         }
         assert_eq!(b.stolen(), 0);
-        b.set_stolen(8 + 2 * ONE_RECORD);
-        assert_eq!((pos_len(b.stolen()), pos_count(b.stolen())), (8, 2));
+        b.set_stolen(8 + 2 * ONE_RECORD + 3 * ONE_OTHER);
+        let p = b.stolen();
+        assert_eq!((pos_len(p), pos_count(p)), (8, 5));
+        assert_eq!((pos_frames(p), pos_others(p)), (2, 3));
     }
 }

@@ -11,6 +11,7 @@ use formats::{Category, FrameEnd, FrameKey};
 use serde::Serialize;
 
 use crate::context::Context;
+use crate::counting_alloc::{self, AllocCounts};
 use crate::inner::Inner;
 use crate::local::{self, CtxState, Entry, RECORDING, SAMPLED, Saved, Started};
 
@@ -32,7 +33,21 @@ pub struct Frame {
     started: Started,
     /// The thread's state before an entered frame (`Frame::child`, `Context::child`).
     saved: Saved,
+    /// The thread's allocation counts when the frame started (a recorded frame, with a
+    /// `CountingAlloc` installed).
+    alloc: Option<AllocCounts>,
     _not_send: PhantomData<*const ()>,
+}
+
+/// The allocation counts a frame that `started` snapshots: only a recorded frame's, only
+/// with a counting allocator (then one relaxed load).
+#[inline(always)]
+fn alloc_mark(started: &Started) -> Option<AllocCounts> {
+    if started.flags & RECORDING != 0 {
+        counting_alloc::mark()
+    } else {
+        None
+    }
 }
 
 impl Frame {
@@ -48,6 +63,7 @@ impl Frame {
                 flags: 0,
             },
             saved: Saved::default(),
+            alloc: None,
             _not_send: PhantomData,
         }
     }
@@ -60,6 +76,7 @@ impl Frame {
                 let started = e.start(label, category);
                 Frame {
                     entry: Some(e),
+                    alloc: alloc_mark(&started),
                     started,
                     saved: Saved::default(),
                     _not_send: PhantomData,
@@ -80,6 +97,7 @@ impl Frame {
         let (started, saved) = e.start_entered(state, label, category);
         Frame {
             entry: Some(e),
+            alloc: alloc_mark(&started),
             started,
             saved,
             _not_send: PhantomData,
@@ -159,7 +177,7 @@ impl Frame {
     #[inline(never)]
     fn finish(&mut self) {
         if let Some(e) = self.entry.take() {
-            e.end(&self.started, &self.saved);
+            e.end(&self.started, &self.saved, self.alloc);
             self.started.flags = 0;
         }
     }
@@ -171,7 +189,12 @@ impl Frame {
         let e = self.entry.take()?;
         let started = self.started;
         self.started.flags = 0;
-        Some(Detached::from_started(&e, started, &self.saved))
+        let mut d = Detached::from_started(&e, started, &self.saved);
+        // What it allocated before it was detached (building the future it wraps...).
+        if let Some(at) = self.alloc {
+            d.alloc = counting_alloc::snapshot().since(at);
+        }
+        Some(d)
     }
 }
 
@@ -199,6 +222,9 @@ pub(crate) struct Detached {
     /// The context state its children start in (this frame current, if it is recorded).
     children: CtxState,
     flags: u8,
+    /// What the frame's code allocated so far (summed over the polls of an `InFrame`),
+    /// recorded before its end.
+    pub(crate) alloc: AllocCounts,
 }
 
 impl Detached {
@@ -242,6 +268,24 @@ impl Detached {
                 frame: started.children_parent(),
             },
             flags: started.flags & RECORDING,
+            alloc: AllocCounts::default(),
+        }
+    }
+
+    /// Whether the frame is recorded (its allocations are worth counting).
+    #[inline]
+    pub(crate) fn is_recording(&self) -> bool {
+        self.flags & RECORDING != 0
+    }
+
+    /// The frame and context a message written inside this frame names (0 and 0 when it
+    /// is not recorded).
+    #[cfg(feature = "tracing")]
+    pub(crate) fn message_frame(&self) -> (u32, u32) {
+        if self.is_recording() {
+            (self.id, self.children.ctx)
+        } else {
+            (0, 0)
         }
     }
 
@@ -254,7 +298,8 @@ impl Detached {
     pub(crate) fn end(&mut self) {
         let flags = std::mem::take(&mut self.flags);
         if flags & RECORDING != 0 {
-            let ended = local::with_entry(&self.inner, |e| e.end_record(self.id));
+            let alloc = std::mem::take(&mut self.alloc);
+            let ended = local::with_entry(&self.inner, |e| e.end_record(self.id, alloc));
             if ended.is_none() {
                 // This thread's recording state is already gone (the frame is dropped by a
                 // thread-local destructor, e.g. a runtime's worker exiting).

@@ -89,6 +89,13 @@ impl Gate {
         self.flags.load(Ordering::Relaxed) & (OFF | NO_DATA) == 0
     }
 
+    /// Whether plots and messages are recorded (everything but "off": they are not
+    /// sampled and have no category).
+    #[inline]
+    pub(crate) fn records_instants(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & OFF == 0
+    }
+
     /// Applies a session's rules: `sampler` replaces the recorder's (None keeps it), `data`
     /// turns frame data on or off, `categories` (empty: all) filters.
     pub(crate) fn open(&self, sampler: Option<Sampler>, data: bool, categories: &[Category]) {

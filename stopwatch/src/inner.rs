@@ -50,6 +50,9 @@ pub(crate) struct Inner {
     pub(crate) retired_dropped: AtomicU64,
     /// Records lost because the writer could not write them.
     pub(crate) writer_dropped: AtomicU64,
+    /// Plot, message and frame-allocation records discarded, wherever (kept out of the
+    /// frame books).
+    pub(crate) dropped_other: AtomicU64,
     pub(crate) dropped_data: AtomicU64,
     pub(crate) written_bytes: AtomicU64,
     /// When the writer last flushed (ns since the epoch).
@@ -126,6 +129,7 @@ impl Inner {
         };
         Stats {
             dropped: dir.map_or(dropped, |d| d.dropped),
+            dropped_other: self.dropped_other.load(Ordering::Relaxed),
             dropped_data: self.dropped_data.load(Ordering::Relaxed)
                 + local.map_or(0, |b| b.lost_data),
             unsent_data: self.remote.as_ref().map_or(0, |r| r.unsent_data()),
@@ -180,6 +184,9 @@ pub struct Stats {
     pub dropped: u64,
     /// Frame-data updates discarded.
     pub dropped_data: u64,
+    /// Plot, message and frame-allocation records discarded (for the same reasons as
+    /// `dropped`); not part of any output's books, which count frame records.
+    pub dropped_other: u64,
     /// Bytes of frame-log records written.
     pub written_bytes: u64,
     /// Whether the writer has failed (records are being counted as dropped).
@@ -221,6 +228,18 @@ impl SinkStats {
 }
 
 impl Inner {
+    /// Counts the records between two positions of a buffer as lost by the writer: frame
+    /// records in the books, others apart.
+    pub(crate) fn count_lost(&self, from: crate::buffer::Pos, to: crate::buffer::Pos) {
+        use crate::buffer::{pos_frames, pos_others};
+        let frames = pos_frames(to).wrapping_sub(pos_frames(from));
+        let others = pos_others(to).wrapping_sub(pos_others(from));
+        self.writer_dropped
+            .fetch_add(u64::from(frames), Ordering::Relaxed);
+        self.dropped_other
+            .fetch_add(u64::from(others), Ordering::Relaxed);
+    }
+
     /// Sends one record made where no thread buffer exists (a thread's teardown) straight to
     /// the writer; false if it could not be (too long, or the writer is gone).
     pub(crate) fn send_late(&self, rec: &dyn Encode) -> bool {
@@ -250,11 +269,22 @@ impl Inner {
         if !self.gate.records_data() {
             return;
         }
-        match formats::to_document(value) {
-            Ok(document) => self.send_data(DataMsg { key, document }),
-            Err(e) => {
+        match self.encode_document(value) {
+            Some(document) => self.send_data(DataMsg { key, document }),
+            None => {
                 self.dropped_data.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Encodes `value` as one BSON document (frame data, message fields); a value that
+    /// cannot be is reported (`Error::Data`) and gives `None`.
+    pub(crate) fn encode_document<T: Serialize + ?Sized>(&self, value: &T) -> Option<Vec<u8>> {
+        match formats::to_document(value) {
+            Ok(document) => Some(document),
+            Err(e) => {
                 self.reporter.report(Error::Data(e.to_string()));
+                None
             }
         }
     }

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 
 use crate::context::Context;
+use crate::counting_alloc::Span;
 use crate::frame::{Detached, Frame};
 
 pin_project_lite::pin_project! {
@@ -24,9 +25,14 @@ pin_project_lite::pin_project! {
     impl<F> PinnedDrop for InFrame<F> {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
-            // Frames started by the future's destructors belong to its context.
+            // Frames started by the future's destructors belong to its context, and what
+            // they free to its frame.
             let _entered = this.context.as_ref().map(Context::enter);
+            let span = counting(this.frame);
             this.fut.set(None);
+            if let Some(f) = this.frame.as_mut() {
+                span.end_into(&mut f.alloc);
+            }
         }
     }
 }
@@ -69,10 +75,15 @@ impl<F: Future> Future for InFrame<F> {
             let Some(fut) = this.fut.as_mut().as_pin_mut() else {
                 panic!("`InFrame` polled after it completed");
             };
+            // The frame's allocations are summed over its polls, on whatever thread.
+            let span = counting(this.frame);
             let out = fut.poll(cx);
             if out.is_ready() {
                 // Drop the finished future inside its context too.
                 this.fut.set(None);
+            }
+            if let Some(f) = this.frame.as_mut() {
+                span.end_into(&mut f.alloc);
             }
             out
         };
@@ -82,6 +93,15 @@ impl<F: Future> Future for InFrame<F> {
             frame.end();
         }
         out
+    }
+}
+
+/// Starts counting a poll's allocations for `frame`, if it is recorded.
+#[inline(always)]
+fn counting(frame: &Option<Detached>) -> Span {
+    match frame {
+        Some(f) if f.is_recording() => Span::begin(),
+        _ => Span::default(),
     }
 }
 

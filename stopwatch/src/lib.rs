@@ -29,13 +29,21 @@
 //!   settings applied while the program runs; `docs/PROTOCOL.md`).
 //! - [`sampling`]: fixed-probability and adaptive sampling, decided at the root frame.
 //! - `frame`, `recorder`: the public guard and recorder types.
-//! - `tracing_layer` (feature `tracing`): [`TracingLayer`] records `tracing` spans as frames.
+//! - `plot`, `message`, `probe`: plot series ([`Stopwatch::plot`], [`Series`]; the built-in
+//!   health and process series), messages ([`Stopwatch::message`]): records of their own in
+//!   the thread's buffer, beside its frames.
+//! - `counting_alloc`: [`CountingAlloc`], per-thread allocation counts; every recorded frame
+//!   records what its code allocated (inclusive of its children).
+//! - `tracing_layer` (feature `tracing`): [`TracingLayer`] records `tracing` spans as frames
+//!   and events as messages.
+//! - `log_adapter` (feature `log`): [`Logger`] records `log` records as messages.
 //! - [`demo`], [`stress`]: workloads used by the examples, tests, benchmarks and the viewer.
 
 mod buffer;
 pub mod clock;
 mod connect;
 mod context;
+mod counting_alloc;
 #[cfg(feature = "demo")]
 pub mod demo;
 mod error;
@@ -45,9 +53,14 @@ mod ids;
 mod inner;
 mod instrument;
 mod local;
+#[cfg(feature = "log")]
+mod log_adapter;
 #[cfg(test)]
 mod mem_sink;
+mod message;
+mod plot;
 mod pool;
+mod probe;
 mod recorder;
 pub mod sampling;
 mod sink;
@@ -60,12 +73,17 @@ mod writer;
 
 pub use connect::{DEFAULT_SUSPEND_TIMEOUT, STALL_LIMIT};
 pub use context::{Context, ContextGuard};
+pub use counting_alloc::CountingAlloc;
 pub use error::{Error, ErrorCallback, SinkError};
-pub use formats::Category;
+pub use formats::{Category, Level, PlotMode, PlotUnit};
 pub use frame::Frame;
 pub use inner::{SinkStats, Stats};
 pub use instrument::{FutureExt, InFrame};
+#[cfg(feature = "log")]
+pub use log_adapter::Logger;
+pub use plot::Series;
 pub use pool::BufferingMode;
+pub use probe::{DROPPED_PER_SEC, POOL_USE, PROCESS_CPU, PROCESS_RSS};
 pub use recorder::{Builder, InstallGuard, Recorder, Stopwatch};
 pub use sampling::Sampling;
 pub use sink::Sink;

@@ -20,12 +20,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use formats::{
-    Category, FRAME_END_LEN, FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent,
-    RecordType,
+    Category, FRAME_END_LEN, FRAME_START_PARENT_HEADER_LEN, FrameAlloc, FrameEnd, FrameStart,
+    Level, Message, Parent, Plot, PlotMode, PlotUnit, RecordType,
 };
 
-use crate::buffer::{Buf, Encode, ONE_RECORD, Pos, pos_count, pos_len};
+use crate::buffer::{Buf, Encode, ONE_OTHER, ONE_RECORD, Pos, pos_frames, pos_len, pos_others};
 use crate::clock::Clock;
+use crate::counting_alloc::{self, AllocCounts};
 use crate::gate::Gate;
 use crate::ids::CHUNK;
 use crate::inner::Inner;
@@ -274,13 +275,17 @@ impl Entry {
         self.gate.sample(own, &self.rng, timestamp)
     }
 
-    /// Ends a frame started with [`Entry::start`]: records its end and restores the state it
+    /// Ends a frame started with [`Entry::start`]: records its end (after its allocation
+    /// counts, when `alloc` holds the thread's counts at its start) and restores the state it
     /// changed (the current frame; the context, for a root or an entered frame). `saved`:
     /// the state an entered frame (`ENTERED`) restores.
     #[inline(always)]
-    pub(crate) fn end(&self, s: &Started, saved: &Saved) {
+    pub(crate) fn end(&self, s: &Started, saved: &Saved, alloc: Option<AllocCounts>) {
         if s.flags & RECORDING != 0 {
             let timestamp = self.now();
+            if let Some(at) = alloc {
+                self.emit_alloc(s.id, timestamp, counting_alloc::snapshot().since(at));
+            }
             self.emit_end(s.id, timestamp);
             self.cur.set(s.parent);
             if s.flags & (ROOT | ENTERED) != 0 {
@@ -295,12 +300,99 @@ impl Entry {
         }
     }
 
-    /// Records a frame's end, and nothing else: a detached frame's thread state is not this
-    /// thread's (it left its starting thread's context when it was detached).
+    /// Records a frame's end (after `alloc`, its allocation counts), and nothing else: a
+    /// detached frame's thread state is not this thread's (it left its starting thread's
+    /// context when it was detached).
     #[inline]
-    pub(crate) fn end_record(&self, id: u32) {
+    pub(crate) fn end_record(&self, id: u32, alloc: AllocCounts) {
         let timestamp = self.now();
+        self.emit_alloc(id, timestamp, alloc);
         self.emit_end(id, timestamp);
+    }
+
+    /// The frame a message written now belongs to, and its context: the innermost recorded
+    /// frame of the thread's current context (what a frame started now names as its
+    /// parent), or 0 and 0.
+    #[inline]
+    pub(crate) fn message_frame(&self) -> (u32, u32) {
+        let frame = if self.in_frame.get() && self.sampled.get() {
+            self.cur.get()
+        } else {
+            0
+        };
+        (frame, if frame != 0 { self.ctx.get() } else { 0 })
+    }
+
+    /// Appends a plot value (type 7) to the thread's buffer.
+    #[inline]
+    pub(crate) fn emit_plot(&self, name: &str, value: f64, mode: PlotMode, unit: PlotUnit) {
+        if !self.gate.records_instants() || name.is_empty() {
+            return;
+        }
+        let rec = Plot {
+            worker: self.worker,
+            timestamp: self.now(),
+            value,
+            mode,
+            unit,
+            name,
+        };
+        self.emit_other(&rec);
+    }
+
+    /// Appends a message (type 8) in `frame` and `context` (see [`Entry::message_frame`]);
+    /// `fields` is one BSON document or empty. Fields that would not fit one of the
+    /// recorder's buffers are left out (the text is kept).
+    #[inline]
+    pub(crate) fn emit_message(
+        &self,
+        (frame, context): (u32, u32),
+        level: Level,
+        text: &str,
+        fields: &[u8],
+    ) {
+        if !self.gate.records_instants() {
+            return;
+        }
+        let mut rec = Message {
+            frame,
+            worker: self.worker,
+            timestamp: self.now(),
+            context,
+            level,
+            text,
+            fields: (!fields.is_empty()).then_some(fields),
+        };
+        if formats::EXT_HEADER_LEN + rec.payload_len() > self.inner.pool.buf_size() {
+            rec.fields = None;
+        }
+        self.emit_other(&rec);
+    }
+
+    /// Appends a frame's allocation counts (type 9), if it allocated or freed anything.
+    #[inline]
+    fn emit_alloc(&self, id: u32, timestamp: u64, a: AllocCounts) {
+        if a.is_empty() {
+            return;
+        }
+        self.emit_other(&FrameAlloc {
+            id,
+            worker: self.worker,
+            timestamp,
+            allocs: a.allocs,
+            alloc_bytes: a.alloc_bytes,
+            frees: a.frees,
+            freed_bytes: a.freed_bytes,
+        });
+    }
+
+    /// Appends a record that is not a frame record through the encoder (the buffer's
+    /// bounds checked once), or the slow path when it does not fit.
+    #[inline(always)]
+    fn emit_other<R: Encode>(&self, rec: &R) {
+        if !self.try_encode(rec) {
+            self.emit_slow(rec);
+        }
     }
 
     /// Restores the thread's state as ending the frame would, without recording its end (the
@@ -478,14 +570,15 @@ impl Entry {
             return;
         }
         if self.inner.closed.load(Ordering::Acquire) {
-            self.slot.count_dropped(1);
+            self.count_dropped(rec);
             return;
         }
         if self.retired.get() {
             // The thread is exiting and its last buffer went to the writer: a frame that
             // ends now (a guard dropped by another thread-local's destructor) goes on its own.
-            if !self.inner.send_late(rec) {
-                self.slot.count_dropped(1);
+            // Other records would land on thread 0's lane: they are counted instead.
+            if !rec.is_frame() || !self.inner.send_late(rec) {
+                self.count_dropped(rec);
             }
             return;
         }
@@ -494,12 +587,23 @@ impl Entry {
             self.install(buf);
         }
         if !self.try_encode(rec) {
+            self.count_dropped(rec);
+        }
+    }
+
+    /// Counts a record that had nowhere to go: a frame record in the books (`Stats::dropped`,
+    /// Dropped records), any other apart (`Stats::dropped_other`).
+    fn count_dropped(&self, rec: &dyn Encode) {
+        if rec.is_frame() {
             self.slot.count_dropped(1);
+        } else {
+            self.inner.dropped_other.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Encodes `rec` into the current buffer if it fits there.
-    fn try_encode(&self, rec: &dyn Encode) -> bool {
+    #[inline(always)]
+    fn try_encode<R: Encode + ?Sized>(&self, rec: &R) -> bool {
         let pos = self.pos.get();
         let len = pos_len(pos);
         // SAFETY: as in `emit_start`: `base..base+cap` is the current buffer (or an empty
@@ -509,7 +613,12 @@ impl Entry {
         };
         match rec.encode_into(tail) {
             Some(n) => {
-                self.publish(pos + n as Pos + ONE_RECORD);
+                let one = if rec.is_frame() {
+                    ONE_RECORD
+                } else {
+                    ONE_OTHER
+                };
+                self.publish(pos + n as Pos + one);
                 true
             }
             None => false,
@@ -567,10 +676,7 @@ impl Entry {
         // are counted (never sent to a writer that no longer reads).
         if st.sealed {
             drop(st);
-            let lost = pos_count(pos).wrapping_sub(pos_count(from));
-            self.inner
-                .writer_dropped
-                .fetch_add(u64::from(lost), Ordering::Relaxed);
+            self.inner.count_lost(from, pos);
             self.inner.pool.give_back(buf);
             return;
         }
@@ -591,7 +697,11 @@ impl Entry {
             self.slot.lock().pending -= 1;
             if let Msg::Full { from, to, .. } = e.into_inner() {
                 self.slot
-                    .count_dropped(u64::from(pos_count(to).wrapping_sub(pos_count(from))));
+                    .count_dropped(u64::from(pos_frames(to).wrapping_sub(pos_frames(from))));
+                let others = pos_others(to).wrapping_sub(pos_others(from));
+                self.inner
+                    .dropped_other
+                    .fetch_add(u64::from(others), Ordering::Relaxed);
             }
         }
     }
@@ -861,7 +971,7 @@ mod tests {
                 label.len()
             );
         }
-        assert_eq!(pos_count(e.pos.get()) as usize, 2 * labels.len());
+        assert_eq!(pos_frames(e.pos.get()) as usize, 2 * labels.len());
         // SAFETY: this thread owns the buffer and wrote `0..pos`.
         let got = unsafe { (*e.buf.get()).bytes(0, pos_len(e.pos.get())).to_vec() };
         assert_eq!(got, want);

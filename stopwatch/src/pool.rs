@@ -145,8 +145,12 @@ impl Pool {
         self.aborted.load(Ordering::Acquire)
     }
 
+    /// Buffers the pool holds in all (free or in use).
+    pub(crate) fn budget(&self) -> usize {
+        self.budget.load(Ordering::Relaxed)
+    }
+
     /// Buffers currently free.
-    #[cfg(test)]
     pub(crate) fn free(&self) -> usize {
         self.free_rx.len()
     }

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use parking_lot::Mutex;
 use std::time::Duration;
 
-use formats::Category;
+use formats::{Category, Level, PlotMode, PlotUnit};
+use serde::Serialize;
 
 use crate::clock::Clock;
 use crate::connect::config;
@@ -26,7 +27,10 @@ use crate::frame::Frame;
 use crate::gate::Gate;
 use crate::ids::IdSource;
 use crate::inner::{Inner, Stats};
+use crate::message::{message_on, message_with_on};
+use crate::plot::{Series, plot_on};
 use crate::pool::{BufferingMode, Pool};
+use crate::probe::Probe;
 use crate::sampling::{Sampler, Sampling};
 use crate::sink::Sink;
 use crate::writer;
@@ -60,6 +64,8 @@ pub struct Builder {
     suspend: Option<Duration>,
     token: Option<String>,
     start_session_version: u8,
+    plot_health: bool,
+    plot_process: bool,
 }
 
 impl Default for Builder {
@@ -78,6 +84,8 @@ impl Default for Builder {
             suspend: None,
             token: None,
             start_session_version: formats::protocol::LATEST_START_SESSION,
+            plot_health: false,
+            plot_process: false,
         }
     }
 }
@@ -207,6 +215,21 @@ impl Builder {
         self
     }
 
+    /// Plots the recorder's own health every 100 ms: `stopwatch: pool use` (percent of the
+    /// buffer pool in use) and `stopwatch: dropped/s` (records discarded per second).
+    pub fn plot_health(mut self, on: bool) -> Self {
+        self.plot_health = on;
+        self
+    }
+
+    /// Plots the process's resident set size (`process: RSS`, bytes) and CPU use
+    /// (`process: CPU`, percent of one core) every 100 ms, read from `/proc/self` on Linux.
+    /// On other systems the two series are absent (nothing is sampled).
+    pub fn plot_process(mut self, on: bool) -> Self {
+        self.plot_process = on;
+        self
+    }
+
     /// Write to `sink` instead of a log directory (tests, custom storage).
     #[doc(hidden)]
     pub fn sink(mut self, sink: Arc<dyn Sink>) -> Self {
@@ -297,6 +320,7 @@ impl Builder {
             late: Arc::new(crate::slot::Slot::new(0, String::new())),
             retired_dropped: AtomicU64::new(0),
             writer_dropped: AtomicU64::new(0),
+            dropped_other: AtomicU64::new(0),
             dropped_data: AtomicU64::new(0),
             written_bytes: AtomicU64::new(0),
             last_flush_ns: AtomicU64::new(clock.now()),
@@ -320,8 +344,12 @@ impl Builder {
         let mut recorder = Recorder {
             inner,
             connector: None,
+            probe: None,
             reported_books: false,
         };
+        // Past this point a failure drops `recorder`, which shuts the writer down.
+        recorder.probe = Probe::spawn(&recorder.inner, self.plot_health, self.plot_process)
+            .map_err(Error::Spawn)?;
         if let (Some(c), Some(remote)) = (connect, remote) {
             let identity = Identity {
                 token: self
@@ -425,6 +453,8 @@ pub struct Recorder {
     pub(crate) inner: Arc<Inner>,
     /// The diagnostics thread, in connect mode.
     connector: Option<Arc<Connector>>,
+    /// The thread sampling the built-in plot series, if any was asked for.
+    probe: Option<Probe>,
     /// The final books were reported (shutdown happens once).
     reported_books: bool,
 }
@@ -445,6 +475,37 @@ impl Recorder {
     /// The calling thread's current context in this recorder, if it is inside a frame.
     pub fn current_context(&self) -> Option<Context> {
         Context::current_on(&self.inner)
+    }
+
+    /// Records one value of the plot series `name` (a count, set by the program); see
+    /// [`Recorder::series`] for units and summed series.
+    #[inline]
+    pub fn plot(&self, name: &str, value: f64) {
+        plot_on(&self.inner, name, value, PlotMode::Value, PlotUnit::COUNT);
+    }
+
+    /// A handle on the plot series `name` of this recorder, to configure (unit, summed)
+    /// and update.
+    pub fn series(&self, name: impl Into<Cow<'static, str>>) -> Series {
+        Series::on(self.inner.clone(), name.into())
+    }
+
+    /// Records an info message in the calling thread's current frame (if any).
+    #[inline]
+    pub fn message(&self, text: &str) {
+        message_on(&self.inner, Level::INFO, text);
+    }
+
+    /// Records a message with a level in the calling thread's current frame (if any).
+    #[inline]
+    pub fn message_at(&self, level: Level, text: &str) {
+        message_on(&self.inner, level, text);
+    }
+
+    /// Records a message with a level and fields (any `Serialize` value, stored as a BSON
+    /// document) in the calling thread's current frame (if any).
+    pub fn message_with<T: Serialize + ?Sized>(&self, level: Level, text: &str, fields: &T) {
+        message_with_on(&self.inner, level, text, fields);
     }
 
     /// Writes everything ended so far to the log; false if the writer did not answer in
@@ -490,6 +551,10 @@ impl Recorder {
     /// session starts during the final pass), the writer sends everything and ends the
     /// stream, and the connect thread is joined.
     fn close(&mut self) {
+        // The probe's last values go to the writer before its final pass.
+        if let Some(p) = &mut self.probe {
+            p.stop();
+        }
         if let Some(c) = &self.connector {
             c.remote.wait_decided(DECISION_AT_EXIT);
             c.begin_stop();
@@ -620,6 +685,46 @@ impl Stopwatch {
         match global() {
             Some(inner) => Frame::start_on(&inner, &label.into(), category),
             None => Frame::inert(),
+        }
+    }
+
+    /// Records one value of the plot series `name` on the global recorder (a count, set
+    /// by the program); see [`Stopwatch::series`] for units and summed series.
+    #[inline]
+    pub fn plot(name: &str, value: f64) {
+        if let Some(inner) = global() {
+            plot_on(&inner, name, value, PlotMode::Value, PlotUnit::COUNT);
+        }
+    }
+
+    /// A handle on the plot series `name` of the global recorder (whichever is installed
+    /// when a value is recorded), to configure (unit, summed) and update.
+    pub fn series(name: impl Into<Cow<'static, str>>) -> Series {
+        Series::global(name.into())
+    }
+
+    /// Records an info message on the global recorder, in the calling thread's current
+    /// frame (if any).
+    #[inline]
+    pub fn message(text: &str) {
+        if let Some(inner) = global() {
+            message_on(&inner, Level::INFO, text);
+        }
+    }
+
+    /// Records a message with a level on the global recorder (see [`Stopwatch::message`]).
+    #[inline]
+    pub fn message_at(level: Level, text: &str) {
+        if let Some(inner) = global() {
+            message_on(&inner, level, text);
+        }
+    }
+
+    /// Records a message with a level and fields (any `Serialize` value, stored as a BSON
+    /// document) on the global recorder, in the calling thread's current frame (if any).
+    pub fn message_with<T: Serialize + ?Sized>(level: Level, text: &str, fields: &T) {
+        if let Some(inner) = global() {
+            message_with_on(&inner, level, text, fields);
         }
     }
 

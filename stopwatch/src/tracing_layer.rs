@@ -31,6 +31,10 @@
 //!   ns since the Unix epoch; the rest counted as `events_dropped`), attached when the span
 //!   closes. `follows_from` links are listed as `follows_from`.
 //!
+//! - Messages: every event is also a message (`Stopwatch::message`): level mapped one to
+//!   one, text its `message` field, fields its other fields and its `target`, in its span's
+//!   frame (the thread's current frame for an event outside recorded spans).
+//!
 //! Cost: values are written as BSON elements into a per-span buffer as they arrive (no map,
 //! no JSON or BSON value tree, no `String` per field); the buffer becomes the frame's data
 //! document when the span closes. User code (a field's `Debug`) never runs while the span's
@@ -41,7 +45,7 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use formats::Category;
+use formats::{Category, Level};
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::{Event, Subscriber};
@@ -255,6 +259,84 @@ impl TracingLayer {
     }
 }
 
+impl TracingLayer {
+    /// Records `event` as a message: in `frame` (its span's frame: the recorder and the
+    /// frame and context), else in the thread's current frame. Its `message` field is the
+    /// text; its other fields and `target` are the message's fields.
+    fn message(&self, event: &Event<'_>, frame: Option<(Arc<Inner>, (u32, u32))>) {
+        let meta = event.metadata();
+        let level = match *meta.level() {
+            tracing_core::Level::ERROR => Level::ERROR,
+            tracing_core::Level::WARN => Level::WARN,
+            tracing_core::Level::INFO => Level::INFO,
+            tracing_core::Level::DEBUG => Level::DEBUG,
+            tracing_core::Level::TRACE => Level::TRACE,
+        };
+        let write = |inner: &Arc<Inner>, at: Option<(u32, u32)>| {
+            if !inner.gate.records_instants() {
+                return;
+            }
+            // User `Debug` code runs here, with nothing of the recorder or the span held.
+            with_scratch(|doc| {
+                with_buffer(&TEXT, |text| {
+                    let at_doc = open(doc);
+                    event.record(&mut MessageFields {
+                        text,
+                        fields: Encoder::new(doc),
+                    });
+                    put_str(doc, "target", meta.target());
+                    end_document(doc, at_doc);
+                    let text = String::from_utf8_lossy(text);
+                    crate::message::message_in(inner, at, level, &text, doc);
+                })
+            });
+        };
+        match (frame, &self.target) {
+            // The span's recorder (this layer's).
+            (Some((inner, at)), _) => write(&inner, Some(at)),
+            (None, Target::Recorder(inner)) => write(inner, None),
+            (None, Target::Global) => {
+                with_global(|inner| write(inner, None));
+            }
+        }
+    }
+}
+
+/// Splits an event's fields: `message` is the text, the others go to the document.
+struct MessageFields<'a> {
+    text: &'a mut Vec<u8>,
+    fields: Encoder<'a>,
+}
+
+impl Visit for MessageFields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(Bytes(self.text), "{value:?}");
+        } else {
+            self.fields.record_debug(field, value);
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.text.extend_from_slice(value.as_bytes());
+        } else {
+            self.fields.record_str(field, value);
+        }
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.fields.record_i64(field, value);
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.fields.record_u64(field, value);
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.fields.record_f64(field, value);
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.fields.record_bool(field, value);
+    }
+}
+
 /// Where a new span's frame goes.
 enum Parent {
     /// Under the frame of its nearest recorded ancestor span, in that span's context.
@@ -463,12 +545,22 @@ thread_local! {
     /// extensions are locked (reused: no allocation per span or event). Taken by `try_borrow_mut`: an event logged by a
     /// `Debug` impl while one is being formatted gets a buffer of its own.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Where an event's message text is formatted, beside its fields in `SCRATCH`.
+    static TEXT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` with an empty buffer.
 fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    with_buffer(&SCRATCH, f)
+}
+
+/// Runs `f` with the empty buffer `key` holds (or a new one while it is in use).
+fn with_buffer<R>(
+    key: &'static std::thread::LocalKey<RefCell<Vec<u8>>>,
+    f: impl FnOnce(&mut Vec<u8>) -> R,
+) -> R {
     let mut f = Some(f);
-    let reused = SCRATCH.try_with(|s| {
+    let reused = key.try_with(|s| {
         let mut s = s.try_borrow_mut().ok()?;
         s.clear();
         let f = f.take()?;
@@ -556,7 +648,15 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: LayerContext<'_, S>) {
-        let Some(span) = ctx.event_span(event) else {
+        let span = ctx.event_span(event);
+        // The event's span's frame, read and released before any user code runs.
+        let frame = span.as_ref().and_then(|s| {
+            s.extensions()
+                .get::<SpanFrame>()
+                .map(|f| (f.frame.inner.clone(), f.frame.message_frame()))
+        });
+        self.message(event, frame);
+        let Some(span) = span else {
             return;
         };
         let time = match span.extensions().get::<SpanFrame>() {

@@ -26,7 +26,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, select};
 use formats::{BATCH_RECORD_LEN, BatchHeader, Dropped, FrameKey, Record, ThreadInfo};
 
-use crate::buffer::{pos_count, pos_len};
+use crate::buffer::{Pos, pos_count, pos_frames, pos_len};
 use crate::error::{Error, SinkError};
 use crate::inner::Inner;
 use crate::sink::{DataMsg, Msg};
@@ -45,6 +45,8 @@ struct Writer {
     out: Vec<u8>,
     /// Frame records (starts and ends) in `out`: what a failed append loses.
     out_frames: u64,
+    /// Other records (plots, messages, allocations) in `out`, lost apart from the books.
+    out_others: u64,
     data: Vec<(FrameKey, Vec<u8>)>,
     failed: bool,
     data_failed: bool,
@@ -62,6 +64,29 @@ const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// `stat`s: nothing next to the writes it does meanwhile).
 const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How many records a chunk of a thread's buffer holds: in all (the batch's count) and frame
+/// records among them (the books').
+#[derive(Clone, Copy)]
+struct Counts {
+    all: u32,
+    frames: u32,
+}
+
+impl Counts {
+    /// The records between two positions of one buffer.
+    fn between(from: Pos, to: Pos) -> Counts {
+        Counts {
+            all: pos_count(to).wrapping_sub(pos_count(from)),
+            frames: pos_frames(to).wrapping_sub(pos_frames(from)),
+        }
+    }
+
+    /// Plots, messages and allocation records.
+    fn others(self) -> u32 {
+        self.all - self.frames
+    }
+}
+
 /// The writer thread's body.
 pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMsg>) {
     let worker = inner.worker;
@@ -71,6 +96,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         data_rx,
         out: Vec::with_capacity(256 << 10),
         out_frames: 0,
+        out_others: 0,
         data: Vec::new(),
         failed: false,
         data_failed: false,
@@ -89,6 +115,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         w.inner.pool.abort();
         w.out.clear();
         w.out_frames = 0;
+        w.out_others = 0;
         w.data.clear();
         w.drain_after_panic();
     }
@@ -199,8 +226,7 @@ impl Writer {
                 // SAFETY: the producer handed the buffer over; nobody writes it any more and
                 // `start..end` is within its capacity (the producer wrote `from..to`).
                 let bytes = unsafe { buf.bytes(start.min(end), end) };
-                let count = pos_count(to).wrapping_sub(pos_count(from));
-                self.add_chunk(&slot, bytes, count, Some(crc));
+                self.add_chunk(&slot, bytes, Counts::between(from, to), Some(crc));
                 self.inner.pool.give_back(buf);
                 let mut st = slot.lock();
                 st.pending = st.pending.saturating_sub(1);
@@ -208,8 +234,9 @@ impl Writer {
             }
             Msg::Late(bytes) => {
                 let late = self.inner.late.clone();
-                // One record (`Inner::send_late`).
-                self.add_chunk(&late, &bytes, 1, None);
+                // One frame record (`Inner::send_late`).
+                let one = Counts { all: 1, frames: 1 };
+                self.add_chunk(&late, &bytes, one, None);
                 let mut st = late.lock();
                 st.pending = st.pending.saturating_sub(1);
                 false
@@ -235,7 +262,7 @@ impl Writer {
 
     /// Appends a ThreadInfo record and then `bytes` (`count` whole records) to the output as
     /// one batch; `crc` is their CRC32C if the recording thread computed it.
-    fn add_chunk(&mut self, slot: &Slot, bytes: &[u8], count: u32, crc: Option<u32>) {
+    fn add_chunk(&mut self, slot: &Slot, bytes: &[u8], count: Counts, crc: Option<u32>) {
         self.copy_chunk(slot, bytes, count, crc);
         if self.out.len() >= MAX_BATCH {
             self.write_out();
@@ -244,14 +271,17 @@ impl Writer {
 
     /// Appends a thread's records (after its ThreadInfo) to the output as one batch, without
     /// writing. `bytes` is at most one buffer, so the batch stays within the format's 64 KiB.
-    fn copy_chunk(&mut self, slot: &Slot, bytes: &[u8], count: u32, crc: Option<u32>) {
+    fn copy_chunk(&mut self, slot: &Slot, bytes: &[u8], count: Counts, crc: Option<u32>) {
         if bytes.is_empty() {
             return;
         }
         if self.failed {
             self.inner
                 .writer_dropped
-                .fetch_add(u64::from(count), Ordering::Relaxed);
+                .fetch_add(u64::from(count.frames), Ordering::Relaxed);
+            self.inner
+                .dropped_other
+                .fetch_add(u64::from(count.others()), Ordering::Relaxed);
             return;
         }
         let info = ThreadInfo {
@@ -266,8 +296,9 @@ impl Writer {
         self.out.extend_from_slice(bytes);
         let records_crc = crc.unwrap_or_else(|| crc32c::crc32c(bytes));
         let crc = crc32c::crc32c_combine(info_crc, records_crc, bytes.len());
-        self.end_batch(at, count + 1, crc, info.timestamp);
-        self.out_frames += u64::from(count);
+        self.end_batch(at, count.all + 1, crc, info.timestamp);
+        self.out_frames += u64::from(count.frames);
+        self.out_others += u64::from(count.others());
     }
 
     /// Reserves a batch header at the end of the output; returns where it starts.
@@ -339,7 +370,7 @@ impl Writer {
             // SAFETY: as above; `start..end` is complete and immutable.
             let bytes = unsafe { buf.bytes(start, end) };
             buf.set_stolen(committed);
-            let count = pos_count(committed).wrapping_sub(pos_count(from));
+            let count = Counts::between(from, committed);
             // Copied while the caller still holds the lock: once it is released the owner
             // may hand the buffer off, and one whose bytes were all stolen goes straight
             // back to the pool, where another thread can overwrite it.
@@ -385,11 +416,15 @@ impl Writer {
                     self.inner
                         .writer_dropped
                         .fetch_add(self.out_frames, Ordering::Relaxed);
+                    self.inner
+                        .dropped_other
+                        .fetch_add(self.out_others, Ordering::Relaxed);
                 }
             }
         }
         self.out.clear();
         self.out_frames = 0;
+        self.out_others = 0;
     }
 
     fn write_data(&mut self) {

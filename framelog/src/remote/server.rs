@@ -431,7 +431,8 @@ impl Drop for Server {
 /// The StartSession that carries `settings` for this program, or why it cannot.
 fn start_command(info: &ProcessInfo, settings: SessionSettings) -> Result<Command, String> {
     // v3 (acknowledged streams) whenever the program knows it: it makes every loss countable;
-    // v4 (the same, with parents) when it knows that too.
+    // v4 (the same, with parents) and v5 (messages naming their frame, frame allocations)
+    // when it knows those too.
     let version = if info.start_session_version >= ACKED_START_SESSION {
         info.start_session_version.min(LATEST_START_SESSION)
     } else {

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use formats::downgrade::Strip;
 use formats::protocol::{
-    ACKED_START_SESSION, DataEntryRef, Kind, MAX_STREAM_PAYLOAD, PARENTS_START_SESSION,
-    encode_data_body, encode_end, encode_frames, encode_header,
+    ACKED_START_SESSION, DataEntryRef, Kind, MAX_STREAM_PAYLOAD, MESSAGES_START_SESSION,
+    PARENTS_START_SESSION, encode_data_body, encode_end, encode_frames, encode_header,
 };
 use formats::{Dropped, FrameKey, Record};
 use parking_lot::{Condvar, Mutex};
@@ -40,9 +41,11 @@ struct Live {
     sent: u64,
     /// What the server acknowledged (v3 sessions).
     acks: Option<Arc<Acks>>,
-    /// The session takes FrameStarts with parent (StartSession v4); before v4 every one is
-    /// sent as the type 0 start with the same fields (an older server would skip them).
-    parents: bool,
+    /// What the session cannot take: before v4 every FrameStart with parent is sent as the
+    /// type 0 start with the same fields (an older server would skip them); before v5 every
+    /// message goes with `id` and `context` 0 and frame allocations are not sent (an older
+    /// server would not rewrite their ids).
+    strip: Strip,
 }
 
 impl Live {
@@ -63,7 +66,7 @@ struct State {
     conn: Option<Live>,
     /// Message being built (reused).
     out: Vec<u8>,
-    /// Records with their parents stripped, for a session before v4 (reused).
+    /// Records stripped for a session before v5 (reused).
     stripped: Vec<u8>,
     /// Records lost since the last stream began (sent as a Dropped record on the next).
     unsent: u64,
@@ -185,7 +188,8 @@ impl RemoteStream {
     }
 
     /// Makes `conn` the session's stream (ending a previous one), for a session started with
-    /// StartSession `version`: the server acknowledges it from v3, takes parents from v4.
+    /// StartSession `version`: the server acknowledges it from v3, takes parents from v4,
+    /// messages naming their frame and frame allocations from v5.
     /// The loss since the last stream goes first, as a Dropped record, then what was held for
     /// the session. False if the recorder is shutting down (no stream starts then).
     pub(crate) fn start(&self, conn: TcpStream, version: u8) -> bool {
@@ -210,7 +214,10 @@ impl RemoteStream {
             conn,
             sent: 0,
             acks,
-            parents: version >= PARENTS_START_SESSION,
+            strip: Strip {
+                parents: version < PARENTS_START_SESSION,
+                frame_refs: version < MESSAGES_START_SESSION,
+            },
         });
         st.undecided = false;
         self.changed.notify_all();
@@ -329,16 +336,16 @@ impl RemoteStream {
 
     /// Writes records on the stream in messages of at most 8 MiB, the whole call within the
     /// stall limit; on failure the stream ends and `count` records are unsent. A session
-    /// before v4 gets them with parents stripped (the same records, the same count).
+    /// before v4 gets them with parents stripped, one before v5 without the frames of
+    /// messages and without frame allocations (the same frame records, the same count).
     fn send_frames(&self, st: &mut State, records: &[u8], count: u64) {
-        let strip = st.conn.as_ref().is_some_and(|l| !l.parents)
-            && formats::downgrade::has_parents(records);
-        if !strip {
+        let strip = st.conn.as_ref().map_or(Strip::default(), |l| l.strip);
+        if strip == Strip::default() || !formats::downgrade::needs_strip(records, strip) {
             return self.send_frames_as_is(st, records, count);
         }
         let mut stripped = std::mem::take(&mut st.stripped);
         stripped.clear();
-        match formats::downgrade::strip_parents(records, &mut stripped) {
+        match formats::downgrade::strip_records(records, strip, &mut stripped) {
             Ok(()) => self.send_frames_as_is(st, &stripped, count),
             Err(e) => {
                 // Never happens with the recorder's own records; counted, not sent whole.
