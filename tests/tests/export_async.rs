@@ -475,14 +475,31 @@ fn traced_service_log_exports_nest_in_time_order_each_frame_once_exactly() {
 
 type Received = Arc<Mutex<Vec<ExportTraceServiceRequest>>>;
 
-/// An OTLP/HTTP receiver on 127.0.0.1 decoding each `ExportTraceServiceRequest` and
-/// answering 200 with an empty `ExportTraceServiceResponse`.
+/// What the receiver got on `/v1/logs` and `/v1/metrics`.
+#[derive(Default)]
+struct Signals {
+    logs: Vec<opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest>,
+    metrics: Vec<opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest>,
+}
+
+/// The signals a [`receiver`] got, by its URL.
+fn signals_of(url: &str) -> &'static Mutex<Signals> {
+    static ALL: OnceLock<Mutex<HashMap<String, &'static Mutex<Signals>>>> = OnceLock::new();
+    let mut all = ALL.get_or_init(Default::default).lock().unwrap();
+    all.entry(url.to_owned())
+        .or_insert_with(|| Box::leak(Box::default()))
+}
+
+/// An OTLP/HTTP receiver on 127.0.0.1 decoding each `ExportTraceServiceRequest` (and, kept
+/// in [`signals_of`] its URL, each logs and metrics request) and answering 200 with an
+/// empty body.
 fn receiver() -> (String, Received) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let got: Received = Arc::default();
     let g = got.clone();
+    let signals = signals_of(&url);
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
@@ -506,7 +523,18 @@ fn receiver() -> (String, Received) {
                 if reader.read_exact(&mut body).is_err() {
                     break;
                 }
-                if let Ok(req) = <ExportTraceServiceRequest as prost::Message>::decode(&body[..]) {
+                use prost::Message as _;
+                if line.starts_with("POST /v1/logs ") {
+                    signals.lock().unwrap().logs.push(
+                        opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest::decode(&body[..])
+                            .expect("a logs request"),
+                    );
+                } else if line.starts_with("POST /v1/metrics ") {
+                    signals.lock().unwrap().metrics.push(
+                        opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest::decode(&body[..])
+                            .expect("a metrics request"),
+                    );
+                } else if let Ok(req) = ExportTraceServiceRequest::decode(&body[..]) {
                     g.lock().unwrap().push(req);
                 }
                 let _ = write!(
@@ -1284,5 +1312,144 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
         "Perfetto: {} counter values, {} instants",
         got_counters.len(),
         got_instants.len()
+    );
+}
+
+/// Sent to a real OTLP/HTTP receiver with `--metrics`, the demo's messages written in a
+/// frame are events of that frame's span (text, time, level), the others log records on
+/// `/v1/logs`; its plot values are gauge points on `/v1/metrics` (series, unit, time,
+/// value); frames that recorded allocations carry them as span attributes.
+#[test]
+fn otlp_demo_messages_are_span_events_or_logs_plots_gauges_allocations_attributes() {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+    use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+    let l = logs();
+    let (url, got) = receiver();
+    let o = Command::new(framelog_bin())
+        .arg("export")
+        .arg(&l.demo)
+        .args(["--otlp", &url, "--metrics"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    // What the log holds.
+    let mut in_frames: HashMap<String, Vec<(String, u64)>> = HashMap::new();
+    let mut outside: Vec<(String, u64, String)> = Vec::new();
+    let mut points: Vec<(String, u64, String)> = Vec::new();
+    let mut allocs: HashMap<String, (u64, u64)> = HashMap::new();
+    LogReader::open(&l.demo)
+        .unwrap()
+        .read_available(|_, rec| match rec {
+            Record::Message(m) if m.frame != 0 => in_frames
+                .entry(format!("{}:{}", m.worker, m.frame))
+                .or_default()
+                .push((m.text.to_owned(), m.timestamp)),
+            Record::Message(m) => outside.push((
+                m.text.to_owned(),
+                m.timestamp,
+                m.level.name().to_ascii_uppercase(),
+            )),
+            Record::Plot(p) if !p.value.is_nan() => {
+                points.push((p.name.to_owned(), p.timestamp, format!("{}", p.value)))
+            }
+            Record::FrameAlloc(a) => {
+                let e = allocs.entry(format!("{}:{}", a.worker, a.id)).or_default();
+                e.0 += a.allocs;
+                e.1 += a.alloc_bytes;
+            }
+            _ => {}
+        })
+        .unwrap();
+    assert!(
+        !in_frames.is_empty() && !points.is_empty() && !allocs.is_empty(),
+        "the demo records messages in frames ({}), plots ({}) and allocations ({})",
+        in_frames.len(),
+        points.len(),
+        allocs.len()
+    );
+    let attr = |s: &Span, key: &str| {
+        s.attributes
+            .iter()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.clone()?.value)
+    };
+    let mut checked_events = 0;
+    let mut checked_allocs = 0;
+    for s in spans(&got) {
+        let Some(V::StringValue(frame)) = attr(&s, "framelog.frame") else {
+            continue;
+        };
+        if let Some(want) = in_frames.remove(&frame) {
+            let mut got: Vec<(String, u64)> = s
+                .events
+                .iter()
+                .map(|e| (e.name.clone(), e.time_unix_nano))
+                .collect();
+            let mut want = want;
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "span {frame}'s events are its messages");
+            checked_events += want.len();
+        }
+        if let Some((n, bytes)) = allocs.remove(&frame) {
+            assert_eq!(attr(&s, "framelog.allocs"), Some(V::IntValue(n as i64)));
+            assert_eq!(
+                attr(&s, "framelog.alloc_bytes"),
+                Some(V::IntValue(bytes as i64))
+            );
+            checked_allocs += 1;
+        }
+    }
+    assert!(
+        in_frames.is_empty(),
+        "messages of frames never sent: {in_frames:?}"
+    );
+    assert!(
+        allocs.is_empty(),
+        "allocations of frames never sent: {allocs:?}"
+    );
+    let signals = signals_of(&url).lock().unwrap();
+    let mut got_logs: Vec<(String, u64, String)> = signals
+        .logs
+        .iter()
+        .flat_map(|r| r.resource_logs.iter())
+        .flat_map(|r| r.scope_logs.iter())
+        .flat_map(|s| s.log_records.iter())
+        .map(|r| {
+            let Some(V::StringValue(text)) = r.body.clone().and_then(|b| b.value) else {
+                panic!("a log record's body is its text: {r:?}")
+            };
+            (text, r.time_unix_nano, r.severity_text.clone())
+        })
+        .collect();
+    got_logs.sort();
+    outside.sort();
+    assert_eq!(got_logs, outside, "messages outside frames are log records");
+    let mut got_points: Vec<(String, u64, String)> = signals
+        .metrics
+        .iter()
+        .flat_map(|r| r.resource_metrics.iter())
+        .flat_map(|r| r.scope_metrics.iter())
+        .flat_map(|s| s.metrics.iter())
+        .flat_map(|m| {
+            let Some(metric::Data::Gauge(g)) = &m.data else {
+                panic!("a plot series is a gauge: {m:?}")
+            };
+            g.data_points.iter().map(|p| {
+                let Some(number_data_point::Value::AsDouble(v)) = p.value else {
+                    panic!("a double point: {p:?}")
+                };
+                (m.name.clone(), p.time_unix_nano, format!("{v}"))
+            })
+        })
+        .collect();
+    got_points.sort();
+    points.sort();
+    assert_eq!(got_points, points, "every plot value is a gauge point");
+    eprintln!(
+        "OTLP: {checked_events} messages as span events, {} as logs, {} gauge points, {checked_allocs} spans with allocations",
+        got_logs.len(),
+        got_points.len()
     );
 }

@@ -46,10 +46,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use opentelemetry_proto::tonic::metrics::v1::{
+    Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, metric, number_data_point,
+};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{
     ResourceSpans, ScopeSpans, Span, Status, span, status,
@@ -102,8 +112,18 @@ pub struct OtlpSender {
     awaited: HashMap<FrameKey, Awaited>,
     /// Messages written in frames not sent yet: their spans' events.
     events: HashMap<FrameKey, Vec<span::Event>>,
-    /// Messages of frames that were never exported (their frame filtered out or missing).
-    pub orphan_messages: u64,
+    /// Log records waiting (messages outside frames, or whose frame was not exported).
+    logs: Waiting<u8, Vec<LogRecord>>,
+    /// Plot values waiting as gauge points, by (worker, series): its unit and the points.
+    gauges: Waiting<(u8, String), (formats::PlotUnit, Vec<NumberDataPoint>)>,
+    /// Whether plot values go to `/v1/metrics`.
+    metrics: bool,
+    /// Log records the collector accepted.
+    pub logs_sent: u64,
+    /// Log records it rejected.
+    pub logs_rejected: u64,
+    /// Gauge points it accepted.
+    pub points_sent: u64,
     /// Spans the collector accepted.
     pub sent: u64,
     /// Spans the collector answered it rejected (OTLP partial success).
@@ -262,8 +282,10 @@ fn error_in(fields: &bson::Document) -> Option<String> {
     None
 }
 
-/// The frame data's `events` as span events; the rest as attributes; the status.
-fn data_to_span(d: &bson::Document, end_ns: u64, span: &mut Span) {
+/// Frame data into span attributes, its `events` list into span events (unless `messages`:
+/// the frame's messages, which `tracing` events also became, are its events then) and an
+/// error in either into the span's status.
+fn data_to_span(d: &bson::Document, end_ns: u64, span: &mut Span, messages: bool) {
     let mut error = error_in(d);
     for (k, v) in d {
         match (k.as_str(), v) {
@@ -274,6 +296,9 @@ fn data_to_span(d: &bson::Document, end_ns: u64, span: &mut Span) {
                     };
                     if error.is_none() {
                         error = error_in(e);
+                    }
+                    if messages {
+                        continue;
                     }
                     let time = match e.get("time_unix_nano") {
                         Some(bson::Bson::Int64(t)) if *t > 0 => *t as u64,
@@ -357,7 +382,12 @@ impl OtlpSender {
             sent_before: HashMap::new(),
             awaited: HashMap::new(),
             events: HashMap::new(),
-            orphan_messages: 0,
+            logs: Waiting::default(),
+            gauges: Waiting::default(),
+            metrics: false,
+            logs_sent: 0,
+            logs_rejected: 0,
+            points_sent: 0,
             sent: 0,
             rejected: 0,
             rejections: Vec::new(),
@@ -501,6 +531,36 @@ impl OtlpSender {
         let body = ExportTraceServiceRequest { resource_spans }.encode_to_vec();
         let n = self.waiting as u64;
         self.waiting = 0;
+        let url = self.url.clone();
+        let (content_type, answer) = self.post(&url, &body, &format!("{n} spans"))?;
+        let rejected = match partial_success(&content_type, &answer) {
+            Some((r, msg)) => {
+                self.note_rejection(msg);
+                r.min(n)
+            }
+            None => 0,
+        };
+        self.rejected += rejected;
+        self.sent += n - rejected;
+        self.delivered += n;
+        let delivered = self.delivered;
+        if let Some(f) = &mut self.on_progress {
+            f(delivered);
+        }
+        Ok(())
+    }
+
+    fn note_rejection(&mut self, msg: String) {
+        if !msg.is_empty() && self.rejections.len() < MAX_MESSAGES {
+            self.rejections.push(msg);
+        }
+    }
+
+    /// Posts `body` (protobuf) to `url` until the collector answers 2xx, retrying what may
+    /// pass later (429, 502-504, no connection) with back-off, its `Retry-After` honoured,
+    /// for at most the timeout. The answer's content type and body; `what` names what is
+    /// lost in the error otherwise.
+    fn post(&self, url: &str, body: &[u8], what: &str) -> std::io::Result<(String, Vec<u8>)> {
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
         let mut tries = 0u32;
@@ -510,9 +570,9 @@ impl OtlpSender {
             tries += 1;
             let (why, wait_asked) = match self
                 .agent
-                .post(&self.url)
+                .post(url)
                 .header("Content-Type", "application/x-protobuf")
-                .send(&body[..])
+                .send(body)
             {
                 Ok(mut response) => {
                     let status = response.status().as_u16();
@@ -533,23 +593,7 @@ impl OtlpSender {
                         .read_to_vec()
                         .unwrap_or_default();
                     if (200..300).contains(&status) {
-                        let rejected = match partial_success(&content_type, &answer) {
-                            Some((r, msg)) => {
-                                if !msg.is_empty() && self.rejections.len() < MAX_MESSAGES {
-                                    self.rejections.push(msg);
-                                }
-                                r.min(n)
-                            }
-                            None => 0,
-                        };
-                        self.rejected += rejected;
-                        self.sent += n - rejected;
-                        self.delivered += n;
-                        let delivered = self.delivered;
-                        if let Some(f) = &mut self.on_progress {
-                            f(delivered);
-                        }
-                        return Ok(());
+                        return Ok((content_type, answer));
                     }
                     let message = server_message(&answer);
                     let why = if message.is_empty() {
@@ -559,8 +603,7 @@ impl OtlpSender {
                     };
                     if !retryable(status) {
                         return Err(std::io::Error::other(format!(
-                            "{} refused {n} spans: {why}",
-                            self.url
+                            "{url} refused {what}: {why}"
                         )));
                     }
                     (why, asked)
@@ -585,14 +628,190 @@ impl OtlpSender {
                         )
                     };
                     return Err(std::io::Error::other(format!(
-                        "{}: {n} spans not sent, {when}: {why}",
-                        self.url
+                        "{url}: {what} not sent, {when}: {why}"
                     )));
                 }
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
+
+    /// The resource of `worker`'s process (its service name and pid when known).
+    fn resource(&self, worker: u8) -> Resource {
+        Resource {
+            attributes: self.resources.get(&worker).cloned().unwrap_or_else(|| {
+                vec![kv(
+                    "framelog.worker",
+                    any_value::Value::IntValue(i64::from(worker)),
+                )]
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Sends the log records waiting now to `/v1/logs`.
+    fn flush_logs(&mut self) -> std::io::Result<()> {
+        if self.logs.waiting == 0 {
+            return Ok(());
+        }
+        let mut workers: Vec<u8> = self.logs.pending.keys().copied().collect();
+        workers.sort_unstable();
+        let resource_logs = workers
+            .into_iter()
+            .map(|w| ResourceLogs {
+                resource: Some(self.resource(w)),
+                scope_logs: vec![ScopeLogs {
+                    log_records: self.logs.pending.remove(&w).unwrap_or_default(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        let body = ExportLogsServiceRequest { resource_logs }.encode_to_vec();
+        let n = std::mem::take(&mut self.logs.waiting) as u64;
+        let url = signal_url(&self.url, "logs");
+        let (_, answer) = self.post(&url, &body, &format!("{n} log records"))?;
+        let rejected = ExportLogsServiceResponse::decode(&answer[..])
+            .ok()
+            .and_then(|r| r.partial_success)
+            .map_or(0, |p| {
+                self.note_rejection(p.error_message);
+                u64::try_from(p.rejected_log_records).unwrap_or(0).min(n)
+            });
+        self.logs_rejected += rejected;
+        self.logs_sent += n - rejected;
+        Ok(())
+    }
+
+    /// Sends the plot values waiting now to `/v1/metrics`, one gauge per series.
+    fn flush_metrics(&mut self) -> std::io::Result<()> {
+        if self.gauges.waiting == 0 {
+            return Ok(());
+        }
+        let mut series: Vec<_> = self.gauges.pending.drain().collect();
+        series.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut by_worker: std::collections::BTreeMap<u8, Vec<Metric>> = Default::default();
+        for ((worker, name), (unit, data_points)) in series {
+            by_worker.entry(worker).or_default().push(Metric {
+                name,
+                unit: otlp_unit(unit).to_owned(),
+                data: Some(metric::Data::Gauge(Gauge { data_points })),
+                ..Default::default()
+            });
+        }
+        let resource_metrics = by_worker
+            .into_iter()
+            .map(|(w, metrics)| ResourceMetrics {
+                resource: Some(self.resource(w)),
+                scope_metrics: vec![ScopeMetrics {
+                    metrics,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        let body = ExportMetricsServiceRequest { resource_metrics }.encode_to_vec();
+        let n = std::mem::take(&mut self.gauges.waiting) as u64;
+        let url = signal_url(&self.url, "metrics");
+        let (_, answer) = self.post(&url, &body, &format!("{n} plot values"))?;
+        let rejected = ExportMetricsServiceResponse::decode(&answer[..])
+            .ok()
+            .and_then(|r| r.partial_success)
+            .map_or(0, |p| {
+                self.note_rejection(p.error_message);
+                u64::try_from(p.rejected_data_points).unwrap_or(0).min(n)
+            });
+        self.points_sent += n - rejected;
+        Ok(())
+    }
+
+    /// Sends plot values as OTLP gauges to `/v1/metrics` too (one gauge per series).
+    pub fn with_metrics(mut self) -> Self {
+        self.metrics = true;
+        self
+    }
+
+    /// A log record for message `m` (its frame's trace and span when it was written in one).
+    fn log_record(&mut self, m: &super::ExportMessage<'_>, salt: u64) -> LogRecord {
+        use any_value::Value as V;
+        let mut attributes = Vec::new();
+        if let Some(fields) = &m.fields {
+            for (k, v) in fields {
+                attributes.push(kv(k, attr_of(v)));
+            }
+        }
+        let (trace_id, span_id) = match m.frame {
+            Some(f) => {
+                attributes.push(kv(
+                    "framelog.frame",
+                    V::StringValue(format!("{}:{}", f.worker, f.id)),
+                ));
+                (
+                    trace_id(salt, f.worker, m.context),
+                    span_id(salt, f.worker, f.id),
+                )
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        LogRecord {
+            time_unix_nano: m.unix_ns,
+            observed_time_unix_nano: m.unix_ns,
+            severity_number: severity_number(m.level),
+            severity_text: m.level.name().to_ascii_uppercase(),
+            body: Some(AnyValue {
+                value: Some(V::StringValue(m.text.to_owned())),
+            }),
+            attributes,
+            trace_id,
+            span_id,
+            ..Default::default()
+        }
+    }
+
+    fn push_log(&mut self, worker: u8, record: LogRecord) -> std::io::Result<()> {
+        self.logs.pending.entry(worker).or_default().push(record);
+        self.logs.waiting += 1;
+        if self.logs.waiting >= BATCH {
+            self.flush_logs()?;
+        }
+        Ok(())
+    }
+}
+
+/// `/v1/<signal>` beside the traces URL.
+fn signal_url(traces: &str, signal: &str) -> String {
+    let base = traces.strip_suffix("/v1/traces").unwrap_or(traces);
+    format!("{base}/v1/{signal}")
+}
+
+/// OTLP's severity number for a level (SeverityNumber: TRACE 1, DEBUG 5, INFO 9, WARN 13,
+/// ERROR 17; 0 unspecified).
+fn severity_number(level: formats::Level) -> i32 {
+    match level {
+        formats::Level::ERROR => 17,
+        formats::Level::WARN => 13,
+        formats::Level::INFO => 9,
+        formats::Level::DEBUG => 5,
+        formats::Level::TRACE => 1,
+        _ => 0,
+    }
+}
+
+/// The UCUM unit OTLP metrics use for a plot unit.
+fn otlp_unit(unit: formats::PlotUnit) -> &'static str {
+    match unit {
+        formats::PlotUnit::BYTES => "By",
+        formats::PlotUnit::PERCENT => "%",
+        formats::PlotUnit::NANOS => "ns",
+        _ => "1",
+    }
+}
+
+/// Log records or gauge points waiting to be sent, by worker (or series).
+#[derive(Default)]
+struct Waiting<K, V> {
+    pending: HashMap<K, V>,
+    waiting: usize,
 }
 
 /// A duration as a user writes it (`300s`, `2m`).
@@ -692,7 +911,12 @@ impl FrameSink for OtlpSender {
             ));
         }
         if let Some(d) = &f.data {
-            data_to_span(d, f.end_unix_ns, &mut span);
+            data_to_span(
+                d,
+                f.end_unix_ns,
+                &mut span,
+                self.events.contains_key(&f.key),
+            );
         }
         if let Some(a) = &f.allocs {
             for (name, v) in [
@@ -711,12 +935,39 @@ impl FrameSink for OtlpSender {
         self.push(worker, span)
     }
 
+    /// With [`OtlpSender::with_metrics`], a plot value becomes a gauge point of its series.
+    fn plot(&mut self, p: &super::PlotPoint<'_>) -> std::io::Result<()> {
+        if !self.metrics || p.value.is_nan() {
+            return Ok(());
+        }
+        let entry = match self.gauges.pending.get_mut(&(p.worker, p.name.to_owned())) {
+            Some(e) => e,
+            None => self
+                .gauges
+                .pending
+                .entry((p.worker, p.name.to_owned()))
+                .or_insert((p.unit, Vec::new())),
+        };
+        entry.1.push(NumberDataPoint {
+            time_unix_nano: p.unix_ns,
+            value: Some(number_data_point::Value::AsDouble(p.value)),
+            ..Default::default()
+        });
+        self.gauges.waiting += 1;
+        if self.gauges.waiting >= BATCH * 8 {
+            self.flush_metrics()?;
+        }
+        Ok(())
+    }
+
     /// A message written in a frame becomes an event of the frame's span (sent with it).
     fn message(&mut self, m: &super::ExportMessage<'_>) -> std::io::Result<()> {
         use any_value::Value as V;
         let Some(frame) = m.frame else {
-            self.orphan_messages += 1;
-            return Ok(());
+            // Outside every frame: a log record of its own.
+            let salt = self.salt.unwrap_or(m.unix_ns - m.at_ns);
+            let record = self.log_record(m, salt);
+            return self.push_log(m.thread.0, record);
         };
         let mut attributes = vec![kv("level", V::StringValue(m.level.name().into_owned()))];
         if let Some(fields) = &m.fields {
@@ -735,12 +986,40 @@ impl FrameSink for OtlpSender {
 
     fn finish(&mut self) -> std::io::Result<()> {
         use any_value::Value as V;
-        // Messages whose frame never came (filtered out, or its start is not in the log).
-        self.orphan_messages += self
-            .events
-            .drain()
-            .map(|(_, v)| v.len() as u64)
-            .sum::<u64>();
+        // Messages whose frame never came (its start is not in the log): log records, with
+        // the frame named.
+        let mut left: Vec<_> = self.events.drain().collect();
+        left.sort_unstable_by_key(|(k, _)| *k);
+        for (frame, events) in left {
+            for e in events {
+                let level = e
+                    .attributes
+                    .iter()
+                    .find(|a| a.key == "level")
+                    .and_then(|a| match &a.value.as_ref()?.value {
+                        Some(V::StringValue(s)) => formats::Level::from_name(s),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                let mut attributes = e.attributes;
+                attributes.push(kv(
+                    "framelog.frame",
+                    V::StringValue(format!("{}:{}", frame.worker, frame.id)),
+                ));
+                let record = LogRecord {
+                    time_unix_nano: e.time_unix_nano,
+                    observed_time_unix_nano: e.time_unix_nano,
+                    severity_number: severity_number(level),
+                    severity_text: level.name().to_ascii_uppercase(),
+                    body: Some(AnyValue {
+                        value: Some(V::StringValue(e.name)),
+                    }),
+                    attributes,
+                    ..Default::default()
+                };
+                self.push_log(frame.worker, record)?;
+            }
+        }
         let salt = self.salt.unwrap_or(0);
         // Stand-ins for parents not in the export, under their trace's root; then for root
         // frames not in the export: every span's parent is sent, every trace has one root.
@@ -817,7 +1096,9 @@ impl FrameSink for OtlpSender {
             self.synthetic_roots += 1;
             self.push(worker, span)?;
         }
-        self.flush()
+        self.flush()?;
+        self.flush_logs()?;
+        self.flush_metrics()
     }
 }
 

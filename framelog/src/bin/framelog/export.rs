@@ -61,6 +61,10 @@ pub struct ExportArgs {
     /// killed): its progress is kept in the log directory while it sends.
     #[arg(long, requires = "otlp")]
     resume: bool,
+    /// With --otlp: also send plot values as OTLP gauges to `/v1/metrics` (messages outside
+    /// frames always go to `/v1/logs`, those in frames as their spans' events).
+    #[arg(long, requires = "otlp")]
+    metrics: bool,
 }
 
 /// Where `export --otlp` keeps its progress for `--resume`: a hidden file in the log
@@ -122,19 +126,20 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         };
         let (path, u) = (progress.clone(), url.clone());
         let mut warned = false;
-        let mut sender = OtlpSender::new(url)
-            .with_timeout(a.timeout)
-            .skip(skip)
-            .on_progress(move |n| {
-                if let Err(e) = write_progress(&path, &u, n)
-                    && !std::mem::replace(&mut warned, true)
-                {
-                    eprintln!(
-                        "framelog: cannot keep progress in {} ({e}): --resume will not be possible",
-                        path.display()
-                    );
-                }
-            });
+        let mut sender = OtlpSender::new(url).with_timeout(a.timeout);
+        if a.metrics {
+            sender = sender.with_metrics();
+        }
+        let mut sender = sender.skip(skip).on_progress(move |n| {
+            if let Err(e) = write_progress(&path, &u, n)
+                && !std::mem::replace(&mut warned, true)
+            {
+                eprintln!(
+                    "framelog: cannot keep progress in {} ({e}): --resume will not be possible",
+                    path.display()
+                );
+            }
+        });
         let summary = match export(&a.dir, &opts, &mut sender) {
             Ok(s) => s,
             Err(e) => {
@@ -157,6 +162,15 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             "sent {} spans to {url} ({} still open at the end, {} standing in for root frames and {} for parents not in the export)",
             sender.sent, summary.open_frames, sender.synthetic_roots, sender.synthetic_parents
         );
+        if sender.logs_sent + sender.logs_rejected > 0 {
+            eprintln!(
+                "sent {} messages outside frames as log records",
+                sender.logs_sent
+            );
+        }
+        if a.metrics {
+            eprintln!("sent {} plot values as gauge points", sender.points_sent);
+        }
         note_inferred(&summary);
         if sender.rejected > 0 || !sender.rejections.is_empty() {
             eprintln!(
@@ -169,7 +183,10 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
                 }
             );
         }
-        return Ok(if sender.rejected > 0 {
+        if sender.logs_rejected > 0 {
+            eprintln!("{url} rejected {} log records", sender.logs_rejected);
+        }
+        return Ok(if sender.rejected > 0 || sender.logs_rejected > 0 {
             ExitCode::FAILURE
         } else {
             ExitCode::SUCCESS
