@@ -244,18 +244,20 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
     assert_eq!(r.status, Status::UnknownCommand);
     assert!(r.text.contains("unknown command code 42"), "{}", r.text);
 
-    // StartSession v5 (from a future server): unsupported, naming what it knows.
+    // StartSession v6 (from a future server): unsupported, naming what it knows.
     let (mut c, _) = accept_advertise(&listener);
     let mut out = Vec::new();
     protocol::encode_header(Kind::Command, 2, &mut out);
-    out.extend_from_slice(&[protocol::START_SESSION, 5]);
+    out.extend_from_slice(&[protocol::START_SESSION, 6]);
     c.write_all(&out).unwrap();
     read_message(&mut c, &mut payload, usize::MAX).unwrap();
     let r = Reply::decode(&payload).unwrap();
     assert_eq!(r.status, Status::UnsupportedVersion);
     assert!(
         r.text
-            .contains("StartSession v5 is not supported (this program knows up to v4)")
+            .contains("StartSession v6 is not supported (this program knows up to v5)"),
+        "{}",
+        r.text
     );
 
     // An old server: StartSession v1. The program answers Ok and streams on this connection.
@@ -815,4 +817,139 @@ fn frames_a_session_leaves_out_give_way_to_their_nearest_recorded_ancestor() {
         assert_eq!(starts[label].1, Parent::Frame(db1), "{label}: {starts:?}");
     }
     assert_eq!(starts["db5"].1, Parent::Root);
+}
+
+/// A program that writes a message inside a frame and a frame that allocates, streaming to
+/// a server played by hand with StartSession `version`: the records it streamed.
+fn instants_by_hand(version: u8) -> (Vec<u8>, FrameKey) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rec = Stopwatch::builder()
+        .connect(listener.local_addr().unwrap().to_string())
+        .build()
+        .unwrap();
+    let (mut c, _) = accept_advertise(&listener);
+    let reply = send(
+        &mut c,
+        &Command::StartSession {
+            version,
+            settings: SessionSettings::keep(),
+        },
+    );
+    assert_eq!(reply, Reply::ok(protocol::START_SESSION, version));
+    let reader = std::thread::spawn(move || {
+        let (mut records, mut payload, mut count) = (Vec::new(), Vec::new(), 0u64);
+        let mut out = Vec::new();
+        loop {
+            match read_message(&mut c, &mut payload, usize::MAX).unwrap() {
+                Some(Kind::Frames) => {
+                    records.extend_from_slice(&payload);
+                    count += formats::RecordIter::new(&payload, 0)
+                        .filter(|r| matches!(r, Ok((_, Record::Start(_) | Record::End(_)))))
+                        .count() as u64;
+                    out.clear();
+                    protocol::encode_ack(count, &mut out);
+                    c.write_all(&out).unwrap();
+                }
+                Some(Kind::Data) => {}
+                Some(Kind::End) => return records,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    });
+    let _next = accept_advertise(&listener);
+    wait_until("the stream", || rec.is_streaming());
+    let key = {
+        let f = rec.start("request");
+        rec.plot("queue depth", 3.0);
+        rec.message_at(formats::Level::WARN, "slow");
+        f.key().unwrap()
+    };
+    let stats = rec.shutdown();
+    assert_eq!((stats.unsent, stats.dropped), (0, 0), "{stats:?}");
+    (reader.join().unwrap(), key)
+}
+
+#[test]
+fn a_session_before_v5_gets_messages_without_their_frame_and_v5_with_it() {
+    for version in [3, 4, protocol::MESSAGES_START_SESSION] {
+        let (records, key) = instants_by_hand(version);
+        let mut messages = Vec::new();
+        let mut plots = 0;
+        for r in formats::RecordIter::new(&records, 0) {
+            match r.unwrap().1 {
+                Record::Message(m) => messages.push((m.frame, m.context, m.text.to_owned())),
+                Record::Plot(p) => plots += usize::from(p.name == "queue depth"),
+                // This test binary has no counting allocator: none are recorded.
+                Record::FrameAlloc(_) => panic!("v{version}: no frame allocations"),
+                _ => {}
+            }
+        }
+        assert_eq!(plots, 1, "v{version}: plots travel on every session");
+        let want = if version >= protocol::MESSAGES_START_SESSION {
+            (key.id, key.id, "slow".to_owned())
+        } else {
+            (0, 0, "slow".to_owned())
+        };
+        assert_eq!(messages, vec![want], "v{version}");
+    }
+}
+
+#[test]
+fn through_a_real_server_v5_messages_keep_their_frame_under_rewritten_keys_and_v4_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), |_| {});
+    let addr = server.local_addr().to_string();
+    for (version, prefix) in [(protocol::LATEST_START_SESSION, "new"), (4, "old")] {
+        let rec = Stopwatch::builder()
+            .connect(addr.clone())
+            .start_session_version(version)
+            .build()
+            .unwrap();
+        wait_until("the session", || rec.is_streaming());
+        {
+            let root = rec.start(format!("{prefix}/root"));
+            let _child = root.child(format!("{prefix}/child"));
+            rec.message(&format!("{prefix}: in child"));
+            rec.plot(&format!("{prefix}/depth"), 7.0);
+        }
+        let stats = rec.shutdown();
+        assert_eq!((stats.unsent, stats.dropped), (0, 0), "{stats:?}");
+    }
+    let mut starts: HashMap<String, (FrameKey, u32)> = HashMap::new();
+    let mut messages: HashMap<String, (u8, u32, u32)> = HashMap::new();
+    let mut plots: HashMap<String, f64> = HashMap::new();
+    wait_until("every record in the log", || {
+        starts.clear();
+        messages.clear();
+        plots.clear();
+        if let Ok(mut reader) = LogReader::open(dir.path()) {
+            reader
+                .read_available(|_, r| match r {
+                    Record::Start(s) => {
+                        starts.insert(
+                            s.label.to_owned(),
+                            (FrameKey::new(s.worker, s.id), s.context),
+                        );
+                    }
+                    Record::Message(m) => {
+                        messages.insert(m.text.to_owned(), (m.worker, m.frame, m.context));
+                    }
+                    Record::Plot(p) => {
+                        plots.insert(p.name.to_owned(), p.value);
+                    }
+                    _ => {}
+                })
+                .unwrap();
+        }
+        starts.len() == 4 && messages.len() == 2 && plots.len() == 2
+    });
+    let (child, ctx) = starts["new/child"];
+    assert_eq!(
+        messages["new: in child"],
+        (child.worker, child.id, ctx),
+        "v5: the message names its frame and context under the server's keys"
+    );
+    assert_eq!(messages["old: in child"].1, 0, "v4: no frame");
+    assert_eq!(messages["old: in child"].2, 0, "v4: no context");
+    assert_eq!((plots["new/depth"], plots["old/depth"]), (7.0, 7.0));
 }
