@@ -190,3 +190,161 @@ fn a_stream_from_a_time_leaves_out_earlier_starts_and_damage_is_reported() {
     assert_eq!(records, log_records(dir.path()));
     assert!(!records.is_empty());
 }
+
+/// Random plots, messages (with and without fields) and frame allocations among frames,
+/// written in random batches to small segments: a viewer gets exactly the records written, in
+/// order, from raw segments and again once the sealed ones are compacted.
+#[test]
+fn plots_messages_and_allocations_reach_a_viewer_exactly_raw_and_compacted() {
+    use formats::{FrameAlloc, FrameEnd, FrameStart, Level, Message, Plot, PlotMode, PlotUnit};
+    use rand::{Rng, SeedableRng};
+    for seed in 0..6u64 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let w = LogWriter::open_with(
+            dir.path(),
+            WriterOptions {
+                frames_segment_bytes: 16 << 10,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let wk = w.worker();
+        let names = ["queue depth", "rss", "cpu", "数"];
+        let texts: Vec<String> = (0..20)
+            .map(|i| format!("message {i} {}", "é".repeat(rng.gen_range(0..40))))
+            .collect();
+        let fields = bson::to_vec(&bson::doc! { "user": 42_i64, "path": "/a" }).unwrap();
+        let mut written = Vec::new();
+        let (mut t, mut next, mut open) = (1_000_000u64, 1u32, Vec::new());
+        for _ in 0..40 {
+            let mut batch = Vec::new();
+            for _ in 0..rng.gen_range(1..60) {
+                t += rng.gen_range(0..1000);
+                let rec = match rng.gen_range(0..6) {
+                    0 => {
+                        open.push(next);
+                        next += 1;
+                        Record::Start(FrameStart {
+                            id: next - 1,
+                            worker: wk,
+                            timestamp: t,
+                            context: open[0],
+                            category: formats::Category::HTTP,
+                            label: "request",
+                            parent: formats::Parent::Root,
+                        })
+                    }
+                    1 if !open.is_empty() => {
+                        let id = open.pop().unwrap();
+                        if rng.gen_bool(0.5) {
+                            let a = FrameAlloc {
+                                id,
+                                worker: wk,
+                                timestamp: t,
+                                allocs: rng.r#gen::<u64>() >> rng.gen_range(0..64),
+                                alloc_bytes: rng.r#gen(),
+                                frees: rng.gen_range(0..100),
+                                freed_bytes: rng.gen_range(0..1 << 20),
+                            };
+                            Record::FrameAlloc(a).encode_to_vec(&mut batch);
+                            Record::FrameAlloc(a).encode_to_vec(&mut written);
+                        }
+                        Record::End(FrameEnd {
+                            id,
+                            worker: wk,
+                            timestamp: t,
+                        })
+                    }
+                    2 | 3 => Record::Plot(Plot {
+                        worker: wk,
+                        timestamp: t,
+                        value: if rng.gen_bool(0.1) {
+                            f64::NAN
+                        } else {
+                            rng.gen_range(-1e9..1e9)
+                        },
+                        mode: if rng.gen_bool(0.5) {
+                            PlotMode::Summed
+                        } else {
+                            PlotMode::Value
+                        },
+                        unit: PlotUnit(rng.gen_range(0..5)),
+                        name: names[rng.gen_range(0..names.len())],
+                    }),
+                    _ => {
+                        let frame = open.last().copied().unwrap_or(0);
+                        Record::Message(Message {
+                            frame,
+                            worker: wk,
+                            timestamp: t,
+                            context: open.first().copied().unwrap_or(0),
+                            level: Level(rng.gen_range(1..6)),
+                            text: &texts[rng.gen_range(0..texts.len())],
+                            fields: rng.gen_bool(0.3).then_some(&fields[..]),
+                        })
+                    }
+                };
+                rec.encode_to_vec(&mut batch);
+                rec.encode_to_vec(&mut written);
+            }
+            w.append_frames(&batch).unwrap();
+        }
+        drop(w);
+        let expect = written;
+        // Each record as text (the writer's own worker_info and thread records are not ours
+        // to compare), so that a difference names the record.
+        let only_ours = |bytes: &[u8]| -> Vec<String> {
+            formats::RecordIter::new(bytes, 0)
+                .map(|item| item.unwrap().1)
+                .filter(|r| !matches!(r, Record::WorkerInfo(_) | Record::ThreadInfo(_)))
+                .map(|r| format!("{r:?}"))
+                .collect()
+        };
+        let expect = only_ours(&expect);
+        let same = |got: Vec<String>, what: &str| {
+            assert_eq!(got.len(), expect.len(), "seed {seed}, {what}: record count");
+            if let Some(i) = (0..got.len()).find(|&i| got[i] != expect[i]) {
+                panic!(
+                    "seed {seed}, {what}: record {i}: {} != {}",
+                    got[i], expect[i]
+                );
+            }
+        };
+        // A viewer that reads Records version 2 (recorded parents).
+        let mut s = ViewerSession::new(dir.path());
+        s.send_parents(true);
+        s.read(ReadFrom::Start);
+        let (records, _) = drain(&mut s, rng.gen_range(2_000..50_000));
+        same(only_ours(&records), "raw segments");
+        // Compacted (every segment, sealed first): the same records.
+        framelog::compact::compact_log(
+            dir.path(),
+            &framelog::compact::CompactOptions {
+                all: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let segs = framelog::segments::list(dir.path(), formats::FileKind::FrameLog).unwrap();
+        let compact = segs
+            .iter()
+            .filter(|&&n| {
+                let p =
+                    framelog::segments::segment_path(dir.path(), formats::FileKind::FrameLog, n);
+                let b = std::fs::read(p).unwrap();
+                u16::from_le_bytes([b[8], b[9]]) == formats::COMPACT_PARENTS_VERSION
+            })
+            .count();
+        assert!(
+            compact > 1,
+            "seed {seed}: {compact} of {} segments compacted",
+            segs.len()
+        );
+        let mut s = ViewerSession::new(dir.path());
+        s.send_parents(true);
+        s.read(ReadFrom::Start);
+        let (records, _) = drain(&mut s, rng.gen_range(2_000..50_000));
+        same(only_ours(&records), "compacted");
+    }
+}
