@@ -502,3 +502,84 @@ fn a_span_without_a_tracing_parent_is_a_child_of_the_current_frame_unless_parent
     assert_eq!(by["after"].parent, Parent::Frame(inner.id));
     assert_eq!(by["after"].context, outer.id);
 }
+
+#[test]
+fn events_become_messages_in_their_spans_frame_and_outside_spans_in_the_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let subscriber = tracing_subscriber::registry().with(TracingLayer::new(&rec));
+    let outer_key = tracing::subscriber::with_default(subscriber, || {
+        tracing::warn!(code = 7, "outside any span");
+        let outer = rec.start("plain frame");
+        tracing::info!("in a plain frame");
+        let span = info_span!("request", id = 1);
+        span.in_scope(|| {
+            tracing::error!(user = "ann", retries = 3u64, "failed after {} tries", 3);
+            // An event on another thread, in a span entered there, names that span's frame.
+            let inner = info_span!("inner");
+            let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        inner.in_scope(|| tracing::debug!(message = "on a thread"))
+                    })
+                });
+            });
+        });
+        outer.key().unwrap()
+    });
+    let all = frames(&rec, dir.path(), 3);
+    let by_label = |l: &str| all.iter().find(|f| f.label == l).unwrap().clone();
+    let (request, inner) = (by_label("request"), by_label("inner"));
+    let mut got = Vec::new();
+    LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, r| {
+            if let Record::Message(m) = r {
+                let f = bson::Document::from_reader(&mut m.fields.unwrap()).unwrap();
+                got.push((m.frame, m.context, m.level, m.text.to_owned(), f));
+            }
+        })
+        .unwrap();
+    got.sort_by_key(|m| m.3 == "on a thread");
+    let t = module_path!();
+    use formats::Level;
+    assert_eq!(
+        got,
+        vec![
+            (
+                0,
+                0,
+                Level::WARN,
+                "outside any span".into(),
+                bson::doc! {"code": 7_i64, "target": t}
+            ),
+            (
+                outer_key.id,
+                outer_key.id,
+                Level::INFO,
+                "in a plain frame".into(),
+                bson::doc! {"target": t}
+            ),
+            (
+                request.key.id,
+                request.context,
+                Level::ERROR,
+                "failed after 3 tries".into(),
+                bson::doc! {"user": "ann", "retries": 3_i64, "target": t}
+            ),
+            (
+                inner.key.id,
+                inner.context,
+                Level::DEBUG,
+                "on a thread".into(),
+                bson::doc! {"target": t}
+            ),
+        ]
+    );
+    assert_eq!(inner.context, request.context);
+    // The events stay in the span's frame data too.
+    let mut data = framelog::DataStore::open(dir.path()).unwrap();
+    let doc = data.get(request.key).unwrap().unwrap();
+    assert_eq!(doc.get_array("events").unwrap().len(), 1);
+}
