@@ -3,6 +3,24 @@
 //!
 //! - [`Durations`]: count, total, maximum and percentiles (within 1 %) of frame durations.
 //! - [`LabelPattern`]: the one rule for matching frame labels (`dump --label`, search).
+//!
+//! ```
+//! use analysis::{Durations, LabelPattern};
+//!
+//! let mut d = Durations::new();
+//! for ns in 1..=100 {
+//!     d.record(ns);
+//! }
+//! assert_eq!((d.count(), d.max_ns(), d.percentile_ns(50.0)), (100, 100, 50));
+//!
+//! // `db` contains, `"User: Select"` is exact, `db/*` is a glob.
+//! let contains = LabelPattern::parse("db")?.expect("not empty");
+//! assert!(contains.matches("app/db/query"));
+//! let exact = LabelPattern::parse("\"User: Select\"")?.expect("not empty");
+//! assert!(exact.matches("user: select") && !exact.matches("User: Select all"));
+//! assert!(LabelPattern::parse("db/*")?.expect("not empty").matches("db/query"));
+//! # Ok::<(), String>(())
+//! ```
 
 pub mod durations;
 pub mod label_pattern;

@@ -5,19 +5,46 @@
 //! It encodes into caller-provided buffers and decodes from byte slices; it never does I/O.
 //! The authoritative description is `docs/FORMAT.md` at the repository root; [`protocol`] holds
 //! the remote-session messages of `docs/PROTOCOL.md`.
+//!
+//! ```
+//! use formats::{Category, Decoded, FrameEnd, FrameStart, Parent, Record, decode_record};
+//!
+//! // A frame's start and end, encoded back to back into one buffer.
+//! let start = FrameStart {
+//!     id: 1,
+//!     worker: 0,
+//!     timestamp: 1_700_000_000_000_000_000,
+//!     context: 1,
+//!     category: Category::DATABASE,
+//!     label: "db/query",
+//!     parent: Parent::Root,
+//! };
+//! let mut buf = Vec::new();
+//! Record::Start(start).encode_to_vec(&mut buf);
+//! Record::End(FrameEnd { id: 1, worker: 0, timestamp: start.timestamp + 1500 })
+//!     .encode_to_vec(&mut buf);
+//!
+//! // Decoding gives the same records, with their lengths.
+//! let Decoded::Record(Record::Start(back), len) = decode_record(&buf)? else { unreachable!() };
+//! assert_eq!((back.label, back.parent), ("db/query", Parent::Root));
+//! assert!(matches!(decode_record(&buf[len..])?, Decoded::Record(Record::End(_), 14)));
+//! # Ok::<(), formats::DecodeError>(())
+//! ```
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod batch;
 pub mod bson_check;
 mod category;
 #[cfg(feature = "compact")]
+#[cfg_attr(docsrs, doc(cfg(feature = "compact")))]
 pub mod compact;
 mod data;
 pub mod downgrade;
-pub mod instant;
 mod error;
 mod header;
+pub mod instant;
 mod label;
 pub mod nesting;
 pub mod protocol;

@@ -2,7 +2,7 @@
 //!
 //! The `bson` crate serializes recursively, with large stack frames: a value nested a few
 //! thousand levels deep overflows a thread's stack and aborts the program. Every value is
-//! serialized through [`Bounded`], which counts levels on the way down and refuses, with an
+//! serialized through `Bounded`, which counts levels on the way down and refuses, with an
 //! ordinary serializer error, a value deeper than readers accept
 //! ([`crate::bson_check::MAX_DEPTH`]) before the recursion gets anywhere near the stack's end.
 

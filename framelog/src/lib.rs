@@ -15,7 +15,41 @@
 //! - Inspection and repair: [`check`] validates every file, [`recover`] copies what is valid.
 //!
 //! The byte layouts live in the `formats` crate and are described in `docs/FORMAT.md`.
+//!
+//! ```
+//! use formats::{Category, FrameEnd, FrameStart, Parent, Record};
+//! use framelog::{LogReader, LogWriter};
+//!
+//! let dir = tempfile::tempdir()?;
+//! // Append one frame (its start and end) as one batch…
+//! let writer = LogWriter::open(dir.path())?;
+//! let w = writer.worker();
+//! let mut batch = Vec::new();
+//! Record::Start(FrameStart {
+//!     id: 1,
+//!     worker: w,
+//!     timestamp: 1_000,
+//!     context: 1,
+//!     category: Category::HTTP,
+//!     label: "GET /users",
+//!     parent: Parent::Root,
+//! })
+//! .encode_to_vec(&mut batch);
+//! Record::End(FrameEnd { id: 1, worker: w, timestamp: 2_500 }).encode_to_vec(&mut batch);
+//! writer.append_frames(&batch)?;
+//!
+//! // …and read the log back (any process may, while others write).
+//! let mut labels = Vec::new();
+//! LogReader::open(dir.path())?.read_available(|_, rec| {
+//!     if let Record::Start(s) = rec {
+//!         labels.push(s.label.to_owned());
+//!     }
+//! })?;
+//! assert_eq!(labels, ["GET /users"]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 mod append;
 pub mod check;
 pub mod compact;
@@ -23,10 +57,15 @@ mod damage;
 pub mod data_store;
 mod error;
 #[cfg(feature = "export")]
+#[cfg_attr(docsrs, doc(cfg(feature = "export")))]
 pub mod export;
 pub mod follow;
 #[cfg(feature = "analysis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "analysis")))]
 pub use analysis::label_pattern as label_match;
+#[cfg(feature = "analysis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "analysis")))]
+pub mod instant_stats;
 pub mod pairing;
 pub mod parents;
 mod pread;
@@ -38,8 +77,7 @@ pub mod retention;
 mod secret;
 pub mod segments;
 #[cfg(feature = "analysis")]
-pub mod instant_stats;
-#[cfg(feature = "analysis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "analysis")))]
 pub mod stats;
 pub mod viewer;
 mod worker;

@@ -15,6 +15,7 @@
 
 pub mod chrome;
 #[cfg(feature = "otlp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otlp")))]
 pub mod otlp;
 pub mod speedscope;
 pub mod tracks;
