@@ -30,6 +30,8 @@ pub use crate::ui::data_panel::DataState;
 use crate::ui::data_panel::{DataPanel, PanelAction};
 use crate::ui::flamegraph::{self, FlameState};
 use crate::ui::histogram::{self, HistogramPanel};
+use crate::ui::messages_panel::{self, MessagesPanel};
+use crate::ui::plot_tracks::{self, TracksState};
 use crate::ui::search_bar::SearchBar;
 use crate::ui::stats::{self, StatsPanel};
 use crate::ui::{category_color, status_bar};
@@ -67,6 +69,8 @@ pub enum BottomTab {
     Statistics,
     /// The duration histogram of one label.
     Histogram,
+    /// The log's messages.
+    Messages,
     /// The open log against a compared one (baseline).
     Compare,
     /// Connected programs (while listening).
@@ -101,6 +105,9 @@ pub struct DebuggerApp {
     contexts: ContextsPanel,
     stats: StatsPanel,
     histogram: HistogramPanel,
+    messages_panel: MessagesPanel,
+    /// The plot tracks under the timeline.
+    tracks: TracksState,
     /// A second log to compare the open one with (the baseline), read once.
     compare: Option<(PathBuf, Ingest)>,
     compare_panel: ComparePanel,
@@ -179,6 +186,8 @@ impl DebuggerApp {
             contexts: ContextsPanel::default(),
             stats: StatsPanel::default(),
             histogram: HistogramPanel::default(),
+            messages_panel: MessagesPanel::default(),
+            tracks: TracksState::default(),
             compare: None,
             compare_panel: ComparePanel::default(),
             #[cfg(not(target_arch = "wasm32"))]
@@ -668,8 +677,14 @@ impl DebuggerApp {
                 match self.view {
                     CentralView::Timeline => {
                         let matches = self.search.matches();
-                        let out =
-                            flamegraph::show(ui, &mut self.flame, model, matches, self.selected);
+                        let out = plot_tracks::timeline(
+                            ui,
+                            &mut self.flame,
+                            &mut self.tracks,
+                            model,
+                            matches,
+                            self.selected,
+                        );
                         if let Some(sel) = out.clicked {
                             self.select(sel);
                         }
@@ -776,6 +791,44 @@ impl DebuggerApp {
         if let Some(info) = model.info(at) {
             self.reveal(model, info);
         }
+    }
+
+    /// Shows message `i` on the timeline: its frame selected and revealed (its data panel
+    /// shown), or, written outside frames, the time around it.
+    pub fn jump_to_message(&mut self, model: &Model, i: u32) {
+        let Some(e) = model.messages().get(i).copied() else {
+            return;
+        };
+        self.view = CentralView::Timeline;
+        match model.message_frame(&e) {
+            Some(at) => {
+                self.select_and_reveal(model, at);
+                self.show_data = true;
+            }
+            None => self
+                .flame
+                .zoom_to(e.time.saturating_sub(500_000), e.time + 500_000),
+        }
+    }
+
+    /// The Messages tab's state (filter, the message clicked last).
+    pub fn messages_panel(&self) -> &MessagesPanel {
+        &self.messages_panel
+    }
+
+    /// The Messages tab's state, mutable.
+    pub fn messages_panel_mut(&mut self) -> &mut MessagesPanel {
+        &mut self.messages_panel
+    }
+
+    /// What the plot tracks drew and point at.
+    pub fn plot_tracks(&self) -> &TracksState {
+        &self.tracks
+    }
+
+    /// Switches the bottom panel's tab.
+    pub fn set_tab(&mut self, tab: BottomTab) {
+        self.tab = tab;
     }
 
     /// The aggregated flame graph's state.
@@ -1063,6 +1116,9 @@ impl DebuggerApp {
             ui.selectable_value(&mut self.tab, BottomTab::Contexts, "Contexts");
             ui.selectable_value(&mut self.tab, BottomTab::Statistics, "Statistics");
             ui.selectable_value(&mut self.tab, BottomTab::Histogram, "Histogram");
+            if !model.messages().is_empty() || self.tab == BottomTab::Messages {
+                ui.selectable_value(&mut self.tab, BottomTab::Messages, "Messages");
+            }
             if self.compare.is_some() {
                 ui.selectable_value(&mut self.tab, BottomTab::Compare, "Compare");
             }
@@ -1114,6 +1170,11 @@ impl DebuggerApp {
                 }
                 None => self.tab = BottomTab::Contexts,
             },
+            BottomTab::Messages => {
+                if let Some(i) = messages_panel::show(ui, &mut self.messages_panel, model) {
+                    self.jump_to_message(model, i);
+                }
+            }
             BottomTab::Histogram => {
                 if let Some(at) = histogram::show(ui, &mut self.histogram, model) {
                     self.select(Some(at));

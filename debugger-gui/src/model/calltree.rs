@@ -149,6 +149,18 @@ pub enum Scope {
     Contexts(FxHashSet<(u8, u32)>),
 }
 
+/// What the aggregated flame graph's widths measure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Weight {
+    /// Time (ns).
+    #[default]
+    Time,
+    /// Bytes allocated (frames' allocation counts, inclusive of their children's).
+    Bytes,
+    /// Allocations.
+    Allocs,
+}
+
 /// Time and frame counts per call-tree node for one scope.
 #[derive(Clone, Debug, Default)]
 pub struct Aggregate {
@@ -208,6 +220,44 @@ impl Aggregate {
         // A parent is at least as long as its children together (an open parent counts as
         // zero in the whole-log totals; clipping can shorten a parent more than a child).
         // Children are created after their parents, so one backwards pass suffices.
+        let mut sums = vec![0u64; a.total_ns.len()];
+        for n in (1..a.total_ns.len()).rev() {
+            a.total_ns[n] = a.total_ns[n].max(sums[n]);
+            sums[tree.parent[n] as usize] += a.total_ns[n];
+        }
+        a.total_ns[ROOT as usize] = sums[ROOT as usize];
+        a
+    }
+
+    /// Aggregates the frames in `scope` by `weight`: time, or the allocation counts of the
+    /// frames that have them (a frame counts whole when it overlaps a range; `count` is then
+    /// the frames with counts). A parent weighs at least what its children weigh together.
+    pub fn build_weighted(model: &Model, scope: &Scope, weight: Weight) -> Aggregate {
+        if weight == Weight::Time {
+            return Self::build(model, scope);
+        }
+        let tree = model.call_tree();
+        let mut a = Aggregate::zeroed(tree.len());
+        let newest = model.newest();
+        for (&at, c) in model.allocs().frames() {
+            let row = model.row(at);
+            let i = at.index as usize;
+            let inside = match scope {
+                Scope::All => true,
+                Scope::Range(from, to) => row.start(i) < *to && row.end_or(i, newest) > *from,
+                Scope::Contexts(set) => {
+                    set.contains(&(model.lanes()[at.lane as usize].worker, row.context(i)))
+                }
+            };
+            if inside {
+                let n = row.node(i) as usize;
+                a.total_ns[n] += match weight {
+                    Weight::Bytes => c.alloc_bytes,
+                    _ => c.allocs,
+                };
+                a.count[n] += 1;
+            }
+        }
         let mut sums = vec![0u64; a.total_ns.len()];
         for n in (1..a.total_ns.len()).rev() {
             a.total_ns[n] = a.total_ns[n].max(sums[n]);

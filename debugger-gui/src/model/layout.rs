@@ -138,8 +138,13 @@ impl Model {
                 }
                 self.workers[t.worker as usize].current_lane = Some(lane);
             }
-            Record::Plot(p) => self.plots.push(p),
+            // Plots and messages are on the timeline too: its range covers them.
+            Record::Plot(p) => {
+                self.touch(p.timestamp);
+                self.plots.push(p);
+            }
             Record::Message(m) => {
+                self.touch(m.timestamp);
                 let lane = self.current_lane(m.worker);
                 self.messages.push(m, lane);
             }

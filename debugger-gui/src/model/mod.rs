@@ -388,7 +388,7 @@ impl Model {
         self.generation
     }
 
-    /// Earliest and newest timestamps seen, or `None` if no frame yet.
+    /// Earliest and newest timestamps seen (frames, plot values, messages), or `None` if none.
     pub fn time_range(&self) -> Option<(u64, u64)> {
         (self.min_time <= self.max_time).then_some((self.min_time, self.max_time))
     }

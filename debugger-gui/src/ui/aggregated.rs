@@ -12,8 +12,9 @@ use egui::{
 use rustc_hash::FxHashSet;
 
 use crate::model::Model;
-use crate::model::calltree::{self, Aggregate, CallTree, FlameBox, ROOT, Sandwich, Scope};
+use crate::model::calltree::{self, Aggregate, CallTree, FlameBox, ROOT, Sandwich, Scope, Weight};
 use crate::model::compare::path_labels;
+use crate::model::plots::format_value;
 use crate::timefmt;
 use crate::ui::text_color_on;
 
@@ -57,6 +58,8 @@ pub struct AggregatedState {
     pub difference: bool,
     /// Showing the sandwich (callers and callees) of this label instead of the flame graph.
     pub sandwich: Option<u32>,
+    /// What the widths measure: time, or (with allocation counts) bytes or allocations.
+    pub weight: Weight,
     /// What the last paint drew: (node, label, rect), for tests.
     pub drawn: Vec<(u32, String, Rect)>,
     cache: Option<Cache>,
@@ -64,6 +67,7 @@ pub struct AggregatedState {
 
 struct Cache {
     scope: Scope,
+    weight: Weight,
     generation: u64,
     built: Instant,
     cost: Duration,
@@ -84,6 +88,7 @@ impl Default for AggregatedState {
             focus: ROOT,
             difference: true,
             sandwich: None,
+            weight: Weight::Time,
             drawn: Vec::new(),
             cache: None,
         }
@@ -118,23 +123,26 @@ impl AggregatedState {
 
     /// The aggregate for `scope`, rebuilt when the scope changed or the log grew (throttled).
     fn aggregate(&mut self, model: &Model, scope: Scope, ctx: &egui::Context) -> &mut Cache {
+        let weight = self.weight;
         let stale = match &self.cache {
             None => true,
             Some(c) => {
                 c.scope != scope
+                    || c.weight != weight
                     || (c.generation != model.generation()
                         && super::refresh_due(ctx, c.built.elapsed(), c.cost))
             }
         };
         if stale {
             let t = Instant::now();
-            let agg = Aggregate::build(model, &scope);
+            let agg = Aggregate::build_weighted(model, &scope, weight);
             let kids = calltree::children_of(model.call_tree(), &agg);
             if self.cache.as_ref().is_some_and(|c| c.scope != scope) {
                 self.focus = ROOT;
             }
             self.cache = Some(Cache {
                 scope,
+                weight,
                 generation: model.generation(),
                 built: Instant::now(),
                 cost: t.elapsed(),
@@ -146,6 +154,24 @@ impl AggregatedState {
             });
         }
         self.cache.as_mut().expect("built above")
+    }
+}
+
+/// A width in the flame graph's weight, as text ("1.2 ms", "3.0 MiB", "40000 allocations").
+fn weight_text(weight: Weight, v: f64) -> String {
+    match weight {
+        Weight::Time => timefmt::duration(v),
+        Weight::Bytes => format_value(v, formats::PlotUnit::BYTES),
+        Weight::Allocs => format!("{} allocations", v.round() as u64),
+    }
+}
+
+/// The weight's noun for "share of the …".
+fn weight_noun(weight: Weight) -> &'static str {
+    match weight {
+        Weight::Time => "time",
+        Weight::Bytes => "bytes allocated",
+        Weight::Allocs => "allocations",
     }
 }
 
@@ -198,7 +224,18 @@ pub fn show(
             ui.selectable_value(&mut state.scope, choice, text);
         }
         ui.separator();
-        if base.is_some() {
+        if !model.allocs().is_empty() || state.weight != Weight::Time {
+            ui.label("Weight by:");
+            for (w, text) in [
+                (Weight::Time, "Time"),
+                (Weight::Bytes, "Bytes allocated"),
+                (Weight::Allocs, "Allocations"),
+            ] {
+                ui.selectable_value(&mut state.weight, w, text);
+            }
+            ui.separator();
+        }
+        if base.is_some() && state.weight == Weight::Time {
             ui.checkbox(&mut state.difference, "Difference vs compared log")
                 .on_hover_text(
                     "Red: a bigger share of the time than in the compared log; blue: smaller",
@@ -248,11 +285,31 @@ pub fn show(
     } else {
         ROOT
     };
+    let weight = cache.weight;
+    let wt = |v: f64| weight_text(weight, v);
     let scope_ns = cache.agg.total_ns[ROOT as usize];
     if scope_ns == 0 {
-        message(ui, "No frames in this scope");
+        message(
+            ui,
+            if weight == Weight::Time {
+                "No frames in this scope"
+            } else {
+                "No allocation counts in this scope"
+            },
+        );
         state.drawn = drawn;
         return None;
+    }
+    if weight != Weight::Time {
+        ui.put(
+            Rect::from_min_size(
+                pos2(rect.left() + 6.0, rect.bottom() - 20.0),
+                vec2(rect.width() - 12.0, 18.0),
+            ),
+            egui::Label::new(
+                RichText::new(format!("{} in this scope", wt(scope_ns as f64))).weak(),
+            ),
+        );
     }
     let w = rect.width();
     let min_frac = 1.0 / f64::from(w.max(1.0));
@@ -265,7 +322,7 @@ pub fn show(
         let boxes = calltree::layout(tree, &cache.agg, focus, min_frac);
         cache.boxes = Some((key.0, key.1, boxes));
     }
-    let diff_wanted = base.filter(|_| state_difference);
+    let diff_wanted = base.filter(|_| state_difference && weight == Weight::Time);
     if let Some(b) = diff_wanted
         && cache
             .diff
@@ -335,9 +392,10 @@ pub fn show(
             response.clone().on_hover_ui_at_pointer(|ui| {
                 ui.strong(model.labels().name(t.label(node)));
                 ui.label(format!(
-                    "{} ({:.1} % of {name}'s time), {} frames",
-                    timefmt::duration(total as f64),
+                    "{} ({:.1} % of {name}'s {}), {} frames",
+                    wt(total as f64),
                     total as f64 * 100.0 / all as f64,
+                    weight_noun(weight),
                     agg.count[node as usize]
                 ));
                 ui.weak(path.join(" › "));
@@ -375,15 +433,15 @@ pub fn show(
             ui.strong(model.labels().name(tree.label(node)));
             ui.label(format!(
                 "total {} ({:.1} % of the scope), {} frame{}",
-                timefmt::duration(total as f64),
+                wt(total as f64),
                 total as f64 * 100.0 / scope_ns as f64,
                 count,
                 if count == 1 { "" } else { "s" }
             ));
             ui.label(format!(
                 "self {}, mean {}",
-                timefmt::duration(self_ns as f64),
-                timefmt::duration(total as f64 / count.max(1) as f64)
+                wt(self_ns as f64),
+                wt(total as f64 / count.max(1) as f64)
             ));
             if let Some(d) = diff {
                 let now = total as f64 / scope_ns as f64;

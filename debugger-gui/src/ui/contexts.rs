@@ -8,6 +8,8 @@ use web_time::Instant;
 use egui::{DragValue, Sense, TextEdit, Ui};
 use egui_extras::{Column, TableBuilder};
 
+use crate::model::plots::format_value;
+
 use crate::model::Model;
 use crate::model::context_list::ContextList;
 use crate::model::contexts::{ContextQuery, ContextRow, ContextSort};
@@ -139,6 +141,9 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
         ui.label(format!("{} contexts", rows.len()));
     }
     let names = model.labels();
+    // Allocation columns only for logs recorded with a counting allocator: the root frame's
+    // counts, which include its children's.
+    let allocs = !model.allocs().is_empty();
     TableBuilder::new(ui)
         .id_salt("contexts-table")
         .striped(true)
@@ -152,12 +157,26 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
         .column(Column::initial(110.0).resizable(true))
         .column(Column::initial(100.0).resizable(true))
         .column(Column::initial(60.0).resizable(true))
+        .columns(
+            Column::initial(80.0).resizable(true),
+            if allocs { 2 } else { 0 },
+        )
         .column(Column::remainder().at_least(80.0).clip(true))
         .header(20.0, |mut h| {
             h.col(|ui| sort_header(ui, &mut query, ContextSort::Label, "Label"));
             h.col(|ui| sort_header(ui, &mut query, ContextSort::Start, "Start"));
             h.col(|ui| sort_header(ui, &mut query, ContextSort::Duration, "Duration"));
             h.col(|ui| sort_header(ui, &mut query, ContextSort::Frames, "Frames"));
+            if allocs {
+                h.col(|ui| {
+                    ui.strong("Allocs")
+                        .on_hover_text("Allocations of its root frame (and all it called)");
+                });
+                h.col(|ui| {
+                    ui.strong("Bytes")
+                        .on_hover_text("Bytes its root frame (and all it called) allocated");
+                });
+            }
             h.col(|ui| {
                 ui.strong("Process · thread");
             });
@@ -187,6 +206,15 @@ pub fn show(ui: &mut Ui, panel: &mut ContextsPanel, model: &Model) -> Option<Con
                 row.col(|ui| {
                     ui.label(r.frames.to_string());
                 });
+                if allocs {
+                    let c = model.allocs().of(r.root).copied().unwrap_or_default();
+                    row.col(|ui| {
+                        ui.label(c.allocs.to_string());
+                    });
+                    row.col(|ui| {
+                        ui.label(format_value(c.alloc_bytes as f64, formats::PlotUnit::BYTES));
+                    });
+                }
                 row.col(|ui| {
                     ui.label(present::lane_title(model, r.root.lane));
                 });

@@ -17,7 +17,7 @@ use crate::model::search::Matches;
 use crate::model::{FrameRef, Model};
 use crate::timefmt;
 use crate::ui::overview::{self, Overview};
-use crate::ui::{category_color, frame_info, text_color_on};
+use crate::ui::{category_color, frame_info, message_markers, text_color_on};
 
 /// Height of the time ruler.
 pub const RULER_H: f32 = 22.0;
@@ -78,6 +78,8 @@ pub struct Drawn {
     pub merged_boxes: Vec<(Rect, u32, u32, LodBox)>,
     /// Links drawn from a parent to a child on another lane: (parent, child).
     pub links: Vec<(FrameRef, FrameRef)>,
+    /// Message markers drawn: (rect, lane, marker).
+    pub markers: Vec<(Rect, u32, crate::model::messages::Marker)>,
 }
 
 /// Merged boxes remembered per paint (for hovering); beyond this, they are drawn only.
@@ -430,6 +432,19 @@ pub fn show(
             FontId::proportional(12.0),
             visuals.strong_text_color(),
         );
+        if !model.messages().is_empty() {
+            let range = (t0, t1);
+            message_markers::draw(
+                &lane_painter,
+                model,
+                lane,
+                header,
+                range,
+                px_ns,
+                x_of,
+                &mut drawn.markers,
+            );
+        }
         let tree = model.call_tree();
         let all_rows = &model.lanes()[lane as usize].rows;
         let lane_rows = if folded {
@@ -641,7 +656,9 @@ pub fn show(
             .copied()
     };
     let hovered_merged = hover.filter(|p| body.contains(*p)).and_then(merged_at);
-    state.hovered = if hovered_merged.is_some() {
+    let marker_at = |p: Pos2| message_markers::at(&state.drawn.markers, p);
+    let hovered_marker = hover.filter(|p| body.contains(*p)).and_then(marker_at);
+    state.hovered = if hovered_merged.is_some() || hovered_marker.is_some() {
         None
     } else {
         hover.and_then(pick)
@@ -656,7 +673,16 @@ pub fn show(
             .find(|&&(_, y0, _)| y >= y0 && y < y0 + LANE_HEADER_H)
             .map(|&(lane, ..)| lane)
     };
-    let clicked_header = if response.clicked() {
+    // A click on a message marker selects the frame it was written in.
+    let clicked_marker = if response.clicked() {
+        response
+            .interact_pointer_pos()
+            .or(hover)
+            .and_then(marker_at)
+    } else {
+        None
+    };
+    let clicked_header = if response.clicked() && clicked_marker.is_none() {
         response
             .interact_pointer_pos()
             .or(hover)
@@ -664,7 +690,15 @@ pub fn show(
     } else {
         None
     };
-    if let Some(lane) = clicked_header {
+    if let Some((_, m)) = clicked_marker {
+        let frame = model
+            .messages()
+            .get(m.first)
+            .and_then(|e| model.message_frame(e));
+        if frame.is_some() {
+            out.clicked = Some(frame);
+        }
+    } else if let Some(lane) = clicked_header {
         let fold = !state.collapsed.contains(&lane);
         let shift = ui.input(|i| i.modifiers.shift);
         let worker = model.lanes()[lane as usize].worker;
@@ -706,6 +740,11 @@ pub fn show(
             StrokeKind::Inside,
         );
         merged_tooltip(&response, model, lane, row, &b);
+    }
+    if let Some((lane, m)) = hovered_marker
+        && !response.dragged()
+    {
+        message_markers::tooltip(&response, model, lane, &m, px_ns);
     }
     if response.double_clicked()
         && let Some(at) = response.interact_pointer_pos().and_then(pick)

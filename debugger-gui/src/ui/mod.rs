@@ -10,7 +10,10 @@ pub mod data_tree;
 pub mod flamegraph;
 pub mod frame_info;
 pub mod histogram;
+pub mod message_markers;
+pub mod messages_panel;
 pub mod overview;
+pub mod plot_tracks;
 pub mod present;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod processes;

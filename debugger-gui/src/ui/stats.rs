@@ -8,7 +8,9 @@ use egui::{Sense, Ui};
 use egui_extras::{Column, TableBuilder};
 
 use crate::model::Model;
+use crate::model::plots::format_value;
 use crate::timefmt;
+use formats::PlotUnit;
 
 /// Column the statistics are sorted by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -30,6 +32,10 @@ pub enum StatSort {
     P99,
     /// Longest.
     Max,
+    /// Allocations per frame.
+    Allocs,
+    /// Bytes allocated per frame.
+    Bytes,
 }
 
 /// One row of the table.
@@ -51,6 +57,10 @@ pub struct StatRow {
     pub p99: u64,
     /// Max ns.
     pub max: u64,
+    /// Allocations per frame (0 without allocation counts).
+    pub allocs: f64,
+    /// Bytes allocated per frame.
+    pub bytes: f64,
 }
 
 /// What the cached rows were computed for: model generation, sort, ascending, range, when,
@@ -91,9 +101,19 @@ impl StatsPanel {
             let t = Instant::now();
             let in_range = self.range.map(|(a, b)| model.stats_in(a, b));
             let stats = in_range.as_ref().unwrap_or(model.stats());
+            let allocs_in = self.range.map(|(a, b)| model.allocs_in(a, b));
+            let alloc = |id: u32| match &allocs_in {
+                Some(m) => m.get(&id).copied().unwrap_or_default(),
+                None => model.allocs().label(id),
+            };
             let mut rows: Vec<StatRow> = stats
                 .iter()
-                .map(|(id, s)| StatRow {
+                .map(|(id, s)| {
+                    let a = alloc(id).sum;
+                    let n = s.count().max(1) as f64;
+                    (id, s, a.allocs as f64 / n, a.alloc_bytes as f64 / n)
+                })
+                .map(|(id, s, allocs, bytes)| StatRow {
                     label: model.labels().name(id).to_owned(),
                     count: s.count(),
                     total: s.total_ns(),
@@ -102,6 +122,8 @@ impl StatsPanel {
                     p50: s.quantile_ns(0.5),
                     p99: s.p99_ns(),
                     max: s.max_ns(),
+                    allocs,
+                    bytes,
                 })
                 .collect();
             match self.sort {
@@ -113,6 +135,8 @@ impl StatsPanel {
                 StatSort::P50 => rows.sort_by_key(|r| std::cmp::Reverse(r.p50)),
                 StatSort::P99 => rows.sort_by_key(|r| std::cmp::Reverse(r.p99)),
                 StatSort::Max => rows.sort_by_key(|r| std::cmp::Reverse(r.max)),
+                StatSort::Allocs => rows.sort_by(|a, b| b.allocs.total_cmp(&a.allocs)),
+                StatSort::Bytes => rows.sort_by(|a, b| b.bytes.total_cmp(&a.bytes)),
             }
             if self.ascending {
                 rows.reverse();
@@ -164,6 +188,8 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
             }
         }
     };
+    // Allocation columns only for logs recorded with a counting allocator.
+    let allocs = !model.allocs().is_empty();
     TableBuilder::new(ui)
         .id_salt("stats-table")
         .striped(true)
@@ -175,6 +201,10 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
                 .resizable(true),
         )
         .columns(Column::initial(84.0).resizable(true), 6)
+        .columns(
+            Column::initial(84.0).resizable(true),
+            if allocs { 2 } else { 0 },
+        )
         .column(Column::remainder().at_least(60.0))
         .header(20.0, |mut h| {
             h.col(|ui| header(ui, StatSort::Label, "Label"));
@@ -185,6 +215,10 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
             h.col(|ui| header(ui, StatSort::P50, "p50"));
             h.col(|ui| header(ui, StatSort::P99, "p99"));
             h.col(|ui| header(ui, StatSort::Max, "Max"));
+            if allocs {
+                h.col(|ui| header(ui, StatSort::Allocs, "Allocs/frame"));
+                h.col(|ui| header(ui, StatSort::Bytes, "Bytes/frame"));
+            }
         })
         .body(|body| {
             body.rows(18.0, rows.len(), |mut row| {
@@ -211,6 +245,14 @@ pub fn show(ui: &mut Ui, panel: &mut StatsPanel, model: &Model) -> Option<String
                 ] {
                     row.col(|ui| {
                         ui.label(timefmt::duration(v));
+                    });
+                }
+                if allocs {
+                    row.col(|ui| {
+                        ui.label(format_value(r.allocs, PlotUnit::COUNT));
+                    });
+                    row.col(|ui| {
+                        ui.label(format_value(r.bytes, PlotUnit::BYTES));
                     });
                 }
                 if row.response().clicked() {
