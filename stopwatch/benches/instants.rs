@@ -129,7 +129,9 @@ fn all(c: &mut Criterion) {
         .buffer_kib(16 << 10)
         .install()
         .unwrap();
-    let series = Stopwatch::series("in flight").unit(PlotUnit::BYTES).summed();
+    let series = Stopwatch::series("in flight")
+        .unit(PlotUnit::BYTES)
+        .summed();
     bench(c, "instants", "empty frame", || {
         drop(black_box(Stopwatch::start("empty")));
     });

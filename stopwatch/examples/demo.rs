@@ -37,6 +37,11 @@ fn is_seconds(s: &str) -> bool {
     s == "forever" || s.parse::<f64>().is_ok()
 }
 
+/// Counts allocations per thread, so that every frame records what it allocated.
+#[global_allocator]
+static ALLOC: stopwatch::CountingAlloc<std::alloc::System> =
+    stopwatch::CountingAlloc::new(std::alloc::System);
+
 fn main() -> ExitCode {
     let a = Args::parse();
     let mut pos = a.positional.iter().map(String::as_str).peekable();

@@ -100,6 +100,10 @@ fn query(rec: &Recorder, rng: &mut Rng, label: &'static str, sql: &str, params: 
     let f = rec.start_with(label, Category::DATABASE);
     f.data(&json!({ "sql": sql, "params": params }));
     rng.work(100, 1500);
+    if rng.below(40) == 0 {
+        // A message in the query's frame, with fields.
+        rec.message_with(crate::Level::WARN, "slow query", &json!({ "query": label }));
+    }
     if rng.below(4) == 0 {
         f.data(&json!({ "rows": rng.below(50) }));
     }
@@ -195,7 +199,17 @@ fn handle_request(
             render(rec, rng, "template: dashboard.html");
         }
     }
-    req.data(&json!({ "status": if rng.below(50) == 0 { 500 } else { 200 } }));
+    let status = if rng.below(50) == 0 { 500 } else { 200 };
+    if status == 500 {
+        rec.message_with(
+            crate::Level::ERROR,
+            "request failed",
+            &json!({ "status": status, "path": label }),
+        );
+    } else if spawn_async {
+        rec.message("order created");
+    }
+    req.data(&json!({ "status": status }));
     spawn_async
 }
 
@@ -252,7 +266,10 @@ pub fn run(opts: DemoOptions) -> Result<DemoSummary, Error> {
         opts.connect.as_deref(),
         opts.suspend,
     );
-    let rec = Arc::new(builder.build()?);
+    // The recorder's health and the process's RSS and CPU as plots beside the demo's own
+    // queue depth (`examples/demo.rs` installs `CountingAlloc`: frames record allocations).
+    let rec = Arc::new(builder.plot_health(true).plot_process(true).build()?);
+    let depth = rec.series("queue depth");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("demo-async")
@@ -307,6 +324,8 @@ pub fn run(opts: DemoOptions) -> Result<DemoSummary, Error> {
                     let mut rng = Rng(0xDEAD_BEEF);
                     let mut n = 0;
                     while !done() {
+                        // Outside any frame: a message on the job runner's lane.
+                        rec.message(&format!("job {n} scheduled"));
                         job(&rec, &mut rng, n);
                         n += 1;
                         jobs.fetch_add(1, Ordering::Relaxed);
@@ -331,6 +350,8 @@ pub fn run(opts: DemoOptions) -> Result<DemoSummary, Error> {
                     n += 1;
                 }
             }
+            // Requests waiting for a worker, every tick.
+            depth.set(tx.len() as f64);
             std::thread::sleep(Duration::from_millis(10));
         }
         drop(tx);
@@ -373,15 +394,22 @@ mod tests {
         assert_eq!(summary.stats.dropped, 0);
         let mut reader = framelog::LogReader::open(dir.path()).unwrap();
         let mut cats = std::collections::HashSet::new();
-        let mut starts = 0;
+        let (mut starts, mut depth, mut in_frames, mut outside) = (0, 0, 0, 0);
         reader
-            .read_available(|_, r| {
-                if let formats::Record::Start(s) = r {
+            .read_available(|_, r| match r {
+                formats::Record::Start(s) => {
                     cats.insert(s.category.0);
                     starts += 1;
                 }
+                formats::Record::Plot(p) => depth += usize::from(p.name == "queue depth"),
+                formats::Record::Message(m) if m.frame != 0 => in_frames += 1,
+                formats::Record::Message(_) => outside += 1,
+                _ => {}
             })
             .unwrap();
+        // A queue-depth value every 10 ms tick, messages in request frames and outside.
+        assert!(depth >= 50, "{depth} queue-depth values");
+        assert!(in_frames >= 1 && outside >= 1, "{in_frames} {outside}");
         for c in [
             Category::HTTP,
             Category::DATABASE,
