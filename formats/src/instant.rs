@@ -249,7 +249,9 @@ impl<'a> Message<'a> {
     }
 }
 
-/// What a frame's own code allocated and freed while it ran (type 9).
+/// What a frame's own code allocated and freed while it ran (type 9). Inclusive, like time:
+/// a frame's counts include those of the frames nested in it; for an asynchronous frame
+/// they are summed over the polls of its future.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FrameAlloc {
     /// The frame's id (same worker).
