@@ -143,7 +143,10 @@ fn truth(dir: &Path) -> Truth {
     LogReader::open(dir)
         .unwrap()
         .read_available(|_, rec| match rec {
+            // The export's origin: its earliest frame, thread, plot or message record.
             Record::ThreadInfo(t) => origin = origin.min(t.timestamp),
+            Record::Plot(p) => origin = origin.min(p.timestamp),
+            Record::Message(m) => origin = origin.min(m.timestamp),
             Record::Start(s) => {
                 origin = origin.min(s.timestamp);
                 last = last.max(s.timestamp);
@@ -264,6 +267,20 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
         if ph == "s" || ph == "f" {
             // Flow events: checked where parents are known (as_a_viewer_reads_it).
             assert!(e["id"].is_u64() && e["name"] == "parent", "{e}");
+            continue;
+        }
+        if ph == "C" {
+            // A plot value (checked against the log by the Perfetto SQL test): one number.
+            let args = e["args"].as_object().expect("a counter's args");
+            assert!(args.len() == 1 && args.values().all(|v| v.is_f64()), "{e}");
+            continue;
+        }
+        if ph == "i" {
+            // A message: a thread-scoped instant.
+            assert!(
+                e["s"] == "t" && e["cat"] == "message" && e["name"].is_string(),
+                "{e}"
+            );
             continue;
         }
         let args = e.get("args");
@@ -832,7 +849,8 @@ fn as_a_viewer_reads_it(events: &[Value]) -> (Enclosing, HashSet<(FrameKey, Fram
     let mut order: Vec<(u64, usize)> = events
         .iter()
         .enumerate()
-        .filter(|(_, e)| e["ph"] != "M")
+        // Frames and flows: metadata, counters (no tid) and message instants nest nothing.
+        .filter(|(_, e)| !matches!(e["ph"].as_str(), Some("M" | "C" | "i")))
         .map(|(i, e)| (ns(&e["ts"]), i))
         .collect();
     order.sort();
@@ -1235,13 +1253,18 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
             Record::Start(s) => origin = origin.min(s.timestamp),
             Record::ThreadInfo(t) => origin = origin.min(t.timestamp),
             Record::Plot(p) if !p.value.is_nan() => {
+                origin = origin.min(p.timestamp);
                 plots.push((
                     format!("{} {}", p.name, p.unit.name()),
                     p.timestamp,
                     p.value,
                 ));
             }
-            Record::Message(m) => messages.push((m.text.to_owned(), m.timestamp)),
+            Record::Plot(p) => origin = origin.min(p.timestamp),
+            Record::Message(m) => {
+                origin = origin.min(m.timestamp);
+                messages.push((m.text.to_owned(), m.timestamp));
+            }
             _ => {}
         })
         .unwrap();
@@ -1251,9 +1274,9 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
         plots.len(),
         messages.len()
     );
-    let mut want_counters: Vec<(String, u64, String)> = plots
+    let mut want_counters: Vec<(String, u64, f64)> = plots
         .into_iter()
-        .map(|(n, t, v)| (n, t - origin, format!("{v}")))
+        .map(|(n, t, v)| (n, t - origin, v))
         .collect();
     let mut want_instants: Vec<(String, u64)> =
         messages.into_iter().map(|(n, t)| (n, t - origin)).collect();
@@ -1272,7 +1295,7 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
         Value::Array(vec![]),
         "Perfetto errors or data losses"
     );
-    let mut got_counters: Vec<(String, u64, String)> = answer["counters"]
+    let mut got_counters: Vec<(String, u64, f64)> = answer["counters"]
         .as_array()
         .unwrap()
         .iter()
@@ -1280,7 +1303,7 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
             (
                 r["name"].as_str().unwrap().to_owned(),
                 r["ts"].as_u64().unwrap(),
-                format!("{}", r["value"].as_f64().unwrap()),
+                r["value"].as_f64().unwrap(),
             )
         })
         .collect();
@@ -1297,7 +1320,7 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
         })
         .collect();
     for v in [&mut want_counters, &mut got_counters] {
-        v.sort();
+        v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)).then(a.2.total_cmp(&b.2)));
     }
     want_instants.sort();
     got_instants.sort();
@@ -1306,7 +1329,13 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
         want_counters.len(),
         "one counter value per plot value"
     );
-    assert_eq!(got_counters, want_counters);
+    for (g, w) in got_counters.iter().zip(&want_counters) {
+        // Perfetto's JSON parser may round the last bit of a double.
+        assert!(
+            g.0 == w.0 && g.1 == w.1 && (g.2 - w.2).abs() <= 1e-12 * w.2.abs().max(1.0),
+            "Perfetto {g:?}, the log {w:?}"
+        );
+    }
     assert_eq!(got_instants, want_instants);
     eprintln!(
         "Perfetto: {} counter values, {} instants",

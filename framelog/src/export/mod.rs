@@ -219,8 +219,8 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    /// Opens the log in `dir`. The time origin is its earliest frame or thread record so
-    /// far (a first pass over timestamps: across workers and threads the file is not in time
+    /// Opens the log in `dir`. The time origin is its earliest frame, thread, plot or
+    /// message record so far (a first pass over timestamps: across workers and threads the file is not in time
     /// order).
     pub fn open(dir: &Path, opts: &ExportOptions) -> Result<Self, ExportError> {
         let mut origin: Option<u64> = None;
@@ -228,6 +228,10 @@ impl Exporter {
             let ts = match rec {
                 Record::Start(s) => s.timestamp,
                 Record::ThreadInfo(t) => t.timestamp,
+                // A plot value or a message may come before the first frame (a process
+                // series sampled at start): the export starts no later.
+                Record::Plot(p) => p.timestamp,
+                Record::Message(m) => m.timestamp,
                 _ => return,
             };
             origin = Some(origin.map_or(ts, |o| o.min(ts)));
@@ -424,6 +428,9 @@ impl Exporter {
             }
             Record::Dropped(d) => self.last = self.last.max(d.timestamp),
             Record::Plot(p) => {
+                if self.t0.is_none() {
+                    self.set_origin(p.timestamp);
+                }
                 let t0 = self.t0.unwrap_or(p.timestamp);
                 if self.in_window(p.timestamp) {
                     sink.plot(&PlotPoint {
@@ -437,6 +444,9 @@ impl Exporter {
                 }
             }
             Record::Message(m) => {
+                if self.t0.is_none() {
+                    self.set_origin(m.timestamp);
+                }
                 let frame = (m.frame != 0).then(|| FrameKey::new(m.worker, m.frame));
                 let kept = self.in_window(m.timestamp)
                     && self.opts.context.is_none_or(|c| c == m.context)

@@ -22,6 +22,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use stopwatch::demo::{DemoOptions, run};
+
+// As the demo example does: every frame records what its code allocated.
+#[global_allocator]
+static ALLOC: stopwatch::CountingAlloc<std::alloc::System> =
+    stopwatch::CountingAlloc::new(std::alloc::System);
+
 use stopwatch::{Stopwatch, TracingLayer};
 use tracing::{info, instrument};
 use tracing_subscriber::prelude::*;
