@@ -34,10 +34,12 @@
 //!   the thread's buffer, beside its frames.
 //! - `counting_alloc`: [`CountingAlloc`], per-thread allocation counts; every recorded frame
 //!   records what its code allocated (inclusive of its children).
-//! - `tracing_layer` (feature `tracing`): [`TracingLayer`] records `tracing` spans as frames
+//! - `tracing_layer` (feature `tracing`): `TracingLayer` records `tracing` spans as frames
 //!   and events as messages.
-//! - `log_adapter` (feature `log`): [`Logger`] records `log` records as messages.
-//! - [`demo`], [`stress`]: workloads used by the examples, tests, benchmarks and the viewer.
+//! - `log_adapter` (feature `log`): `Logger` records `log` records as messages.
+//! - `demo`, `stress` (feature `demo`): workloads used by the examples, tests, benchmarks and the viewer.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod buffer;
 pub mod clock;
@@ -45,6 +47,7 @@ mod connect;
 mod context;
 mod counting_alloc;
 #[cfg(feature = "demo")]
+#[cfg_attr(docsrs, doc(cfg(feature = "demo")))]
 pub mod demo;
 mod error;
 mod frame;
@@ -66,6 +69,7 @@ pub mod sampling;
 mod sink;
 mod slot;
 #[cfg(feature = "demo")]
+#[cfg_attr(docsrs, doc(cfg(feature = "demo")))]
 pub mod stress;
 #[cfg(feature = "tracing")]
 mod tracing_layer;
@@ -80,6 +84,7 @@ pub use frame::Frame;
 pub use inner::{SinkStats, Stats};
 pub use instrument::{FutureExt, InFrame};
 #[cfg(feature = "log")]
+#[cfg_attr(docsrs, doc(cfg(feature = "log")))]
 pub use log_adapter::Logger;
 pub use plot::Series;
 pub use pool::BufferingMode;
@@ -88,4 +93,5 @@ pub use recorder::{Builder, InstallGuard, Recorder, Stopwatch};
 pub use sampling::Sampling;
 pub use sink::Sink;
 #[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub use tracing_layer::TracingLayer;
