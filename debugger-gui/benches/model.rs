@@ -506,10 +506,62 @@ fn bench_stress_load(summary: &mut Vec<String>) {
     ));
 }
 
+/// Issue 30's budget: a log with N frames plus N/10 plot values and N/100 messages loads
+/// within 10 % of the same log without them (same workload, same run, best of three loads
+/// each, alternating). `INSTANTS_ONLY=1` runs only this.
+fn bench_instants_load(summary: &mut Vec<String>) {
+    let n = frames_env();
+    let dir = tempfile::tempdir().unwrap();
+    let mut logs = Vec::new();
+    for instants in [false, true] {
+        let log = dir.path().join(if instants { "instants" } else { "plain" });
+        let opts = SynthOptions {
+            frames: n,
+            threads: 8,
+            with_data: false,
+            instants,
+            ..Default::default()
+        };
+        synth::write_log(&log, &opts).unwrap();
+        logs.push(log);
+    }
+    let mut best = [Duration::MAX; 2];
+    let mut counts = [(0, 0, 0); 2];
+    for _ in 0..3 {
+        for (k, log) in logs.iter().enumerate() {
+            let t = Instant::now();
+            let ing = debugger_gui::ingest::Ingest::start(log, false);
+            assert!(ing.wait_caught_up(Duration::from_secs(600)));
+            best[k] = best[k].min(t.elapsed());
+            let m = ing.model();
+            counts[k] = (m.frame_count(), m.plots().value_count(), m.messages().len());
+        }
+    }
+    assert_eq!(counts[0].0, counts[1].0, "the same frames");
+    assert_eq!((counts[0].1, counts[0].2), (0, 0));
+    summary.push(format!(
+        "plots and messages: {} frames load in {:.2} s; with {} plot values and {} messages {:.2} s: {:.3}x (budget 1.10x)",
+        counts[0].0,
+        best[0].as_secs_f64(),
+        counts[1].1,
+        counts[1].2,
+        best[1].as_secs_f64(),
+        best[1].as_secs_f64() / best[0].as_secs_f64()
+    ));
+}
+
 fn main() {
-    let mut c = Criterion::default().configure_from_args();
     let mut summary = Vec::new();
+    if std::env::var("INSTANTS_ONLY").is_ok_and(|v| v == "1") {
+        bench_instants_load(&mut summary);
+        for line in summary {
+            println!("{line}");
+        }
+        return;
+    }
+    let mut c = Criterion::default().configure_from_args();
     bench_stress_load(&mut summary);
+    bench_instants_load(&mut summary);
     bench_ingest(&mut c);
     bench_big(&mut c, &mut summary);
     c.final_summary();

@@ -30,6 +30,9 @@ pub struct SynthOptions {
     pub process_name: String,
     /// Idle time between two units of work on one thread (ns, lower and upper bound).
     pub gap_ns: (u64, u64),
+    /// Also write a "queue depth" plot value every tenth frame and a message (in its frame)
+    /// every hundredth, as a program using plots and messages would (issue 30).
+    pub instants: bool,
 }
 
 impl Default for SynthOptions {
@@ -42,6 +45,7 @@ impl Default for SynthOptions {
             with_data: true,
             process_name: "synth-server".into(),
             gap_ns: (5_000, 200_000),
+            instants: false,
         }
     }
 }
@@ -138,6 +142,7 @@ pub struct Generator {
     doc: Vec<u8>,
     gap: (u64, u64),
     units: u64,
+    instants: bool,
 }
 
 impl Generator {
@@ -158,6 +163,7 @@ impl Generator {
             doc: Vec::new(),
             gap: opts.gap_ns,
             units: 0,
+            instants: opts.instants,
         }
     }
 
@@ -253,7 +259,40 @@ impl Generator {
         t.bytes.resize(start + rec.encoded_len(), 0);
         rec.encode(&mut t.bytes[start..]);
         self.frames += 1;
+        if self.instants {
+            self.instants(th, id, ctx.unwrap_or(id));
+        }
         id
+    }
+
+    /// A plot value every tenth frame, a message in the frame every hundredth.
+    #[cold]
+    fn instants(&mut self, th: usize, id: u32, context: u32) {
+        let t = &mut self.threads[th];
+        if self.frames.is_multiple_of(10) {
+            Record::Plot(formats::Plot {
+                worker: self.worker,
+                timestamp: t.clock,
+                value: (self.frames / 10 % 64) as f64,
+                mode: formats::PlotMode::Value,
+                unit: formats::PlotUnit::COUNT,
+                name: "queue depth",
+            })
+            .encode_to_vec(&mut t.bytes);
+        }
+        if self.frames.is_multiple_of(100) {
+            let text = format!("cache miss for user {}", self.frames / 100 % 1000);
+            Record::Message(formats::Message {
+                frame: id,
+                worker: self.worker,
+                timestamp: t.clock,
+                context,
+                level: formats::Level::INFO,
+                text: &text,
+                fields: None,
+            })
+            .encode_to_vec(&mut t.bytes);
+        }
     }
 
     fn end(&mut self, th: usize, id: u32) {
