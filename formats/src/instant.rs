@@ -7,7 +7,7 @@
 //! [`Plot::from_payload`], [`Message::from_payload`] and [`FrameAlloc::from_payload`].
 
 use crate::bson_check::check_document;
-use crate::compact::get_varint;
+use crate::varint::get_varint;
 
 /// Plot payload bytes before the series name (value, mode, unit).
 pub const PLOT_FIXED: usize = 10;

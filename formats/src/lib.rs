@@ -49,6 +49,7 @@ mod label;
 pub mod nesting;
 pub mod protocol;
 mod record;
+pub mod varint;
 
 pub use batch::{
     BATCH_RECORD_LEN, BatchHeader, DATA_BATCH_TARGET, DATA_MARKER_LEN, DamageKind, DataMarker,

@@ -10,64 +10,9 @@ pub mod frames;
 /// Largest `raw_len` of a compact block body (16 MiB): a reader refuses more before allocating.
 pub const MAX_RAW_BLOCK_LEN: usize = 16 << 20;
 
-/// Appends `v` as an unsigned LEB128 varint (at most 10 bytes).
-#[inline]
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Reads a varint from the front of `buf`, advancing it; `None` if cut short or over 10 bytes.
-#[inline]
-pub fn get_varint(buf: &mut &[u8]) -> Option<u64> {
-    // Up to 8 bytes at once when 8 are there: find the first byte without its high bit and
-    // gather the 7-bit groups before it with shifts (no loop, no branch per byte).
-    if let Some(word) = buf.get(..8) {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(word);
-        let x = u64::from_le_bytes(w);
-        let stops = !x & 0x8080_8080_8080_8080;
-        if stops != 0 {
-            let len = (stops.trailing_zeros() / 8 + 1) as usize;
-            let x = x & (u64::MAX >> (64 - 8 * len)) & 0x7f7f_7f7f_7f7f_7f7f;
-            let x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
-            let x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
-            let x = ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff);
-            *buf = &buf[len..];
-            return Some(x);
-        }
-    }
-    get_varint_slow(buf)
-}
-
-/// [`get_varint`] a byte at a time (near the end of a buffer, and for 9 or 10 bytes).
-#[inline(never)]
-fn get_varint_slow(buf: &mut &[u8]) -> Option<u64> {
-    let mut v = 0u64;
-    for (i, &b) in buf.iter().enumerate().take(10) {
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            *buf = &buf[i + 1..];
-            return Some(v);
-        }
-    }
-    None
-}
-
-/// Maps a signed difference to an unsigned one, small magnitudes to small numbers.
-#[inline]
-pub const fn zigzag(n: i64) -> u64 {
-    ((n << 1) ^ (n >> 63)) as u64
-}
-
-/// The inverse of [`zigzag`].
-#[inline]
-pub const fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
+// The integer codings are not only compact segments': frame allocation records use varints too,
+// in builds without zstd (the browser's).
+pub use crate::varint::{get_varint, put_varint, unzigzag, zigzag};
 
 /// Compresses `raw` into one Zstandard frame that states its content size.
 pub fn compress(raw: &[u8], level: i32) -> Vec<u8> {
@@ -97,6 +42,7 @@ pub fn decompress(body: &[u8], raw_len: usize) -> Result<Vec<u8>, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::varint::get_varint_slow;
     use proptest::prelude::*;
 
     proptest! {
