@@ -23,7 +23,7 @@ if ! wasm-bindgen --version 2>/dev/null | grep -q " $VERSION\$"; then
     cargo install --quiet wasm-bindgen-cli --version "$VERSION"
 fi
 
-cargo build --release --target wasm32-unknown-unknown -p debugger-gui --bin debugger-gui
+cargo build --release --target wasm32-unknown-unknown -p framelog-debugger --bin debugger-gui
 mkdir -p "$OUT"
 wasm-bindgen --target web --no-typescript --out-dir "$OUT" --out-name debugger \
     target/wasm32-unknown-unknown/release/debugger-gui.wasm

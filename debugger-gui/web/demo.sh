@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 ADDR="${1:-127.0.0.1:8080}"
 
 debugger-gui/web/build.sh target/release/web
-cargo build --release -p framelog -p stopwatch --features stopwatch/demo --bin framelog --example demo
+cargo build --release -p framelog -p framelog-stopwatch --features stopwatch/demo --bin framelog --example demo
 LOG="$(mktemp -d -t framelog-web-demo.XXXXXX)"
 target/release/examples/demo "$LOG" forever &
 DEMO=$!

@@ -2,8 +2,8 @@
 //! speed, each beside a floor measured in the same run.
 //!
 //! ```sh
-//! cargo run --release -p stopwatch --features demo --example stress -- --dir /tmp/s --threads 2 --frames 500000 --depth 4 --data-every 100 --mode block --segment-mib 8
-//! cargo run --release -p stopwatch --features demo --example demo -- /tmp/d 5
+//! cargo run --release -p framelog-stopwatch --features demo --example stress -- --dir /tmp/s --threads 2 --frames 500000 --depth 4 --data-every 100 --mode block --segment-mib 8
+//! cargo run --release -p framelog-stopwatch --features demo --example demo -- /tmp/d 5
 //! STRESS_LOG=/tmp/s DEMO_LOG=/tmp/d cargo bench -p framelog --bench compact
 //! ```
 //!

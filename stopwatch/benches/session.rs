@@ -9,7 +9,7 @@
 //! - latency: a connected `Recorder` records frames at a steady rate; a reader tails the
 //!   server's log and compares each end record's arrival with its timestamp.
 //!
-//! `cargo bench -p stopwatch --bench session`
+//! `cargo bench -p framelog-stopwatch --bench session`
 
 #![allow(missing_docs)]
 

@@ -14,7 +14,7 @@
 //! Each row's output files are deleted when it ends, so their write-back to disk does not
 //! land in a later row.
 //!
-//! `cargo bench -p stopwatch --features tracing --bench tracing` (add `-- layer` to run only
+//! `cargo bench -p framelog-stopwatch --features tracing --bench tracing` (add `-- layer` to run only
 //! the `TracingLayer` rows and their floors, `-- fields` for only the fields + event shape,
 //! e.g. under `perf record`).
 

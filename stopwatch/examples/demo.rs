@@ -1,6 +1,6 @@
 //! Records the demo workload (HTTP-like requests, db queries, templates, jobs, async tasks).
 //!
-//! `cargo run --release -p stopwatch --features demo --example demo -- [DIR] [SECONDS|forever]
+//! `cargo run --release -p framelog-stopwatch --features demo --example demo -- [DIR] [SECONDS|forever]
 //!  [THREADS] [--connect HOST:PORT] [--suspend]`
 
 use std::io::Write;

@@ -1,6 +1,6 @@
 //! Records N frames per thread as fast as possible and prints one JSON line.
 //!
-//! `cargo run --release -p stopwatch --features demo --example stress -- --dir DIR
+//! `cargo run --release -p framelog-stopwatch --features demo --example stress -- --dir DIR
 //!  --threads T --frames N --mode drop|block --buffer-kib K --data-every M --depth D
 //!  [--connect HOST:PORT [--suspend]]`
 

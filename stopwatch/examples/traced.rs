@@ -1,7 +1,7 @@
 //! A small tokio service instrumented only with `tracing` (`#[instrument]`, events, a span
 //! field recorded later), recorded by `TracingLayer` into a log directory.
 //!
-//! `cargo run --release -p stopwatch --features tracing --example traced -- [DIR] [REQUESTS]`
+//! `cargo run --release -p framelog-stopwatch --features tracing --example traced -- [DIR] [REQUESTS]`
 //! then `framelog stats DIR`, `framelog export DIR -o trace.json` or `debugger-gui DIR`.
 
 use std::path::PathBuf;

@@ -7,7 +7,7 @@
 //!
 //! The monotonic source is the CPU's invariant time-stamp counter through `quanta` when the
 //! CPU has one (x86-64 with invariant TSC + RDTSCP, or AArch64's system counter), else
-//! `std::time::Instant`. `cargo bench -p stopwatch` measures both in the same run: on the
+//! `std::time::Instant`. `cargo bench -p framelog-stopwatch` measures both in the same run: on the
 //! development machine two TSC reads cost about half of two `Instant::now()` calls, and the
 //! frame cost is dominated by its two timestamps, which is why the TSC is the default.
 

@@ -40,7 +40,7 @@ fn stress_bin() -> PathBuf {
             "--quiet",
             "--release",
             "-p",
-            "stopwatch",
+            "framelog-stopwatch",
             "--features",
             "demo",
             "--example",
