@@ -10,7 +10,7 @@
 //!   their labels, indexes their contexts and pairs starts with ends, into a [`Batch`] the
 //!   model applies without hashing a key. A frame that ends within its batch has its start
 //!   carry the end, so the applier has half the records to apply.
-//! - [`LabelMap`] and [`apply_events`] / [`apply_marks`] (the applier stage) put a batch into
+//! - [`LabelMap`] and `apply_events` / [`apply_marks`] (the applier stage) put a batch into
 //!   the [`Model`].
 //! - [`WriterWatch`] decides which writing processes stopped, from whatever tells it who is
 //!   alive (worker locks on disk, a server's Status messages).

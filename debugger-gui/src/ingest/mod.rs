@@ -1,5 +1,5 @@
 //! The ingest: a log's records into the shared model, from a log directory (`dir`, desktop
-//! only) or a remote log's socket ([`crate::remote`]); both feed the same [`Applier`]. What
+//! only) or a remote log's socket ([`crate::remote`]); both feed the same `Applier`. What
 //! records do to the model is [`crate::feed`]'s.
 //!
 //! For a directory, the reader runs on its own thread (`read_some` in slices of a few MiB, then

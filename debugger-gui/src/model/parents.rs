@@ -5,7 +5,7 @@
 //! below it in its lane (the nearest lower row's frame running at its start) of the same
 //! context whose call-tree node is the parent of the frame's node: the rows and the call tree
 //! already say so ([`Model::parent_of`] looks it up). Only the other frames have an entry in a
-//! side map ([`Parents`]): a parent that ran on another thread (async work that moved), one
+//! side map (`Parents`): a parent that ran on another thread (async work that moved), one
 //! that ended before its child started, one in another context, one hidden behind a
 //! concurrent frame with the same call path, and a parent that is not in the log (yet).
 //!

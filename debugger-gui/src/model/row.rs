@@ -14,7 +14,7 @@ const DUR_LONG: u32 = u32::MAX - 1;
 
 /// The frames of one row of one lane, sorted by start and never overlapping.
 ///
-/// A frame's fields are kept together ([`Cell`]), not a column each: placing a frame writes
+/// A frame's fields are kept together (`Cell`), not a column each: placing a frame writes
 /// one place in memory per row instead of six, and a log's lanes have many rows. With six
 /// columns a row, the pushes alone cost ~10 ns a frame more (cache misses on 48 streams for
 /// 2 lanes of 4 rows, measured in a standalone test).
@@ -27,7 +27,7 @@ pub struct Row {
     pub category: Vec<u8>,
     /// Level-of-detail summary: for aligned blocks of 16, 256, 4096 and 65,536 frames, the
     /// largest gap before a frame and the largest duration in the block (ns, saturating at
-    /// `u32::MAX`), so a merged run can skip whole blocks (see [`lod`]).
+    /// `u32::MAX`), so a merged run can skip whole blocks (see [`super::lod`]).
     pub summary: [Vec<(u32, u32)>; SUMMARY_LEVELS],
 }
 
@@ -310,7 +310,7 @@ pub(crate) struct Active {
 pub struct Lane {
     /// Worker (writing process) id.
     pub worker: u8,
-    /// Thread number within the process ([`UNKNOWN_THREAD`] if never announced).
+    /// Thread number within the process ([`super::UNKNOWN_THREAD`] if never announced).
     pub thread: u32,
     /// Thread name from the ThreadInfo record (may be empty).
     pub thread_name: String,
