@@ -19,6 +19,28 @@
 //! The browser build (`target_arch = "wasm32"`) has no files, threads or processes: it opens
 //! only a served log, and leaves out log directories, the demo, listening, exports and the
 //! recent logs list (their menu items are hidden, not broken).
+//!
+//! The model needs no window: feed it a log's records and ask what the views draw.
+//!
+//! ```
+//! use debugger_gui::model::Model;
+//! use formats::{Category, FrameEnd, FrameStart, Parent, Record};
+//!
+//! let mut log = Vec::new();
+//! for (id, label, parent, start, end) in [(1, "request", Parent::Root, 0, 100), (2, "db", Parent::Frame(1), 10, 60)] {
+//!     Record::Start(FrameStart { id, worker: 0, timestamp: start, context: 1, category: Category::HTTP, label, parent })
+//!         .encode_to_vec(&mut log);
+//!     Record::End(FrameEnd { id, worker: 0, timestamp: end }).encode_to_vec(&mut log);
+//! }
+//! let mut model = Model::new();
+//! model.apply_bytes(&log);
+//! assert_eq!(model.frame_count(), 2);
+//! assert_eq!(model.time_range(), Some((0, 100)));
+//! // The call tree behind the flame graph: request > db.
+//! let tree = model.call_tree();
+//! let db = (1..tree.len() as u32).find(|&n| model.labels().name(tree.label(n)) == "db").unwrap();
+//! assert_eq!(tree.depth(db), 2);
+//! ```
 
 // One `unsafe` call, in `memory` (glibc's malloc_trim: the README's memory numbers).
 #![deny(unsafe_code)]
