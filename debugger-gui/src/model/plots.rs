@@ -3,10 +3,18 @@
 //!
 //! A value is the series' value from its timestamp on (a step function); NaN is a gap. The
 //! level-of-detail query ([`Series::lod`]) gives the minimum and maximum of the values in
-//! each pixel's time bucket, so drawing follows pixels, not values: each series keeps a
-//! min/max summary over aligned blocks of 32, 1,024, 32,768 and 1,048,576 values, kept up to
-//! date as values arrive (a value out of time order is inserted where it belongs and the
-//! summary blocks after it are recomputed).
+//! each pixel's time bucket, so drawing follows pixels, not values: values are kept in runs
+//! in time order, each with a min/max summary over aligned blocks of 32, 1,024, 32,768 and
+//! 1,048,576 values, kept up to date as values are appended.
+//!
+//! Values arrive out of time order whenever a thread's buffer is flushed after another
+//! thread's newer values (with 8 threads writing one series, most flushes start behind).
+//! Inserting each into the middle of the main run cost a move of every value after it and a
+//! new summary for them (issue 30: ~180 ns a value). So a value behind the main run's newest
+//! is appended to a second run (the side run) instead; the side run is merged into the main
+//! run in one pass (from the side's oldest value on) only when a value is behind the side's
+//! newest too, i.e. about once per late flush. Every query reads both runs, as one sequence:
+//! by time, a main value before a side value of the same time (it arrived first).
 
 use formats::{Plot, PlotMode, PlotUnit};
 use rustc_hash::FxHashMap;
@@ -16,6 +24,15 @@ use rustc_hash::FxHashMap;
 const FAN: usize = 32;
 /// Summary levels above the values.
 const LEVELS: usize = 4;
+
+/// Values in time order (equal times in arrival order), with their min/max summary.
+#[derive(Clone, Debug, Default)]
+struct Run {
+    times: Vec<u64>,
+    values: Vec<f64>,
+    /// By level: (min, max) of each aligned block (NaN: the block holds only gaps).
+    summary: [Vec<(f64, f64)>; LEVELS],
+}
 
 /// One named series of one worker.
 #[derive(Clone, Debug)]
@@ -28,10 +45,10 @@ pub struct Series {
     pub unit: PlotUnit,
     /// Set values or running sums (the newest value's).
     pub mode: PlotMode,
-    times: Vec<u64>,
-    values: Vec<f64>,
-    /// By level: (min, max) of each aligned block (NaN: the block holds only gaps).
-    summary: [Vec<(f64, f64)>; LEVELS],
+    /// Values that arrived in time order, and those merged in from `side`.
+    main: Run,
+    /// Values that arrived behind `main`'s newest (all of them older than it), in time order.
+    side: Run,
 }
 
 /// The values of one pixel's time bucket.
@@ -63,77 +80,79 @@ pub fn bucket_start(t0: u64, px_ns: f64, j: u64) -> u64 {
     t0.saturating_add((j as f64 * px_ns).floor() as u64)
 }
 
-impl Series {
-    fn new(p: &Plot<'_>) -> Self {
-        Self {
-            worker: p.worker,
-            name: p.name.to_owned(),
-            unit: p.unit,
-            mode: p.mode,
-            times: Vec::new(),
-            values: Vec::new(),
-            summary: Default::default(),
-        }
-    }
-
-    /// Values held.
-    pub fn len(&self) -> usize {
+impl Run {
+    fn len(&self) -> usize {
         self.times.len()
     }
 
-    /// True if it holds no value.
-    pub fn is_empty(&self) -> bool {
-        self.times.is_empty()
+    fn last_time(&self) -> Option<u64> {
+        self.times.last().copied()
     }
 
-    /// The values' times, ascending (ns since the epoch).
-    pub fn times(&self) -> &[u64] {
-        &self.times
-    }
-
-    /// The values, in time order.
-    pub fn values(&self) -> &[f64] {
-        &self.values
-    }
-
-    /// First and last time, if any value.
-    pub fn time_range(&self) -> Option<(u64, u64)> {
-        Some((*self.times.first()?, *self.times.last()?))
-    }
-
-    /// Smallest and largest value over the whole series (NaN if only gaps).
-    pub fn value_range(&self) -> (f64, f64) {
-        self.range_min_max(0, self.len())
-    }
-
+    /// Appends a value no older than the newest.
+    #[inline]
     fn push(&mut self, t: u64, v: f64) {
+        debug_assert!(self.last_time().is_none_or(|l| l <= t));
         let n = self.times.len();
-        if n == 0 || self.times[n - 1] <= t {
-            self.times.push(t);
-            self.values.push(v);
-            // Grow the last block of every level by the new value.
-            let mut i = n;
-            for level in &mut self.summary {
-                let b = i / FAN;
-                if b == level.len() {
-                    level.push((v, v));
-                } else {
-                    level[b] = merge(level[b], (v, v));
-                }
-                i = b;
+        self.times.push(t);
+        self.values.push(v);
+        // Grow the last block of every level by the new value.
+        let mut i = n;
+        for level in &mut self.summary {
+            let b = i / FAN;
+            if b == level.len() {
+                level.push((v, v));
+            } else {
+                level[b] = merge(level[b], (v, v));
             }
-        } else {
-            // Out of time order (another thread's buffer flushed later): insert it where it
-            // belongs, after values of the same time.
-            let at = self.times.partition_point(|&x| x <= t);
-            self.times.insert(at, t);
-            self.values.insert(at, v);
-            self.resummarize(at);
+            i = b;
+        }
+    }
+
+    /// Moves every value of `other` (whose values all arrived after this run's values of the
+    /// same time) into this run, and empties it. The work is `other`'s values plus this run's
+    /// values newer than `other`'s oldest, not this run's whole length.
+    fn absorb(&mut self, other: &mut Run) {
+        let Some(&oldest) = other.times.first() else {
+            return;
+        };
+        // Late values are seldom far behind: gallop back from the newest (a binary search
+        // over the whole run missed the cache at every step, a third of the push's time).
+        let len = self.times.len();
+        let mut step = 1;
+        while step < len && self.times[len - step] > oldest {
+            step *= 2;
+        }
+        let lo = len - step.min(len);
+        let hi = len - step / 2;
+        let from = lo + self.times[lo..hi].partition_point(|&x| x <= oldest);
+        let (old, n) = (self.times.len(), other.len());
+        self.times.resize(old + n, 0);
+        self.values.resize(old + n, 0.0);
+        // Merge from the back, in place: the larger time goes last; of equal times, `other`'s
+        // (they arrived later).
+        let (mut i, mut j, mut k) = (old, n, old + n);
+        while j > 0 {
+            k -= 1;
+            if i > from && self.times[i - 1] > other.times[j - 1] {
+                i -= 1;
+                self.times[k] = self.times[i];
+                self.values[k] = self.values[i];
+            } else {
+                j -= 1;
+                self.times[k] = other.times[j];
+                self.values[k] = other.values[j];
+            }
+        }
+        self.resummarize(from);
+        other.times.clear();
+        other.values.clear();
+        for level in &mut other.summary {
+            level.clear();
         }
     }
 
     /// Recomputes every summary block holding value `from` or a later one.
-    #[cold]
     fn resummarize(&mut self, from: usize) {
         let mut from = from;
         let mut below_len = self.values.len();
@@ -158,7 +177,7 @@ impl Series {
     }
 
     /// Smallest and largest of values `a..b` (NaN if none but gaps).
-    pub fn range_min_max(&self, a: usize, b: usize) -> (f64, f64) {
+    fn range_min_max(&self, a: usize, b: usize) -> (f64, f64) {
         let mut acc = EMPTY;
         let (mut lo, mut hi) = (a, b.min(self.values.len()));
         if lo >= hi {
@@ -192,10 +211,94 @@ impl Series {
         acc
     }
 
-    /// The value in force at `t` (the newest value at or before it) and its time, if any.
-    pub fn value_at(&self, t: u64) -> Option<(u64, f64)> {
+    /// The newest value at or before `t`, with its time.
+    fn value_at(&self, t: u64) -> Option<(u64, f64)> {
         let i = self.times.partition_point(|&x| x <= t);
         (i > 0).then(|| (self.times[i - 1], self.values[i - 1]))
+    }
+
+    /// Index range of the values in `[t0, t1)`.
+    fn span(&self, t0: u64, t1: u64) -> (usize, usize) {
+        (
+            self.times.partition_point(|&x| x < t0),
+            self.times.partition_point(|&x| x < t1),
+        )
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.times.capacity() * 8
+            + self.values.capacity() * 8
+            + self
+                .summary
+                .iter()
+                .map(|l| l.capacity() * 16)
+                .sum::<usize>()
+    }
+}
+
+impl Series {
+    fn new(p: &Plot<'_>) -> Self {
+        Self {
+            worker: p.worker,
+            name: p.name.to_owned(),
+            unit: p.unit,
+            mode: p.mode,
+            main: Run::default(),
+            side: Run::default(),
+        }
+    }
+
+    /// Values held.
+    pub fn len(&self) -> usize {
+        self.main.len() + self.side.len()
+    }
+
+    /// True if it holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// First and last time, if any value.
+    pub fn time_range(&self) -> Option<(u64, u64)> {
+        let (m, s) = (&self.main.times, &self.side.times);
+        let first = match (m.first(), s.first()) {
+            (Some(&a), Some(&b)) => a.min(b),
+            (a, b) => *a.or(b)?,
+        };
+        // Side values are all older than the main run's newest.
+        let last = self.main.last_time().or(self.side.last_time())?;
+        Some((first, last))
+    }
+
+    /// Smallest and largest value over the whole series (NaN if only gaps).
+    pub fn value_range(&self) -> (f64, f64) {
+        merge(
+            self.main.range_min_max(0, self.main.len()),
+            self.side.range_min_max(0, self.side.len()),
+        )
+    }
+
+    fn push(&mut self, t: u64, v: f64) {
+        if self.main.last_time().is_none_or(|l| l <= t) {
+            self.main.push(t, v);
+        } else {
+            // Behind the newest value (another thread's buffer flushed later). A late
+            // flush's values come in time order, so they append to the side run; one behind
+            // that too (the next late flush) first merges the side run into the main run.
+            if self.side.last_time().is_some_and(|l| l > t) {
+                self.main.absorb(&mut self.side);
+            }
+            self.side.push(t, v);
+        }
+    }
+
+    /// The value in force at `t` (the newest value at or before it) and its time, if any.
+    pub fn value_at(&self, t: u64) -> Option<(u64, f64)> {
+        match (self.main.value_at(t), self.side.value_at(t)) {
+            // Of equal times the side's is the later.
+            (Some(m), Some(s)) => Some(if s.0 >= m.0 { s } else { m }),
+            (m, s) => m.or(s),
+        }
     }
 
     /// Appends to `out` one bucket per pixel of `[t0, t1)` (pixels of `px_ns` ns from `t0`, see
@@ -206,10 +309,16 @@ impl Series {
         let px_ns = px_ns.max(1e-3);
         let before = self.value_at(t0.saturating_sub(1)).map(|(_, v)| v);
         let before = if t0 == 0 { None } else { before };
-        let mut a = self.times.partition_point(|&x| x < t0);
-        let end = self.times.partition_point(|&x| x < t1);
-        while a < end {
-            let t = self.times[a];
+        let (m, s) = (&self.main, &self.side);
+        let (mut am, end_m) = m.span(t0, t1);
+        let (mut as_, end_s) = s.span(t0, t1);
+        loop {
+            let t = match (am < end_m, as_ < end_s) {
+                (true, true) => m.times[am].min(s.times[as_]),
+                (true, false) => m.times[am],
+                (false, true) => s.times[as_],
+                (false, false) => break,
+            };
             // The bucket holding t: estimated, then corrected for rounding.
             let mut j = ((t - t0) as f64 / px_ns) as u64;
             while j > 0 && bucket_start(t0, px_ns, j) > t {
@@ -219,30 +328,44 @@ impl Series {
                 j += 1;
             }
             let next = bucket_start(t0, px_ns, j + 1);
-            let b = a + self.times[a..end].partition_point(|&x| x < next);
-            let (min, max) = self.range_min_max(a, b);
+            let bm = am + m.times[am..end_m].partition_point(|&x| x < next);
+            let bs = as_ + s.times[as_..end_s].partition_point(|&x| x < next);
+            let (min, max) = merge(m.range_min_max(am, bm), s.range_min_max(as_, bs));
+            // First: the older; of equal times the main run's (it arrived first). Last: the
+            // newer; of equal times the side run's.
+            let first = if am < bm && (as_ == bs || m.times[am] <= s.times[as_]) {
+                m.values[am]
+            } else {
+                s.values[as_]
+            };
+            let last = if as_ < bs && (am == bm || s.times[bs - 1] >= m.times[bm - 1]) {
+                s.values[bs - 1]
+            } else {
+                m.values[bm - 1]
+            };
             out.push(PlotBucket {
                 index: j as u32,
                 min,
                 max,
-                first: self.values[a],
-                last: self.values[b - 1],
+                first,
+                last,
             });
-            a = b;
+            (am, as_) = (bm, bs);
         }
         before
     }
 
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.times.capacity() * 8
-            + self.values.capacity() * 8
-            + self
-                .summary
-                .iter()
-                .map(|l| l.capacity() * 16)
-                .sum::<usize>()
-            + self.name.capacity()
+        self.main.heap_bytes() + self.side.heap_bytes() + self.name.capacity()
+    }
+
+    /// Every (time, value), in order (one merged copy; for tests).
+    #[cfg(test)]
+    fn points(&self) -> Vec<(u64, f64)> {
+        let mut c = self.clone();
+        c.main.absorb(&mut c.side);
+        c.main.times.into_iter().zip(c.main.values).collect()
     }
 }
 
@@ -430,7 +553,12 @@ mod tests {
             }
             let s = &plots.series()[0];
             let (times, values): (Vec<u64>, Vec<f64>) = reference.iter().copied().unzip();
-            assert_eq!(s.times(), &times[..], "seed {seed}");
+            let got: Vec<(u64, u64)> = s.points().iter().map(|&(t, v)| (t, v.to_bits())).collect();
+            let want: Vec<(u64, u64)> = reference.iter().map(|&(t, v)| (t, v.to_bits())).collect();
+            assert_eq!(got, want, "seed {seed}");
+            // The index ranges below are over the whole series, merged.
+            let mut merged = s.clone();
+            merged.main.absorb(&mut merged.side);
             for _ in 0..40 {
                 let t0 = rng.gen_range(0..t);
                 let t1 = rng.gen_range(t0..t + 100);
@@ -457,9 +585,104 @@ mod tests {
                 let a = rng.gen_range(0..values.len());
                 let b = rng.gen_range(a..=values.len());
                 let want = values[a..b].iter().fold(EMPTY, |m, &v| merge(m, (v, v)));
-                let got = s.range_min_max(a, b);
+                let got = merged.main.range_min_max(a, b);
                 assert!(same(got.0, want.0) && same(got.1, want.1));
             }
+        }
+    }
+
+    /// Eight threads write one series, each in time order into its own buffer, and the
+    /// buffers reach the log whole at random moments (one thread lagging far behind, clocks
+    /// coarse enough that threads often share a time): most values arrive behind the newest,
+    /// so the side run fills and is merged over and over. Between flushes, every query (lod
+    /// with its value before, value_at, time and value range, length) gives exactly what the
+    /// brute force gives over the values inserted one by one where they belong (equal times
+    /// in arrival order: the values are arrival numbers, so a wrong order shows).
+    #[test]
+    fn out_of_order_flushes_interleaved_with_queries_match_brute_force() {
+        for seed in 0..6u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(100 + seed);
+            let threads = 8usize;
+            let mut clocks = vec![1_000u64; threads];
+            let mut bufs: Vec<Vec<(u64, f64)>> = vec![Vec::new(); threads];
+            let mut plots = Plots::default();
+            let mut reference: Vec<(u64, f64)> = Vec::new();
+            let mut arrivals = 0u32;
+            let mut queries = 0;
+            while reference.len() < 40_000 {
+                let th = rng.gen_range(0..threads);
+                clocks[th] += rng.gen_range(0..4);
+                let v = if rng.gen_bool(0.02) {
+                    f64::NAN
+                } else {
+                    f64::from(arrivals)
+                };
+                arrivals += 1;
+                bufs[th].push((clocks[th], v));
+                // Thread 0 flushes rarely: its values land far behind the newest.
+                let cap = if th == 0 { 3_000 } else { 200 };
+                if bufs[th].len() < rng.gen_range(1..cap) {
+                    continue;
+                }
+                for (t, v) in bufs[th].drain(..) {
+                    plots.push(&plot(3, "q", t, v));
+                    let p = reference.partition_point(|&(x, _)| x <= t);
+                    reference.insert(p, (t, v));
+                }
+                let s = &plots.series()[0];
+                assert!(
+                    s.side
+                        .last_time()
+                        .is_none_or(|l| l < s.main.last_time().unwrap()),
+                    "side values are older than the main run's newest"
+                );
+                if !rng.gen_bool(0.3) {
+                    continue;
+                }
+                queries += 1;
+                let (times, values): (Vec<u64>, Vec<f64>) = reference.iter().copied().unzip();
+                let (lo, hi) = (times[0], times[times.len() - 1]);
+                assert_eq!(s.len(), reference.len());
+                assert_eq!(s.time_range(), Some((lo, hi)));
+                let want = values.iter().fold(EMPTY, |m, &v| merge(m, (v, v)));
+                let got = s.value_range();
+                assert!(same(got.0, want.0) && same(got.1, want.1));
+                for _ in 0..4 {
+                    let t0 = rng.gen_range(lo.saturating_sub(10)..=hi);
+                    let t1 = rng.gen_range(t0..hi + 10);
+                    let px = rng.gen_range(0.5..(t1 - t0 + 1) as f64 / 3.0 + 1.0);
+                    let mut got = Vec::new();
+                    let before = s.lod(t0, t1, px, &mut got);
+                    let want = brute(&times, &values, t0, t1, px);
+                    assert_eq!(got.len(), want.len(), "seed {seed} {t0}..{t1} px {px}");
+                    for (g, w) in got.iter().zip(&want) {
+                        assert_eq!(g.index, w.index);
+                        assert!(
+                            same(g.min, w.min)
+                                && same(g.max, w.max)
+                                && same(g.first, w.first)
+                                && same(g.last, w.last),
+                            "seed {seed}: {g:?} vs {w:?}"
+                        );
+                    }
+                    let wb = reference.iter().rev().find(|&&(x, _)| x < t0);
+                    let wb = wb.filter(|_| t0 > 0).map(|&(_, v)| v.to_bits());
+                    assert_eq!(before.map(f64::to_bits), wb);
+                    let t = rng.gen_range(lo.saturating_sub(10)..hi + 10);
+                    let want = reference.iter().rev().find(|&&(x, _)| x <= t);
+                    let bits = |o: Option<(u64, f64)>| o.map(|(x, v)| (x, v.to_bits()));
+                    assert_eq!(
+                        bits(s.value_at(t)),
+                        bits(want.copied()),
+                        "seed {seed} at {t}"
+                    );
+                }
+            }
+            assert!(queries > 50);
+            let s = &plots.series()[0];
+            let got: Vec<(u64, u64)> = s.points().iter().map(|&(t, v)| (t, v.to_bits())).collect();
+            let want: Vec<(u64, u64)> = reference.iter().map(|&(t, v)| (t, v.to_bits())).collect();
+            assert_eq!(got, want, "seed {seed}");
         }
     }
 
