@@ -44,6 +44,15 @@ pub fn encode_frames(buf: &mut Vec<u8>, worker: u8, first: u32, count: u32, labe
     }
 }
 
+/// Says, where a person running `cargo test` sees it, that `test` was skipped and why.
+///
+/// Written to the process's stderr directly: the test harness captures `eprintln!` of a
+/// passing test, so a skipped test would otherwise just say "ok".
+pub fn skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "\n    {test}: SKIPPED: {why}");
+}
+
 /// The `framelog` CLI, built fresh (once per test process) into this test binary's target
 /// directory: it belongs to another package, so Cargo does not build it for these tests.
 pub fn framelog_bin() -> std::path::PathBuf {

@@ -77,7 +77,7 @@ fn web_or_skip() -> Option<String> {
             panic!("the browser test cannot run: {why}")
         }
         Err(why) => {
-            eprintln!("skipped: {why}");
+            framelog_tests::skipped("a browser_viewer test", &why.to_string());
             None
         }
     }
@@ -271,7 +271,7 @@ fn browser_tools_or_skip() -> bool {
         std::env::var_os("CI").is_none(),
         "the browser test cannot run: {why}"
     );
-    eprintln!("skipped: {why}");
+    framelog_tests::skipped("a browser_viewer test", &why.to_string());
     false
 }
 

