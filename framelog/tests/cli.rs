@@ -479,3 +479,53 @@ fn damage_mid_log_is_skipped_by_every_command_and_recover_copies_the_rest() {
     let w = reopen_worker(&out_dir, worker);
     assert!(w.reserve_ids(1).unwrap() >= used + 500);
 }
+
+/// `framelog view` without a built browser viewer says so on stderr before it serves, and its
+/// `/` says how to build it (the window connects anyway).
+#[test]
+fn view_without_the_browser_viewer_warns_and_its_page_says_how_to_build_it() {
+    let dir = tempfile::tempdir().unwrap();
+    sample_log(dir.path());
+    // The binary's own directory has no web/ (tests never build the page there).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(["view", dir_arg(&dir), "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let serving = out.next().expect("a line").unwrap();
+    let addr = serving
+        .strip_prefix("serving http://")
+        .and_then(|a| a.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("{serving}"))
+        .to_owned();
+    // The warning came before the address was printed.
+    let mut err = child.stderr.take().unwrap();
+    let page = {
+        use std::io::Read;
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut err, &mut stderr).unwrap();
+    assert!(
+        stderr.contains("warning: the browser viewer is not built")
+            && stderr.contains("debugger-gui/web/build.sh"),
+        "{stderr}"
+    );
+    assert!(
+        page.starts_with("HTTP/1.1 200") && page.contains("web/build.sh"),
+        "{page}"
+    );
+}

@@ -1083,8 +1083,10 @@ fn content_type(path: &Path) -> &'static str {
 
 const NOT_BUILT_PAGE: &str = "<!doctype html><meta charset=utf-8><title>framelog</title>\
 <p>This framelog server streams its log to viewers at <code>/ws</code>, but the browser \
-viewer is not built. Build it (see the README, <em>The debugger in a browser</em>) and pass \
-<code>--web DIR</code>, or open the log with <code>debugger-gui ws://HOST:PORT/ws</code>.";
+viewer is not built. Build it with <code>debugger-gui/web/build.sh target/release/web</code> \
+in the framelog repository (see <code>docs/DEBUGGER.md</code>, <em>The debugger in a \
+browser</em>) and restart the server, or pass <code>--web DIR</code>; or open the log with \
+<code>debugger-gui ws://HOST:PORT/ws</code>.";
 
 /// Close code for a policy violation (a viewer that stopped reading, too many requests).
 const POLICY: u16 = 1008;

@@ -49,6 +49,15 @@ impl HttpArgs {
                 root.display()
             );
         }
+        if opts.web_root.is_none() {
+            // Said before serving: otherwise a user opens the address and finds a note.
+            eprintln!(
+                "framelog {who}: warning: the browser viewer is not built (no web/index.html \
+                 beside this executable, no --web DIR): http://ADDR/ will say how to build it \
+                 (`debugger-gui/web/build.sh target/release/web` in the repository); the \
+                 window connects anyway: debugger-gui ws://ADDR/ws"
+            );
+        }
         opts.token = token.filter(|t| !t.is_empty());
         opts.max_viewers = self.max_viewers.max(1);
         opts.max_connections = self.max_http_connections.max(1);
