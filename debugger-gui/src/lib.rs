@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod apply;
 pub mod data_loader;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod demo;

@@ -7,8 +7,8 @@
 //! way a batch's bytes are granted back as credit once they are in the model, so the server
 //! never sends more than [`crate::feed::viewer::CREDIT_WINDOW`] ahead of what the window
 //! took in. Frame data
-//! requests go out on the same socket and their answers come back to the
-//! [`crate::data_loader::DataLoader`].
+//! requests go out on the same socket and their answers come back to the data loader
+//! (`data_loader`, which holds the [`Link`]).
 
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -20,9 +20,9 @@ use formats::protocol::viewer::MAX_SERVER_MESSAGE;
 use formats::protocol::{RefuseReason, printable};
 use parking_lot::Mutex;
 
+use crate::apply::{Applier, Shared};
 use crate::feed::viewer::{CreditWindow, DataRequests, DataResult, Incoming, ViewerFeed};
 use crate::feed::{Batch, ReadState};
-use crate::ingest::{Applier, Shared};
 
 /// The sending half of a session, shared by the socket thread (Hello, data requests waiting
 /// their turn), the applier (credit) and the window (data requests).
@@ -218,7 +218,7 @@ impl Sink {
             .spawn(move || {
                 let stopped = || shared.stop.load(Ordering::Relaxed);
                 let grant = |bytes| link.grant(bytes);
-                crate::ingest::applier(&shared, rx, recycle_tx, &stopped, &grant);
+                crate::apply::applier(&shared, rx, recycle_tx, &stopped, &grant);
             })
             .expect("spawn the remote applier thread");
         (Sink::Thread { tx, recycle }, Some(handle))

@@ -1,6 +1,6 @@
 //! What becomes of a listening window's temporary log when the window closes: kept where it
 //! is, saved elsewhere (moved, or copied where a move cannot go) or deleted. No window
-//! needed: the quit dialog ([`crate::ui::quit_dialog`]) asks, this does it.
+//! needed: the quit dialog (in the views, `ui::quit_dialog`) asks, this does it.
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,6 @@
-//! Records into model updates, whatever their source: a log directory read by
-//! [`crate::ingest`] or a viewer session over a WebSocket ([`crate::remote`]).
+//! Records into model updates, whatever their source: a log directory read by the native
+//! shell's `ingest`, or a viewer session over a WebSocket (the shell's `remote`, or the page's
+//! socket). The portable core: it names no shell module (see the crate's docs).
 //!
 //! Nothing here opens a file, starts a thread or reads a clock, so it runs unchanged where
 //! there are none (the debugger compiled to WebAssembly). The drivers decide where each stage

@@ -1,6 +1,6 @@
 //! The viewer's side of a viewer session (`docs/PROTOCOL.md`, *Viewer sessions*) without a
 //! socket: server messages in, model batches and messages to send out. A driver moves the
-//! bytes (natively [`crate::remote`]; in a browser, the page's WebSocket).
+//! bytes (the shell's `remote`: natively a socket thread; in a browser, the page's WebSocket).
 //!
 //! - [`ViewerFeed`] digests Records into [`Batch`]es, places Damage, and turns Status into
 //!   progress and stopped writers (a writer missing from a caught-up Status stopped: every

@@ -9,7 +9,7 @@ use web_time::Instant;
 
 use framelog::{Error, LogReader};
 
-use super::{Shared, applier};
+use crate::apply::{Shared, applier};
 use crate::feed::{Batch, Digest, ReadState, WriterWatch};
 
 /// Bytes the reader delivers per `read_some` call.

@@ -157,6 +157,25 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use std::collections::HashMap;
 
+    /// The test log's allocation records (here, so that the test log, which every model
+    /// module's tests use, needs no model module).
+    impl Log {
+        /// A frame's allocation counts (type 9).
+        pub(crate) fn alloc(&mut self, w: u8, id: u32, ts: u64, c: &AllocCounts) -> &mut Self {
+            formats::Record::FrameAlloc(formats::FrameAlloc {
+                id,
+                worker: w,
+                timestamp: ts,
+                allocs: c.allocs,
+                alloc_bytes: c.alloc_bytes,
+                frees: c.frees,
+                freed_bytes: c.freed_bytes,
+            })
+            .encode_to_vec(&mut self.bytes);
+            self
+        }
+    }
+
     /// Random frames, some with one or two allocation records (on the thread that ends them,
     /// right before the end): per-frame counts and per-label totals are the brute-force sums,
     /// read directly and through the reader stage alike.

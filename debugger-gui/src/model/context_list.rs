@@ -232,3 +232,111 @@ impl Model {
         ContextList::Entries(self.query_contexts(q))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::test_log::Log;
+
+    #[test]
+    fn sorting_by_start_merges_lanes_as_a_full_sort_would() {
+        // Three threads of two processes (merged), then twenty (sorted whole); then three
+        // whose requests are sometimes recorded after later ones (a lane sorted first).
+        for (threads, backwards) in [(3usize, false), (20, false), (3, true)] {
+            by_start_on_threads(threads, backwards);
+        }
+    }
+
+    fn by_start_on_threads(threads: usize, backwards: bool) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut l = Log::default();
+        // Threads record requests in order, written in chunks that interleave (as threads'
+        // buffers reach a log); some start at the same time.
+        let mut next = vec![100u64; threads];
+        let mut id = 0;
+        for _ in 0..300 {
+            let lane = rng.gen_range(0..threads);
+            let w = (lane / 2) as u8;
+            l.thread(w, lane as u32, "t");
+            for _ in 0..rng.gen_range(1..6) {
+                id += 1;
+                let mut t = next[lane];
+                if backwards && rng.gen_bool(0.2) {
+                    t -= rng.gen_range(0..t.min(300));
+                }
+                let d = rng.gen_range(1..50);
+                let label = ["GET /a", "GET /b", "job"][rng.gen_range(0..3)];
+                l.start(w, id, t, id, label).end(w, id, t + d);
+                next[lane] += d + rng.gen_range(0..3) * 10;
+            }
+        }
+        let m = l.model();
+        let queries = [
+            ContextQuery::default(),
+            ContextQuery {
+                descending: true,
+                ..Default::default()
+            },
+            ContextQuery {
+                label: "get".into(),
+                min_duration_ns: 10,
+                range: Some((500, 3_000)),
+                ..Default::default()
+            },
+        ];
+        for q in queries {
+            let got = m.query_contexts(&q);
+            // The rule: all listed contexts sorted by (start, entry).
+            let mut want: Vec<(u64, u32)> = (0..m.contexts().len() as u32)
+                .filter_map(|i| m.context_row(i).map(|r| (r, i)))
+                .filter(|(r, _)| {
+                    m.labels().name(r.label).to_lowercase().contains(&q.label)
+                        && r.duration >= q.min_duration_ns
+                        && q.range.is_none_or(|(a, b)| r.start >= a && r.start < b)
+                })
+                .map(|(r, i)| (r.start, i))
+                .collect();
+            want.sort_unstable();
+            if q.descending {
+                want.reverse();
+            }
+            let want: Vec<u32> = want.into_iter().map(|(_, i)| i).collect();
+            assert!(want.len() > 50, "{}", want.len());
+            assert_eq!(got, want, "{q:?}");
+            // The list the panel shows: the default one merged from the lanes as rows are
+            // read (unless a lane is out of order), the same rows in the same order.
+            let list = m.list_contexts(&q);
+            let merged = matches!(list, ContextList::ByStart { .. });
+            assert_eq!(merged, q.label.is_empty() && !backwards, "{q:?}");
+            assert_eq!(list.len(), want.len());
+            assert_eq!(list.to_vec(&m), want, "{q:?}");
+            // Read as a scrolled table does: a jump anywhere, then rows either way.
+            let mut rows = list.cursor(&m);
+            for _ in 0..100 {
+                let i = rng.gen_range(0..want.len());
+                assert_eq!(rows.get(i), Some(want[i]), "row {i}");
+                for j in (i.saturating_sub(5)..i)
+                    .rev()
+                    .chain(i.saturating_sub(5)..want.len().min(i + 5))
+                {
+                    assert_eq!(rows.get(j), Some(want[j]), "row {j} after {i}");
+                }
+            }
+            assert_eq!(rows.get(want.len()), None);
+        }
+    }
+
+    #[test]
+    fn a_context_whose_root_comes_twice_is_listed_once() {
+        let mut l = Log::default();
+        l.start(0, 1, 0, 1, "GET /a").end(0, 1, 100);
+        l.start(0, 2, 200, 2, "GET /b").end(0, 2, 300);
+        // The same context value's root again (ids used again).
+        l.start(0, 1, 400, 1, "GET /c").end(0, 1, 500);
+        let m = l.model();
+        let list = m.list_contexts(&ContextQuery::default());
+        assert_eq!(list.to_vec(&m), m.query_contexts(&ContextQuery::default()));
+        assert_eq!(list.len(), 2);
+    }
+}

@@ -27,7 +27,7 @@ pub struct Row {
     pub category: Vec<u8>,
     /// Level-of-detail summary: for aligned blocks of 16, 256, 4096 and 65,536 frames, the
     /// largest gap before a frame and the largest duration in the block (ns, saturating at
-    /// `u32::MAX`), so a merged run can skip whole blocks (see [`super::lod`]).
+    /// `u32::MAX`), so a merged run can skip whole blocks (see the `lod` module).
     pub summary: [Vec<(u32, u32)>; SUMMARY_LEVELS],
 }
 

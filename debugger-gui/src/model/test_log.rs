@@ -121,26 +121,6 @@ impl Log {
         .encode_to_vec(&mut self.bytes);
         self
     }
-    /// A frame's allocation counts (type 9).
-    pub fn alloc(
-        &mut self,
-        w: u8,
-        id: u32,
-        ts: u64,
-        c: &crate::model::allocs::AllocCounts,
-    ) -> &mut Self {
-        Record::FrameAlloc(formats::FrameAlloc {
-            id,
-            worker: w,
-            timestamp: ts,
-            allocs: c.allocs,
-            alloc_bytes: c.alloc_bytes,
-            frees: c.frees,
-            freed_bytes: c.freed_bytes,
-        })
-        .encode_to_vec(&mut self.bytes);
-        self
-    }
     pub fn model(&self) -> Model {
         let mut m = Model::new();
         m.apply_bytes(&self.bytes);
