@@ -4,7 +4,9 @@
 //!   statistics and contexts — plain Rust, no drawing.
 //! - [`feed`]: records into model updates, from files or a socket alike (no I/O, no
 //!   threads: it runs in the browser too).
-//! - [`ingest`]: a log's records into the model through one applier: a log directory's
+//! - [`apply`]: the applier stage both sources feed: batches into the shared model a chunk
+//!   per lock, the status (progress, rate) and repaints.
+//! - [`ingest`]: a log's records into the model through that applier: a log directory's
 //!   reader threads (desktop), or a remote log ([`remote`]).
 //! - [`data_loader`]: frame data on demand, off the UI thread.
 //! - [`export_job`]: File > Export… (Chrome JSON, speedscope) off the UI thread.
@@ -19,6 +21,43 @@
 //! The browser build (`target_arch = "wasm32"`) has no files, threads or processes: it opens
 //! only a served log, and leaves out log directories, the demo, listening, exports and the
 //! recent logs list (their menu items are hidden, not broken).
+//!
+//! # Rooms: the portable core, the native shell, the views
+//!
+//! Every arrow points one way, and between sibling modules (the crate's top-level modules;
+//! `model`'s files; `ui`'s) there is no cycle. A module and its own parent or children are
+//! one room (`model/layout.rs` uses `super::Model`, `model/mod.rs` holds a `ContextIndex`).
+//!
+//! - **Core** (portable: no I/O, no threads, no window; the browser build runs it as is):
+//!   [`model`], [`feed`], [`timefmt`]. The core imports only the core, and its docs name no
+//!   other module.
+//! - **Shell** (files, threads, sockets, processes; the browser's entry): [`apply`],
+//!   [`ingest`], [`remote`], [`data_loader`], [`source`], `memory`, `listen`, `export_job`,
+//!   `recent`, `temp_log`, `demo`, `synth`, `web`. The shell imports the core.
+//! - **Views**: [`ui`] and [`app`] draw the core, driven by the shell.
+//!
+//! ```text
+//! views  web ──► app ──► ui
+//!        app ──► data_loader, ingest, listen, temp_log, recent, source, demo, export_job
+//!        ui  ──► data_loader, ingest, listen, temp_log
+//! shell  data_loader ──► ingest ──► remote ──► apply ──► memory
+//!        data_loader ──► remote     ingest ──► apply, source (ingest/dir: the reader thread)
+//!        listen ──► temp_log        recent ──► source        demo, ingest (tests) ──► synth
+//! core   web, data_loader, ingest, remote, apply ──► feed ──► model ──► timefmt
+//!        app, ui, ingest, apply, synth (tests) ──► model;  app, ui ──► timefmt
+//!
+//! model  layout ──► parents, pair, row, contexts, messages, calltree
+//!        context_list ──► contexts;  lod ──► row, calltree;  parents ──► row, calltree
+//!        row, stats, compare ──► calltree;  same ──► stats, calltree;  plots ──► same
+//!        (tests) most files ──► test_log
+//! ```
+//!
+//! One known edge against the grain, in tests only: `model`'s tests run records through
+//! [`feed`] (`model::tests::through_reader_stage`, used by `plots` and `allocs`) to compare
+//! with applying them directly. `tests/rooms.rs` reads the sources and fails on a cycle, on the
+//! core naming a module outside it, or on a module placed in no layer
+//! (`ROOMS_GRAPH=1 cargo test -p framelog-debugger --test rooms -- --nocapture` prints the
+//! graph).
 //!
 //! The model needs no window: feed it a log's records and ask what the views draw.
 //!

@@ -344,6 +344,12 @@ fn check(files: &[(String, String)]) -> Vec<String> {
             edges.entry((a, b)).or_default().push(at);
         }
     }
+    if std::env::var_os("ROOMS_GRAPH").is_some() {
+        // `ROOMS_GRAPH=1 cargo test --test rooms -- --nocapture`: the graph, for the docs.
+        for ((a, b), at) in &edges {
+            eprintln!("{} -> {}  ({})", a.join("/"), b.join("/"), at.join(", "));
+        }
+    }
     // Cycles: a depth-first search for a back edge, skipping the known test-only edges.
     let known = |a: &[String], b: &[String]| {
         KNOWN
