@@ -161,7 +161,17 @@ pub struct DebuggerApp {
     export_note: Option<String>,
     ui_cpu: Duration,
     title: String,
+    /// The open log is finished: no process writes it and it is read to its end.
+    finished: bool,
+    /// The Frame panel's width (the user's, remembered in `panel_file` across restarts).
+    panel_width: f32,
+    #[cfg(not(target_arch = "wasm32"))]
+    /// Where the Frame panel's width is kept (next to the recent logs list).
+    panel_file: Option<PathBuf>,
 }
+
+/// The Frame panel's width until the user drags it: Start and Thread fit on one line.
+const PANEL_WIDTH: f32 = 460.0;
 
 impl Default for DebuggerApp {
     fn default() -> Self {
@@ -227,6 +237,10 @@ impl DebuggerApp {
             export_note: None,
             ui_cpu: Duration::ZERO,
             title: String::new(),
+            finished: false,
+            panel_width: PANEL_WIDTH,
+            #[cfg(not(target_arch = "wasm32"))]
+            panel_file: None,
         }
     }
 
@@ -377,6 +391,16 @@ impl DebuggerApp {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn set_recent_file(&mut self, file: Option<PathBuf>) {
         let current = self.log_source().cloned();
+        self.panel_file = file.as_ref().map(|f| f.with_file_name("frame-panel-width"));
+        if let Some(w) = self
+            .panel_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| t.trim().parse::<f32>().ok())
+            .filter(|w| w.is_finite() && *w >= 200.0)
+        {
+            self.panel_width = w;
+        }
         self.recent = RecentLogs::load(file);
         if let Some(log) = current {
             let _ = self.recent.record(&log);
@@ -555,7 +579,10 @@ impl DebuggerApp {
                     && !listening
                     && !writing(l)
                 {
+                    // Finished: shown whole, and said so (not "Following").
                     self.flame.set_follow(false);
+                    self.flame.zoom_to_fit();
+                    self.finished = true;
                 }
             }
             self.search.update(model);
@@ -582,6 +609,7 @@ impl DebuggerApp {
                     cut: model.cut_count(),
                     dropped: model.dropped(),
                     following: self.is_following(),
+                    finished: self.finished || status.finished,
                     ingest: &status,
                     path: &path,
                     temporary,
@@ -592,9 +620,10 @@ impl DebuggerApp {
                 }
             });
             if self.show_data {
-                egui::Panel::right("frame-data")
+                let panel = egui::Panel::right("frame-data")
                     .resizable(true)
-                    .default_size(360.0)
+                    .default_size(self.panel_width)
+                    .min_size(220.0)
                     .show(ui, |ui| {
                         // The panel keeps the width the user gave it: long values wrap
                         // instead of widening it (and rescaling the timeline under the pointer).
@@ -608,6 +637,7 @@ impl DebuggerApp {
                             None => {}
                         }
                     });
+                self.remember_panel_width(ui, panel.response.rect.width());
             }
             if self.show_bottom {
                 egui::Panel::bottom("bottom-tabs")
@@ -762,6 +792,29 @@ impl DebuggerApp {
         {
             self.flame.selection = None;
         }
+    }
+
+    /// Keeps the Frame panel's width the user gave it (once the drag is over) for the next
+    /// start.
+    fn remember_panel_width(&mut self, ui: &Ui, width: f32) {
+        if (width - self.panel_width).abs() < 1.0 || ui.input(|i| i.pointer.any_down()) {
+            return;
+        }
+        self.panel_width = width;
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(f) = &self.panel_file {
+            let _ = std::fs::write(f, format!("{width:.0}\n"));
+        }
+    }
+
+    /// The Frame panel's width (the user's once dragged).
+    pub fn panel_width(&self) -> f32 {
+        self.panel_width
+    }
+
+    /// Whether the open log is finished (no process writes it, read to its end).
+    pub fn is_finished(&self) -> bool {
+        self.finished
     }
 
     /// The central area's view.
@@ -955,14 +1008,20 @@ impl DebuggerApp {
             ui.menu_button("View", |ui| {
                 ui.checkbox(&mut self.show_data, "Frame data panel");
                 ui.checkbox(&mut self.show_bottom, "Contexts and statistics");
+                ui.checkbox(&mut self.flame.wheel_zooms, "Wheel zooms (like Tracy)");
                 if ui.button("Zoom to fit").clicked() {
                     self.flame.zoom_to_fit();
                     ui.close();
                 }
             });
             ui.menu_button("Help", |ui| {
-                ui.label("Zoom: ctrl/cmd + wheel, pinch, W/S or +/-");
-                ui.label("Pan: drag, wheel, A/D or the arrow keys");
+                ui.label(
+                    "Zoom: ctrl/cmd + wheel (the wheel with View > Wheel zooms), pinch, W/S or +/-",
+                );
+                ui.label(
+                    "Pan: drag, wheel (shift + wheel with Wheel zooms), A/D or the arrow keys",
+                );
+                ui.label("Follow: the last seconds of the log (set how many next to Follow)");
                 ui.label("Zoom to fit: F or Home");
                 ui.label("Double-click a frame: zoom to it");
                 ui.label("Search: Enter = next, Shift+Enter = previous");
@@ -1034,6 +1093,21 @@ impl DebuggerApp {
             {
                 self.toggle_follow();
             }
+            let mut secs = self.flame.follow_window / 1e9;
+            if ui
+                .add(
+                    egui::DragValue::new(&mut secs)
+                        .range(0.001..=3600.0)
+                        .speed(0.1)
+                        .max_decimals(3)
+                        .prefix("last ")
+                        .suffix(" s"),
+                )
+                .on_hover_text("How much of the newest time Follow shows")
+                .changed()
+            {
+                self.flame.follow_window = secs * 1e9;
+            }
             if ui
                 .button("⛶ Zoom to fit")
                 .on_hover_text("Show the whole log (F)")
@@ -1052,8 +1126,20 @@ impl DebuggerApp {
                 }
             }
             ui.separator();
-            legend(ui);
+            ui.checkbox(&mut self.flame.wheel_zooms, "Wheel zooms")
+                .on_hover_text(
+                    "Tracy's wheel: the wheel zooms around the pointer; shift + wheel pans",
+                );
+            ui.label(
+                RichText::new(if self.flame.wheel_zooms {
+                    "wheel: zoom · drag: pan"
+                } else {
+                    "ctrl + wheel: zoom · wheel, drag: pan"
+                })
+                .weak(),
+            );
         });
+        ui.horizontal_wrapped(legend);
     }
 
     /// Brings a frame into view: centered, zoomed so it takes a quarter of the view (wide
@@ -1548,11 +1634,15 @@ impl DebuggerApp {
     }
 }
 
+/// The category colors, in body text (readable: not small, not weak) with a swatch as tall
+/// as the text.
 fn legend(ui: &mut Ui) {
+    let h = ui.text_style_height(&egui::TextStyle::Body);
     for c in Category::ALL {
-        let (r, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
-        ui.painter().rect_filled(r, 2.0, category_color(c));
-        ui.label(RichText::new(c.to_string()).small());
+        let (r, _) = ui.allocate_exact_size(egui::vec2(h, h), egui::Sense::hover());
+        ui.painter()
+            .rect_filled(r.shrink(1.0), 3.0, category_color(c));
+        ui.label(c.to_string());
     }
 }
 

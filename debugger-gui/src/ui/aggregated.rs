@@ -18,7 +18,14 @@ use crate::model::plots::format_value;
 use crate::timefmt;
 use crate::ui::text_color_on;
 
+/// The smallest row height: deeper graphs than their pane fits at this height scroll.
 const ROW_H: f32 = 18.0;
+
+/// The height of `depth` rows filling `pane_h` (speedscope's icicle uses the pane), at least
+/// [`ROW_H`] (a deeper graph scrolls).
+fn row_height(pane_h: f32, depth: u32) -> f32 {
+    (pane_h / depth.max(1) as f32).floor().max(ROW_H)
+}
 const MIN_LABEL_W: f32 = 28.0;
 const MAX_A11Y_BOXES: usize = 400;
 
@@ -62,6 +69,12 @@ pub struct AggregatedState {
     pub weight: Weight,
     /// What the last paint drew: (node, label, rect), for tests.
     pub drawn: Vec<(u32, String, Rect)>,
+    /// The pane the boxes were drawn in last (for tests: how much of it the rows cover).
+    pub pane: Rect,
+    /// The bounds of every box painted last (labeled or not).
+    pub painted: Rect,
+    /// Vertical scroll of a flame graph deeper than its pane, points.
+    pub scroll_y: f32,
     cache: Option<Cache>,
 }
 
@@ -90,6 +103,9 @@ impl Default for AggregatedState {
             sandwich: None,
             weight: Weight::Time,
             drawn: Vec::new(),
+            pane: Rect::NOTHING,
+            painted: Rect::NOTHING,
+            scroll_y: 0.0,
             cache: None,
         }
     }
@@ -259,6 +275,9 @@ pub fn show(
     painter.rect_filled(rect, CornerRadius::ZERO, visuals.extreme_bg_color);
     let mut drawn = std::mem::take(&mut state.drawn);
     drawn.clear();
+    state.pane = rect;
+    state.painted = Rect::NOTHING;
+    let mut painted = Rect::NOTHING;
     // A label (not painted text) so screen readers and tests see it.
     let message = |ui: &mut Ui, text: &str| {
         ui.put(
@@ -276,6 +295,7 @@ pub fn show(
     };
     let tree = model.call_tree();
     let focus_in = state.focus;
+    let mut scroll_y = state.scroll_y;
     let state_difference = state.difference;
     let state_sandwich = state.sandwich;
     let mut new_sandwich: Option<Option<u32>> = None;
@@ -365,13 +385,16 @@ pub fn show(
                 FontId::proportional(12.0),
                 visuals.strong_text_color(),
             );
-            let body = Rect::from_min_max(part.min + vec2(0.0, ROW_H), part.max);
+            let body = Rect::from_min_max(part.min + vec2(0.0, 18.0), part.max);
             let boxes = calltree::layout(t, agg, ROOT, min_frac);
+            let depth = boxes.iter().map(|b| b.depth + 1).max().unwrap_or(1);
             let ctx = Boxes {
                 rect: body,
                 id: response.id.with(("sandwich", k)),
                 tree: t,
                 hover,
+                row_h: row_height(body.height(), depth),
+                scroll_y: 0.0,
             };
             if let Some(n) = ctx.draw(
                 ui,
@@ -381,6 +404,7 @@ pub fn show(
                 |n| label_color(t.label(n)),
                 |_| false,
                 &mut drawn,
+                &mut painted,
             ) {
                 hovered = Some((n, t, agg));
             }
@@ -406,16 +430,27 @@ pub fn show(
             }
         }
         state.drawn = drawn;
+        state.painted = painted;
         if let Some(sw) = new_sandwich {
             state.sandwich = sw;
         }
         return None;
     }
+    // Rows fill the pane; a graph deeper than the pane fits at ROW_H scrolls with the wheel.
+    let depth = boxes.iter().map(|b| b.depth + 1).max().unwrap_or(1);
+    let row_h = row_height(rect.height(), depth);
+    let content_h = row_h * depth as f32;
+    if response.hovered() {
+        scroll_y -= ui.input(|i| i.smooth_scroll_delta().y);
+    }
+    scroll_y = scroll_y.clamp(0.0, (content_h - rect.height()).max(0.0));
     let ctx = Boxes {
         rect,
         id: response.id,
         tree,
         hover,
+        row_h,
+        scroll_y,
     };
     let fill_of = |n: u32| match diff {
         Some(d) => diff_color(d.get(n as usize).copied().unwrap_or(0.0)),
@@ -423,7 +458,16 @@ pub fn show(
     };
     // Rows above the focus (its callers) are drawn muted.
     let muted = |n: u32| tree.depth(n) <= tree.depth(focus) && n != focus;
-    let hovered = ctx.draw(ui, &painter, model, boxes, fill_of, muted, &mut drawn);
+    let hovered = ctx.draw(
+        ui,
+        &painter,
+        model,
+        boxes,
+        fill_of,
+        muted,
+        &mut drawn,
+        &mut painted,
+    );
     if let Some(node) = hovered {
         let total = cache.agg.total_ns[node as usize];
         let count = cache.agg.count[node as usize];
@@ -470,6 +514,8 @@ pub fn show(
         }
     }
     state.drawn = drawn;
+    state.painted = painted;
+    state.scroll_y = scroll_y;
     if let Some(f) = new_focus {
         state.focus = f;
     }
@@ -485,6 +531,10 @@ struct Boxes<'a> {
     id: egui::Id,
     tree: &'a CallTree,
     hover: Option<egui::Pos2>,
+    /// Row height, points.
+    row_h: f32,
+    /// How far the rows are scrolled up, points.
+    scroll_y: f32,
 }
 
 impl Boxes<'_> {
@@ -500,6 +550,7 @@ impl Boxes<'_> {
         fill_of: impl Fn(u32) -> Color32,
         muted: impl Fn(u32) -> bool,
         drawn: &mut Vec<(u32, String, Rect)>,
+        painted: &mut Rect,
     ) -> Option<u32> {
         let rect = self.rect;
         let w = rect.width();
@@ -509,13 +560,14 @@ impl Boxes<'_> {
         let mut a11y = 0;
         let mut hovered = None;
         for b in boxes {
-            let y = rect.top() + b.depth as f32 * ROW_H;
-            if y + ROW_H > rect.bottom() + 1.0 {
+            let row_h = self.row_h;
+            let y = rect.top() + b.depth as f32 * row_h - self.scroll_y;
+            if y + row_h > rect.bottom() + 1.0 || y < rect.top() - 0.5 {
                 continue;
             }
             let x0 = rect.left() + (b.x0 as f32) * w;
             let x1 = rect.left() + (b.x1 as f32) * w;
-            let brect = Rect::from_min_max(pos2(x0, y), pos2(x1.max(x0 + 1.0), y + ROW_H - 1.0));
+            let brect = Rect::from_min_max(pos2(x0, y), pos2(x1.max(x0 + 1.0), y + row_h - 1.0));
             let fill = fill_of(b.node);
             let fill = if muted(b.node) {
                 fill.gamma_multiply(0.55)
@@ -523,6 +575,7 @@ impl Boxes<'_> {
                 fill
             };
             painter.rect_filled(brect, CornerRadius::same(2), fill);
+            *painted = painted.union(brect);
             painter.rect_stroke(
                 brect,
                 CornerRadius::same(2),
@@ -545,7 +598,7 @@ impl Boxes<'_> {
                 );
                 job.wrap = egui::text::TextWrapping::truncate_at_width(max_w);
                 let galley = ui.fonts_mut(|f| f.layout_job(job));
-                let gy = y + (ROW_H - 1.0 - galley.size().y) / 2.0;
+                let gy = y + (row_h - 1.0 - galley.size().y) / 2.0;
                 painter.galley(pos2(brect.left() + 4.0, gy), galley, Color32::WHITE);
             }
             if a11y_on && a11y < MAX_A11Y_BOXES {

@@ -43,8 +43,13 @@ pub struct FlameState {
     pub width: f64,
     /// Vertical scroll offset of the lanes, points.
     pub scroll_y: f32,
-    /// Keep the newest time in view.
+    /// Keep the newest time in view: the last [`FlameState::follow_window`] of the log.
     pub follow: bool,
+    /// How much of the log's newest time Follow shows, ns (10 s by default; zooming with the
+    /// keys while following changes it).
+    pub follow_window: f64,
+    /// The mouse wheel zooms (Tracy) instead of panning (ctrl/cmd + wheel then pans).
+    pub wheel_zooms: bool,
     /// Keep the whole log in view (until the user zooms).
     pub fitted: bool,
     /// The frame under the pointer.
@@ -62,6 +67,9 @@ pub struct FlameState {
     pub collapsed: FxHashSet<u32>,
     pending_zoom_to: Option<(u64, u64)>,
 }
+
+/// How much of the newest time Follow shows by default, ns.
+pub const DEFAULT_FOLLOW_WINDOW: f64 = 10e9;
 
 /// Counts and labeled boxes from the last paint.
 #[derive(Clone, Debug, Default)]
@@ -93,7 +101,9 @@ impl Default for FlameState {
             width: 1e6,
             scroll_y: 0.0,
             follow: true,
-            fitted: true,
+            follow_window: DEFAULT_FOLLOW_WINDOW,
+            wheel_zooms: false,
+            fitted: false,
             hovered: None,
             drawn: Drawn::default(),
             selection: None,
@@ -119,9 +129,18 @@ impl FlameState {
         self.scroll_y = 0.0;
     }
 
-    /// Turns following on or off.
+    /// Turns following on or off (on: the view shows the last [`FlameState::follow_window`]).
     pub fn set_follow(&mut self, on: bool) {
         self.follow = on;
+        if on {
+            self.fitted = false;
+            self.width = self.follow_window;
+        }
+    }
+
+    /// The overview's view box as last drawn (zoomed far in: a marker a few points wide).
+    pub fn overview_box(&self) -> Option<Rect> {
+        self.overview.drawn_box
     }
 
     fn apply_zoom(&mut self, factor: f64, anchor_frac: f64) {
@@ -147,10 +166,16 @@ pub fn layout(model: &Model, collapsed: &FxHashSet<u32>) -> (Vec<(u32, f32, usiz
     let mut y = 0.0;
     let mut out = Vec::new();
     for lane in model.lane_order() {
+        let l = &model.lanes()[lane as usize];
+        // Sized to its content: a lane with no frames (a thread that only named itself) is
+        // not shown, and rows past the deepest frame are not drawn.
+        let Some(deepest) = l.rows.iter().rposition(|r| !r.is_empty()) else {
+            continue;
+        };
         let rows = if collapsed.contains(&lane) {
             0
         } else {
-            model.lanes()[lane as usize].rows.len().max(1)
+            deepest + 1
         };
         out.push((lane, y, rows));
         y += LANE_HEADER_H + rows as f32 * ROW_H + 4.0;
@@ -209,6 +234,12 @@ pub fn show(
         state.width = (d * 1.1).max(10.0);
         state.start = s as f64 - base as f64 - d * 0.05;
     }
+    // Following: the last `follow_window` of the log, or all of a shorter log.
+    let follow_width = |st: &FlameState| st.follow_window.clamp(1e3, 1e15).min(span * 1.02);
+    if state.follow && !state.fitted {
+        state.width = follow_width(state);
+    }
+    let width_before = state.width;
     let hover = response.hover_pos();
     let typing = ui.ctx().text_edit_focused();
     let (zoom, scroll, keys) = ui.input(|i| {
@@ -244,6 +275,13 @@ pub fn show(
         if zoom != 1.0 {
             zoom_at(state, zoom);
         }
+        // Tracy's wheel: up zooms in around the pointer (an option: by default it pans).
+        let scroll = if state.wheel_zooms && scroll.y != 0.0 {
+            zoom_at(state, f64::from((scroll.y * 0.004).exp()));
+            vec2(scroll.x, 0.0)
+        } else {
+            scroll
+        };
         if scroll.x != 0.0 {
             state.start -= scroll.x as f64 / w * state.width;
             state.fitted = false;
@@ -327,6 +365,11 @@ pub fn show(
         state.width = span * 1.02;
         state.start = lo - span * 0.01;
     } else if state.follow {
+        // A zoom with the keys while following sets the window.
+        if state.width != width_before {
+            state.follow_window = state.width.clamp(1e3, 1e15);
+        }
+        state.width = follow_width(state);
         state.start = hi + state.width * 0.01 - state.width;
     }
     state.width = state.width.clamp(10.0, 1e15);
@@ -382,13 +425,18 @@ pub fn show(
                 ],
                 Stroke::new(1.0, visuals.text_color()),
             );
-            painter.text(
-                pos2(x + 3.0, rect.top() + 3.0),
-                Align2::LEFT_TOP,
+            // Right of its tick, or left of it where it would run past the edge.
+            let galley = painter.layout_no_wrap(
                 timefmt::tick_label(tick, step),
                 FontId::proportional(11.0),
                 visuals.text_color(),
             );
+            let lx = if x + 3.0 + galley.size().x > rect.right() {
+                x - 3.0 - galley.size().x
+            } else {
+                x + 3.0
+            };
+            painter.galley(pos2(lx, rect.top() + 3.0), galley, visuals.text_color());
         }
         tick += step;
     }
@@ -447,11 +495,7 @@ pub fn show(
         }
         let tree = model.call_tree();
         let all_rows = &model.lanes()[lane as usize].rows;
-        let lane_rows = if folded {
-            &all_rows[..0]
-        } else {
-            &all_rows[..]
-        };
+        let lane_rows = &all_rows[..nrows.min(all_rows.len())];
         for (r, row) in lane_rows.iter().enumerate() {
             let ry = ly + LANE_HEADER_H + r as f32 * ROW_H;
             if ry + ROW_H < body.top() || ry > body.bottom() {

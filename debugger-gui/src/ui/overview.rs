@@ -17,7 +17,12 @@ pub const OVERVIEW_H: f32 = 26.0;
 #[derive(Clone, Debug, Default)]
 pub struct Overview {
     cache: Option<Cached>,
+    /// The view's box as last drawn (at least [`MIN_BOX_W`] wide), for tests.
+    pub drawn_box: Option<Rect>,
 }
+
+/// The view's box is never drawn narrower than this (zoomed far in, it is a marker).
+pub const MIN_BOX_W: f32 = 3.0;
 
 #[derive(Clone, Debug)]
 struct Cached {
@@ -105,10 +110,21 @@ pub fn show(
             fill,
         );
     }
-    let win = Rect::from_min_max(
-        pos2(x_of(view.0).max(rect.left()), rect.top()),
-        pos2(x_of(view.1).min(rect.right()), rect.bottom()),
+    // Zoomed in further than a pixel of the strip, the box is a marker of at least
+    // MIN_BOX_W points centered on the view (kept inside the strip).
+    let (mut x0, mut x1) = (
+        x_of(view.0).clamp(rect.left(), rect.right()),
+        x_of(view.1).clamp(rect.left(), rect.right()),
     );
+    if x1 - x0 < MIN_BOX_W {
+        let c = ((x0 + x1) / 2.0).clamp(
+            rect.left() + MIN_BOX_W / 2.0,
+            rect.right() - MIN_BOX_W / 2.0,
+        );
+        (x0, x1) = (c - MIN_BOX_W / 2.0, c + MIN_BOX_W / 2.0);
+    }
+    let win = Rect::from_min_max(pos2(x0, rect.top()), pos2(x1, rect.bottom()));
+    overview.drawn_box = Some(win);
     let sel = visuals.selection.stroke.color;
     painter.rect_filled(
         win.expand2(vec2(1.0, 0.0)),

@@ -17,6 +17,8 @@ pub struct StatusInfo<'a> {
     pub dropped: u64,
     /// Whether the view follows the newest time.
     pub following: bool,
+    /// The log is finished (no process writes it, read to its end): no rate, no Follow.
+    pub finished: bool,
     /// Ingest thread status.
     pub ingest: &'a IngestStatus,
     /// Log path.
@@ -64,11 +66,13 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
             );
         }
         ui.separator();
-        ui.label(format!(
-            "{} frames/s",
-            thousands(s.ingest.frames_per_sec.round() as u64)
-        ));
-        ui.separator();
+        if !s.finished {
+            ui.label(format!(
+                "{} frames/s",
+                thousands(s.ingest.frames_per_sec.round() as u64)
+            ));
+            ui.separator();
+        }
         if s.dropped > 0 {
             ui.label(
                 RichText::new(format!("⚠ {} records dropped", thousands(s.dropped)))
@@ -85,7 +89,12 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
                 .on_hover_text(crate::ui::relatives::INFERRED);
         }
         ui.separator();
-        let (text, tip) = if s.following {
+        let (text, tip) = if s.finished {
+            (
+                "■ finished",
+                "No process writes this log any more and it is read to its end",
+            )
+        } else if s.following {
             ("⟲ Following", "Newest time kept in view; click to pause")
         } else {
             ("⏸ Paused", "Click to follow the newest time again")

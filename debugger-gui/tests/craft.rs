@@ -1,0 +1,182 @@
+//! Views that use the screen (issue 31): the flame graph fills its pane, lanes have no empty
+//! rows, the legend reads as body text, the overview box is always drawn, Follow keeps a
+//! window of the last seconds, a finished log says so. And the README's screenshot, taken by
+//! a test so it cannot go stale (`FRAMELOG_SCREENSHOT=1`, see `screenshot`).
+
+mod common;
+use common::{harness, step_until};
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use debugger_gui::DebuggerApp;
+use debugger_gui::app::CentralView;
+use debugger_gui::ui::flamegraph;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+
+/// Records the stopwatch demo workload into `dir` for `secs` seconds (a finished log).
+fn record_demo(dir: &Path, secs: u64) {
+    stopwatch::demo::run(stopwatch::demo::DemoOptions {
+        dir: Some(dir.to_owned()),
+        duration: Some(Duration::from_secs(secs)),
+        threads: 4,
+        requests_per_sec: 200,
+        stop: Arc::new(AtomicBool::new(false)),
+        ..Default::default()
+    })
+    .expect("the demo workload runs");
+}
+
+/// A window on a finished demo log, loaded and drawn.
+fn finished_demo(dir: &Path) -> Harness<'static, DebuggerApp> {
+    record_demo(dir, 2);
+    let mut h = harness(DebuggerApp::open(dir));
+    step_until(&mut h, "the demo log loaded and drawn", |h| {
+        h.state().ingest_status().caught_up
+            && h.state().model().is_some_and(|m| m.frame_count() > 500)
+            && h.state().flame().drawn.boxes > 0
+    });
+    h
+}
+
+#[test]
+fn the_flame_graph_rows_fill_their_pane() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = finished_demo(dir.path());
+    h.state_mut().set_view(CentralView::FlameGraph);
+    step_until(&mut h, "the flame graph drawn", |h| {
+        !h.state().aggregated().drawn.is_empty()
+    });
+    h.run();
+    let agg = h.state().aggregated();
+    let (pane, rows) = (agg.pane, agg.painted);
+    assert!(pane.height() > 300.0, "a real pane: {pane:?}");
+    let covered = rows.height() / pane.height();
+    assert!(
+        covered >= 0.8,
+        "the rows ({rows:?}) cover {:.0} % of the {:.0}-point pane",
+        covered * 100.0,
+        pane.height()
+    );
+}
+
+#[test]
+fn no_lane_has_an_empty_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = finished_demo(dir.path());
+    let app = h.state();
+    let m = app.model().unwrap();
+    // The demo's log has lanes without frames (threads that only named themselves).
+    assert!(
+        m.lane_order()
+            .iter()
+            .any(|&l| m.lanes()[l as usize].frame_count() == 0),
+        "the demo still has a lane without frames to leave out"
+    );
+    let (lanes, _) = flamegraph::layout(&m, &app.flame().collapsed);
+    assert!(lanes.len() >= 5, "{lanes:?}");
+    for (lane, _, rows) in lanes {
+        let l = &m.lanes()[lane as usize];
+        assert!(rows > 0, "lane {lane} shows no row");
+        for r in 0..rows {
+            assert!(
+                l.rows.get(r).is_some_and(|row| !row.is_empty()),
+                "lane {lane}'s row {r} of {rows} is empty"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_legend_reads_as_body_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = finished_demo(dir.path());
+    let body = h.ctx.global_style().text_styles[&egui::TextStyle::Body].size;
+    let font = egui::TextStyle::Body.resolve(&h.ctx.global_style());
+    let row = h.ctx.fonts_mut(|f| f.row_height(&font));
+    for name in ["database", "http", "template"] {
+        let legend = h.get_all_by_label(name).next().expect("the legend").rect();
+        assert!(
+            legend.height() + 0.5 >= row,
+            "legend {name:?} is {:.1} points high, body text ({body} pt) {row:.1}",
+            legend.height()
+        );
+    }
+}
+
+#[test]
+fn the_overview_box_is_drawn_at_every_zoom() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = finished_demo(dir.path());
+    let (t0, t1) = h.state().model().unwrap().time_range().unwrap();
+    let span = t1 - t0;
+    let mid = t0 + span / 2;
+    for (what, width) in [("fit", 0), ("1 %", span / 100), ("10 µs", 10_000)] {
+        if width == 0 {
+            h.state_mut().flame_mut().zoom_to_fit();
+        } else {
+            h.state_mut().flame_mut().zoom_to(mid, mid + width);
+        }
+        h.run();
+        let b = h
+            .state()
+            .flame()
+            .overview_box()
+            .expect("the overview drawn");
+        let strip = h.get_by_label("Overview").rect();
+        assert!(
+            b.width() >= 2.0 && strip.contains_rect(b),
+            "at {what}: the view's box {b:?} on the strip {strip:?}"
+        );
+    }
+}
+
+#[test]
+fn a_finished_log_says_finished() {
+    // Written by a writer that is gone (the stopwatch demo's writer lives as long as this
+    // process): no process writes it.
+    let dir = tempfile::tempdir().unwrap();
+    debugger_gui::synth::write_log(
+        dir.path(),
+        &debugger_gui::synth::SynthOptions {
+            frames: 20_000,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "finished", |h| {
+        h.query_by_label_contains("finished").is_some()
+    });
+    assert!(h.state().is_finished());
+    assert!(h.query_by_label_contains("Following").is_none());
+    assert!(h.query_by_label_contains("frames/s").is_none());
+}
+
+#[test]
+fn follow_keeps_a_window_of_the_last_seconds() {
+    let mut h = harness(DebuggerApp::demo());
+    h.state_mut().flame_mut().follow_window = 1e9;
+    step_until(&mut h, "3 s of the live demo", |h| {
+        h.state()
+            .model()
+            .and_then(|m| m.time_range())
+            .is_some_and(|(a, b)| b - a > 3_000_000_000)
+    });
+    // A step draws the newest time: the view ends there and spans the last second.
+    h.step();
+    let hi = h.state().model().unwrap().time_range().unwrap().1;
+    let f = h.state().flame();
+    assert!(h.state().is_following() && !h.state().is_finished());
+    let base = f.base.unwrap() as f64;
+    let end = base + f.start + f.width;
+    assert!((f.width - 1e9).abs() < 1e6, "view width {} ns", f.width);
+    assert!(
+        (end - hi as f64).abs() < 0.1e9,
+        "view ends at {end}, the log at {hi}"
+    );
+    assert!(h.query_by_label_contains("Following").is_some());
+}
