@@ -812,6 +812,11 @@ impl DebuggerApp {
         self.panel_width
     }
 
+    /// The height of the category legend's text as last drawn (points).
+    pub fn legend_text_height(ctx: &egui::Context) -> Option<f32> {
+        ctx.data(|d| d.get_temp(egui::Id::new(LEGEND_TEXT_H)))
+    }
+
     /// Whether the open log is finished (no process writes it, read to its end).
     pub fn is_finished(&self) -> bool {
         self.finished
@@ -1637,14 +1642,22 @@ impl DebuggerApp {
 /// The category colors, in body text (readable: not small, not weak) with a swatch as tall
 /// as the text.
 fn legend(ui: &mut Ui) {
-    let h = ui.text_style_height(&egui::TextStyle::Body);
+    let font = egui::TextStyle::Body.resolve(ui.style());
+    let h = ui.fonts_mut(|f| f.row_height(&font));
     for c in Category::ALL {
         let (r, _) = ui.allocate_exact_size(egui::vec2(h, h), egui::Sense::hover());
         ui.painter()
             .rect_filled(r.shrink(1.0), 3.0, category_color(c));
-        ui.label(c.to_string());
+        let text = RichText::new(c.to_string()).font(font.clone());
+        let galley =
+            ui.fonts_mut(|f| f.layout_no_wrap(c.to_string(), font.clone(), Color32::WHITE));
+        ui.data_mut(|d| d.insert_temp(egui::Id::new(LEGEND_TEXT_H), galley.size().y));
+        ui.label(text);
     }
 }
+
+/// Where the legend's text height is kept for [`DebuggerApp::legend_text_height`].
+const LEGEND_TEXT_H: &str = "framelog-legend-text-height";
 
 impl eframe::App for DebuggerApp {
     fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {

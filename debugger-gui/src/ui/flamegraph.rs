@@ -192,6 +192,14 @@ pub fn show(
     selected: Option<FrameRef>,
 ) -> FlameOutput {
     let mut out = FlameOutput::default();
+    // A zoom asked for since the last paint is applied before the overview draws the view.
+    if let (Some((tmin, _)), Some((s, e))) = (model.time_range(), state.pending_zoom_to) {
+        state.pending_zoom_to = None;
+        let base = *state.base.get_or_insert(tmin);
+        let d = (e - s) as f64;
+        state.width = (d * 1.1).max(10.0);
+        state.start = s as f64 - base as f64 - d * 0.05;
+    }
     if let Some((tmin, tmax)) = model.time_range() {
         let base = state.base.unwrap_or(tmin) as f64;
         let view = (base + state.start, base + state.start + state.width);
