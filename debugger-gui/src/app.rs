@@ -814,7 +814,7 @@ impl DebuggerApp {
 
     /// The height of the category legend's text as last drawn (points).
     pub fn legend_text_height(ctx: &egui::Context) -> Option<f32> {
-        ctx.data(|d| d.get_temp(egui::Id::new(LEGEND_TEXT_H)))
+        ctx.data(|d| d.get_temp(egui::Id::unique(LEGEND_TEXT_H)))
     }
 
     /// Whether the open log is finished (no process writes it, read to its end).
@@ -1651,7 +1651,7 @@ fn legend(ui: &mut Ui) {
         let text = RichText::new(c.to_string()).font(font.clone());
         let galley =
             ui.fonts_mut(|f| f.layout_no_wrap(c.to_string(), font.clone(), Color32::WHITE));
-        ui.data_mut(|d| d.insert_temp(egui::Id::new(LEGEND_TEXT_H), galley.size().y));
+        ui.data_mut(|d| d.insert_temp(egui::Id::unique(LEGEND_TEXT_H), galley.size().y));
         ui.label(text);
     }
 }
