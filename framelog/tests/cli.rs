@@ -4,24 +4,13 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{frames_batch, write_with_data};
+use common::{framelog, frames_batch, text, write_with_data};
 use formats::{Dropped, FileKind, FrameKey};
 use framelog::{LogWriter, WriterOptions, segments};
 use rand::{Rng, SeedableRng};
-
-fn framelog(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_framelog"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// A log with 20 "db/query" frames with data, 5 "http/request" frames and a dropped marker.
 fn sample_log(dir: &Path) -> u8 {

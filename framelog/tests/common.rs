@@ -98,3 +98,16 @@ pub fn data_batches(worker: u8, keys: &[(u8, u32); 2], seek: u64) -> (Vec<u8>, V
     let second = out.pop().unwrap();
     (out.pop().unwrap(), second)
 }
+
+/// Runs the `framelog` binary with `args` to completion.
+pub fn framelog(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Bytes of a process's output as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}

@@ -2,8 +2,12 @@
 //! `framelog` binary, run as a real process on a real log: dump, stats, check, compact,
 //! recover and the Chrome export; damage in their batch costs that batch only.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::{framelog, text};
 
 use formats::{
     Category, FileKind, FrameAlloc, FrameEnd, FrameStart, Level, Message, Parent, Plot, PlotMode,
@@ -11,17 +15,6 @@ use formats::{
 };
 use framelog::{LogWriter, WriterOptions, segments};
 use serde_json::Value;
-
-fn framelog(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_framelog"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn encode(records: &[Record<'_>]) -> Vec<u8> {
     let mut out = Vec::new();

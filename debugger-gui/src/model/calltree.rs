@@ -217,15 +217,9 @@ impl Aggregate {
                 a
             }
         };
-        // A parent is at least as long as its children together (an open parent counts as
-        // zero in the whole-log totals; clipping can shorten a parent more than a child).
-        // Children are created after their parents, so one backwards pass suffices.
-        let mut sums = vec![0u64; a.total_ns.len()];
-        for n in (1..a.total_ns.len()).rev() {
-            a.total_ns[n] = a.total_ns[n].max(sums[n]);
-            sums[tree.parent[n] as usize] += a.total_ns[n];
-        }
-        a.total_ns[ROOT as usize] = sums[ROOT as usize];
+        // An open parent counts as zero in the whole-log totals; clipping can shorten a
+        // parent more than a child.
+        a.roll_up(tree);
         a
     }
 
@@ -258,13 +252,19 @@ impl Aggregate {
                 a.count[n] += 1;
             }
         }
-        let mut sums = vec![0u64; a.total_ns.len()];
-        for n in (1..a.total_ns.len()).rev() {
-            a.total_ns[n] = a.total_ns[n].max(sums[n]);
-            sums[tree.parent[n] as usize] += a.total_ns[n];
-        }
-        a.total_ns[ROOT as usize] = sums[ROOT as usize];
+        a.roll_up(tree);
         a
+    }
+
+    /// Makes every node weigh at least what its children weigh together, and the root their
+    /// sum. Children are created after their parents, so one backwards pass suffices.
+    fn roll_up(&mut self, tree: &CallTree) {
+        let mut sums = vec![0u64; self.total_ns.len()];
+        for n in (1..self.total_ns.len()).rev() {
+            self.total_ns[n] = self.total_ns[n].max(sums[n]);
+            sums[tree.parent[n] as usize] += self.total_ns[n];
+        }
+        self.total_ns[ROOT as usize] = sums[ROOT as usize];
     }
 
     fn zeroed(n: usize) -> Aggregate {
