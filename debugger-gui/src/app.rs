@@ -627,7 +627,10 @@ impl DebuggerApp {
                     .show(ui, |ui| {
                         // The panel keeps the width the user gave it: long values wrap
                         // instead of widening it (and rescaling the timeline under the pointer).
+                        // It fills that width too: short content does not shrink it (the
+                        // panel's width follows its content's otherwise).
                         ui.set_max_width(ui.available_width());
+                        ui.set_min_width(ui.available_width());
                         ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Wrap);
                         let info = self.selected_info.as_ref();
                         match self.data.ui(ui, model, info) {
@@ -797,7 +800,10 @@ impl DebuggerApp {
     /// Keeps the Frame panel's width the user gave it (once the drag is over) for the next
     /// start.
     fn remember_panel_width(&mut self, ui: &Ui, width: f32) {
-        if (width - self.panel_width).abs() < 1.0 || ui.input(|i| i.pointer.any_down()) {
+        // Only a width the user dragged to (kept as the drag ends), not one the window
+        // imposed (a narrow window shrinks the panel for now).
+        let drag_ended = ui.input(|i| i.pointer.any_released());
+        if (width - self.panel_width).abs() < 1.0 || !drag_ended {
             return;
         }
         self.panel_width = width;

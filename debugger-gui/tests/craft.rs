@@ -179,3 +179,39 @@ fn follow_keeps_a_window_of_the_last_seconds() {
     );
     assert!(h.query_by_label_contains("Following").is_some());
 }
+
+/// The README's screenshot, taken from the real window so it cannot go stale: the debugger
+/// binary on its demo in a 1600×1000 Xvfb screen, a frame clicked so the Frame panel shows
+/// its data, written to `docs/screenshot.png`. Needs xvfb-run, xdotool and ImageMagick's
+/// `import` (see the testing notes); kittest's wgpu snapshot is not used (it would build wgpu
+/// for every test run).
+#[test]
+#[ignore = "writes docs/screenshot.png under Xvfb: FRAMELOG_SCREENSHOT=1 cargo test -p framelog-debugger --test craft screenshot -- --ignored"]
+fn screenshot() {
+    if std::env::var_os("FRAMELOG_SCREENSHOT").is_none() {
+        eprintln!("skipped: set FRAMELOG_SCREENSHOT=1 to write docs/screenshot.png");
+        return;
+    }
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshot.png");
+    let bin = env!("CARGO_BIN_EXE_debugger-gui");
+    let script = format!(
+        "'{bin}' --demo --size 1600 1000 & P=$!; sleep 12; \
+         xdotool mousemove 700 174 click 1; sleep 2; xdotool mousemove 1 999; sleep 1; \
+         import -window root '{}'; kill $P; wait $P",
+        out.display()
+    );
+    let xdg = std::env::temp_dir().join("framelog-xdg");
+    std::fs::create_dir_all(&xdg).unwrap();
+    let status = std::process::Command::new("xvfb-run")
+        .args(["-a", "-s", "-screen 0 1600x1000x24", "sh", "-c", &script])
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .status()
+        .expect("xvfb-run runs");
+    assert!(status.success() || out.exists(), "{status}");
+    let size = std::process::Command::new("identify")
+        .args(["-format", "%wx%h"])
+        .arg(&out)
+        .output()
+        .expect("identify runs");
+    assert_eq!(String::from_utf8_lossy(&size.stdout), "1600x1000");
+}
