@@ -322,8 +322,8 @@ pub fn layout(tree: &CallTree, agg: &Aggregate, focus: u32, min_frac: f64) -> Ve
         for &c in &kids[n as usize] {
             let w = agg.total_ns[c as usize] as f64 * scale;
             if w < min_frac {
-                // Children are sorted by time: the rest are narrower still.
-                break;
+                // Children are sorted by rounded time: a later one may be a little wider.
+                continue;
             }
             boxes.push(FlameBox {
                 node: c,
@@ -338,7 +338,8 @@ pub fn layout(tree: &CallTree, agg: &Aggregate, focus: u32, min_frac: f64) -> Ve
     boxes
 }
 
-/// Each node's children that have time in `agg`, the longest first (then by label id).
+/// Each node's children that have time in `agg`, the longest first (by time rounded to 10 %
+/// steps, then by label id: a stable order while a live log grows).
 pub fn children_of(tree: &CallTree, agg: &Aggregate) -> Vec<Vec<u32>> {
     let mut kids = vec![Vec::new(); tree.len()];
     for n in 1..tree.len().min(agg.total_ns.len()) {
@@ -346,15 +347,22 @@ pub fn children_of(tree: &CallTree, agg: &Aggregate) -> Vec<Vec<u32>> {
             kids[tree.parent[n] as usize].push(n as u32);
         }
     }
+    // By total time rounded to 10 % steps, ties by label: siblings of nearly the same time
+    // keep their order while a live log grows (exact totals swapped them back and forth).
     for k in &mut kids {
         k.sort_by_key(|&c| {
             (
-                std::cmp::Reverse(agg.total_ns[c as usize]),
+                std::cmp::Reverse(stable_rank(agg.total_ns[c as usize])),
                 tree.label[c as usize],
             )
         });
     }
     kids
+}
+
+/// A total's rank for ordering siblings: its log in 10 % steps (equal within a step).
+fn stable_rank(total: u64) -> i64 {
+    ((total as f64).max(1.0).ln() / 1.1f64.ln()).floor() as i64
 }
 
 /// Speedscope's sandwich for one label: who calls it and what it calls, each merged over
