@@ -180,6 +180,35 @@ fn follow_keeps_a_window_of_the_last_seconds() {
     assert!(h.query_by_label_contains("Following").is_some());
 }
 
+#[test]
+fn the_frame_panel_shows_start_and_thread_on_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = finished_demo(dir.path());
+    let (t0, _) = h.state().model().unwrap().time_range().unwrap();
+    h.state_mut()
+        .flame_mut()
+        .zoom_to(t0 + 500_000_000, t0 + 510_000_000);
+    step_until(&mut h, "labeled frames", |h| {
+        !h.state().flame().drawn.labeled.is_empty()
+    });
+    let at = h.state().flame().drawn.labeled[0].0;
+    h.state_mut().select(Some(at));
+    step_until(&mut h, "the frame's start", |h| {
+        h.query_by_label_contains("UTC)").is_some()
+    });
+    let font = egui::TextStyle::Body.resolve(&h.ctx.global_style());
+    let row = h.ctx.fonts_mut(|f| f.row_height(&font));
+    let start = h.get_by_label_contains("UTC)").rect();
+    assert!(start.height() < row * 1.5, "Start wraps: {start:?}");
+    let panel_left = start.left() - 80.0;
+    let thread = h
+        .query_all_by_label_contains("(pid")
+        .map(|n| n.rect())
+        .find(|r| r.left() > panel_left && (r.left() - start.left()).abs() < 1.0)
+        .expect("the Thread value");
+    assert!(thread.height() < row * 1.5, "Thread wraps: {thread:?}");
+}
+
 /// The README's screenshot, taken from the real window so it cannot go stale: the debugger
 /// binary on its demo in a 1600×1000 Xvfb screen, a frame clicked so the Frame panel shows
 /// its data, written to `docs/screenshot.png`. Needs xvfb-run, xdotool and ImageMagick's
