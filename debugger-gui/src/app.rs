@@ -684,7 +684,7 @@ impl DebuggerApp {
                     });
                     return;
                 }
-                if !status.caught_up && !status.finished && status.total_bytes > 0 {
+                if status.loading() {
                     // Not animated: an animated bar asks egui for a frame after every frame,
                     // and those paints took the load a third of the machine. It moves with
                     // the ingest's own repaints (a few a second) instead.

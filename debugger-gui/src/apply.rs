@@ -72,6 +72,13 @@ pub struct IngestStatus {
 }
 
 impl IngestStatus {
+    /// Whether the log is still being loaded: not caught up yet, ever. Once the window has
+    /// caught up, a log that keeps growing is followed, not loaded (no progress bar then,
+    /// however far behind a burst of records leaves it for a moment).
+    pub fn loading(&self) -> bool {
+        self.caught_up_at.is_none() && !self.caught_up && !self.finished && self.total_bytes > 0
+    }
+
     /// Loading progress in 0..=1 (1 when caught up).
     pub fn progress(&self) -> f32 {
         if self.caught_up || self.total_bytes == 0 {
@@ -334,6 +341,26 @@ fn apply(shared: &Shared, buf: &Batch, labels: &mut LabelMap, stopped: &dyn Fn()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page and the window show "Loading…" until they first catch up with the log, never
+    /// again while they follow it (a live log is always a little ahead of the window).
+    #[test]
+    fn loading_ends_at_the_first_catch_up_not_at_each() {
+        let mut s = IngestStatus {
+            total_bytes: 12 << 20,
+            bytes_read: 1 << 20,
+            ..Default::default()
+        };
+        assert!(s.loading());
+        s.caught_up = true;
+        s.caught_up_at = Some(Instant::now());
+        assert!(!s.loading());
+        // The log grew: behind again, following, not loading.
+        (s.caught_up, s.total_bytes) = (false, 13 << 20);
+        assert!(!s.loading());
+        // Nothing to load yet (waiting for a log to appear).
+        assert!(!IngestStatus::default().loading());
+    }
 
     #[test]
     fn a_loading_log_is_painted_at_most_once_per_gap_and_its_news_is_never_dropped() {

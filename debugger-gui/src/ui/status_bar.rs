@@ -108,7 +108,7 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
         }
         ui.separator();
         // No bar while waiting for a log to appear (nothing to load yet).
-        if !s.ingest.caught_up && !s.ingest.finished && s.ingest.total_bytes > 0 {
+        if s.ingest.loading() {
             ui.add(
                 ProgressBar::new(s.ingest.progress())
                     .desired_width(160.0)
