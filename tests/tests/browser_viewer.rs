@@ -253,6 +253,11 @@ fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
         shot.display()
     );
     eprintln!("screenshot: {}", shot.display());
+    // The README's picture of the page, taken here so that it shows the page as it is.
+    if std::env::var_os("FRAMELOG_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshot-web.png");
+        std::fs::copy(&shot, &docs).expect("copy the screenshot into docs/");
+    }
 }
 
 /// Whether the browser tools are there (the built viewer is not needed); `false` (the test
