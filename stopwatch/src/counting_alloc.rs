@@ -199,7 +199,18 @@ pub(crate) fn snapshot() -> AllocCounts {
 /// A snapshot when a counting allocator is installed, else `None` (one relaxed load).
 #[inline(always)]
 pub(crate) fn mark() -> Option<AllocCounts> {
-    if installed() { Some(snapshot()) } else { None }
+    if installed() {
+        Some(snapshot_out_of_line())
+    } else {
+        None
+    }
+}
+
+/// [`snapshot`], kept out of the frame's inlined start: a program without a counting
+/// allocator pays only the flag's load there.
+#[inline(never)]
+fn snapshot_out_of_line() -> AllocCounts {
+    snapshot()
 }
 
 /// Counts what a stretch of code allocates on this thread: started by [`Span::begin`],
