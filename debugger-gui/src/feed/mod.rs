@@ -8,9 +8,9 @@
 //! model lock one chunk at a time.
 //!
 //! - [`Digest`] (the reader stage) decodes nothing itself: it takes decoded records, interns
-//!   their labels, indexes their contexts and pairs starts with ends, into a [`Batch`] the
-//!   model applies without hashing a key. A frame that ends within its batch has its start
-//!   carry the end, so the applier has half the records to apply.
+//!   their labels, numbers plot series, indexes their contexts and pairs starts with ends, into
+//!   a [`Batch`] the model applies without hashing a key. A frame that ends within its batch
+//!   has its start carry the end, so the applier has half the records to apply.
 //! - [`LabelMap`] and `apply_events` / [`apply_marks`] (the applier stage) put a batch into
 //!   the [`Model`].
 //! - [`WriterWatch`] decides which writing processes stopped, from whatever tells it who is
@@ -21,11 +21,12 @@ pub mod viewer;
 
 use std::collections::BTreeSet;
 
-use formats::{Decoded, FrameKey, Record, decode_record};
+use formats::{Decoded, FrameKey, Level, Message, PlotMode, PlotUnit, Record, decode_record};
 
 use crate::model::contexts::ContextIndex;
 use crate::model::intern::Interner;
 use crate::model::pair::{Pairer, StartPair};
+use crate::model::plots::SeriesIds;
 use crate::model::{Model, StartRec};
 
 /// What the reader stage knew when it handed over a batch.
@@ -46,8 +47,31 @@ pub(crate) enum Event {
     Start(StartRec, StartPair),
     /// Worker, time, and the slot of its start (`u32::MAX`: not seen).
     End(u8, u64, u32),
+    /// A plot value: the reader's series id, its unit and mode, time and value (a log with
+    /// plots has one every few frames: decoded once, its name looked up once).
+    Plot(u32, PlotUnit, PlotMode, u64, f64),
+    /// A message, its text and fields in [`Batch::texts`] and [`Batch::raw`] (checked once,
+    /// when the reader decoded it).
+    Message(MessageRec),
     /// Byte range of an encoded record in [`Batch::raw`].
     Raw(u32, u32),
+}
+
+/// A message as the reader stage hands it over: [`formats::Message`] with its text and
+/// fields moved into the batch's buffers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MessageRec {
+    timestamp: u64,
+    frame: u32,
+    context: u32,
+    /// Its text: `Batch::texts[text_at..text_at + text_len]`.
+    text_at: u32,
+    text_len: u32,
+    /// Its fields: `Batch::raw[fields_at..fields_at + fields_len]` (`u32::MAX`: none).
+    fields_at: u32,
+    fields_len: u32,
+    worker: u8,
+    level: Level,
 }
 
 /// A slice of the log, digested by the reader stage.
@@ -55,10 +79,16 @@ pub(crate) enum Event {
 pub struct Batch {
     pub(crate) events: Vec<Event>,
     raw: Vec<u8>,
+    /// Messages' texts.
+    texts: String,
     /// Labels first seen in this batch, in id order.
     new_labels: Vec<Box<str>>,
     /// The reader's id of `new_labels[0]`.
     first_new_label: u32,
+    /// Plot series first seen in this batch (worker, name), in id order.
+    new_series: Vec<(u8, Box<str>)>,
+    /// The reader's id of `new_series[0]`.
+    first_new_series: u32,
     /// Workers whose process stopped writing, each with whether it was seen writing
     /// (applied after the batch's records).
     pub stopped_workers: Vec<(u8, bool)>,
@@ -76,7 +106,9 @@ impl Batch {
     pub fn clear(&mut self) {
         self.events.clear();
         self.raw.clear();
+        self.texts.clear();
         self.new_labels.clear();
+        self.new_series.clear();
         self.stopped_workers.clear();
         self.damage.clear();
         self.credit = 0;
@@ -104,6 +136,7 @@ impl Batch {
     fn push(&mut self, rec: &Record<'_>, d: &mut DigestMaps) {
         let DigestMaps {
             labels,
+            series,
             contexts,
             pairer,
             starts,
@@ -166,6 +199,36 @@ impl Batch {
                 self.events
                     .push(Event::End(e.worker, e.timestamp, slot.unwrap_or(u32::MAX)));
             }
+            Record::Plot(p) => {
+                let (id, new) = series.id(p.worker, p.name);
+                if new {
+                    if self.new_series.is_empty() {
+                        self.first_new_series = id;
+                    }
+                    self.new_series.push((p.worker, p.name.into()));
+                }
+                self.events
+                    .push(Event::Plot(id, p.unit, p.mode, p.timestamp, p.value));
+            }
+            Record::Message(m) => {
+                let text_at = self.texts.len() as u32;
+                self.texts.push_str(m.text);
+                let fields_at = self.raw.len() as u32;
+                if let Some(f) = m.fields {
+                    self.raw.extend_from_slice(f);
+                }
+                self.events.push(Event::Message(MessageRec {
+                    timestamp: m.timestamp,
+                    frame: m.frame,
+                    context: m.context,
+                    text_at,
+                    text_len: m.text.len() as u32,
+                    fields_at,
+                    fields_len: m.fields.map_or(u32::MAX, |f| f.len() as u32),
+                    worker: m.worker,
+                    level: m.level,
+                }));
+            }
             other => {
                 if matches!(other, Record::ThreadInfo(_) | Record::WorkerInfo(_)) {
                     *announcements = announcements.wrapping_add(1);
@@ -184,6 +247,8 @@ impl Batch {
 #[derive(Default)]
 struct DigestMaps {
     labels: Interner,
+    /// Plot series are numbered here, as labels are interned.
+    series: SeriesIds,
     /// Contexts are indexed here, as labels are interned.
     contexts: ContextIndex,
     /// Starts and ends are paired here.
@@ -293,25 +358,39 @@ impl WriterWatch {
     }
 }
 
-/// The reader stage's label ids mapped to the model's: equal by construction today, but a
-/// lookup table (no hashing per record) keeps them right even if the two interners ever
+/// The reader stage's label and plot series ids mapped to the model's: equal by construction
+/// today, but a lookup table (no hashing per record) keeps them right even if the two ever
 /// disagree (a model that already held labels).
 #[derive(Default)]
-pub struct LabelMap(Vec<u32>);
+pub struct LabelMap {
+    labels: Vec<u32>,
+    series: Vec<u32>,
+}
 
 impl LabelMap {
-    /// Interns the labels `batch` introduces into `model`; apply a batch's events only after.
+    /// Interns the labels and plot series `batch` introduces into `model`; apply a batch's
+    /// events only after.
     pub fn learn(&mut self, model: &mut Model, batch: &Batch) -> Result<(), String> {
-        if !batch.new_labels.is_empty() && batch.first_new_label as usize != self.0.len() {
-            // Batches arrive in order, so this cannot happen; say so rather than mislabel.
+        // Batches arrive in order, so neither can be out of step; say so rather than mislabel.
+        if !batch.new_labels.is_empty() && batch.first_new_label as usize != self.labels.len() {
             return Err(format!(
                 "internal error: label ids out of step (batch starts at {}, {} known); frames may be missing",
                 batch.first_new_label,
-                self.0.len()
+                self.labels.len()
+            ));
+        }
+        if !batch.new_series.is_empty() && batch.first_new_series as usize != self.series.len() {
+            return Err(format!(
+                "internal error: plot series ids out of step (batch starts at {}, {} known); plot values may be missing",
+                batch.first_new_series,
+                self.series.len()
             ));
         }
         for name in &batch.new_labels {
-            self.0.push(model.intern_label(name));
+            self.labels.push(model.intern_label(name));
+        }
+        for (worker, name) in &batch.new_series {
+            self.series.push(model.intern_series(*worker, name));
         }
         Ok(())
     }
@@ -332,11 +411,36 @@ pub(crate) fn apply_events(
         match ev {
             Event::Start(s, pair) => {
                 let mut s = *s;
-                s.label = labels.0.get(s.label as usize).copied().unwrap_or(s.label);
+                s.label = labels
+                    .labels
+                    .get(s.label as usize)
+                    .copied()
+                    .unwrap_or(s.label);
                 model.apply_start_paired(&s, *pair);
             }
             &Event::End(worker, t, slot) => {
                 model.apply_end_paired(worker, t, (slot != u32::MAX).then_some(slot));
+            }
+            &Event::Plot(series, unit, mode, t, v) => {
+                if let Some(&series) = labels.series.get(series as usize) {
+                    model.apply_plot(series, unit, mode, t, v);
+                }
+            }
+            Event::Message(m) => {
+                let at = m.text_at as usize;
+                let fields = (m.fields_len != u32::MAX).then(|| {
+                    let at = m.fields_at as usize;
+                    &batch.raw[at..at + m.fields_len as usize]
+                });
+                model.apply(&Record::Message(Message {
+                    frame: m.frame,
+                    worker: m.worker,
+                    timestamp: m.timestamp,
+                    context: m.context,
+                    level: m.level,
+                    text: &batch.texts[at..at + m.text_len as usize],
+                    fields,
+                }));
             }
             &Event::Raw(at, len) => {
                 let bytes = &batch.raw[at as usize..(at + len) as usize];
@@ -495,6 +599,134 @@ mod tests {
             assert_eq!(model.record_count(), direct.record_count(), "seed {seed}");
         }
         assert!(carried > 1_000, "the shortcut is taken: {carried}");
+    }
+
+    /// Plot values handed over by series id (names looked up by the reader stage only) and
+    /// messages handed over decoded build what a model given the records one by one builds:
+    /// the same series (worker, name, newest unit and mode), values and order, the same
+    /// messages (texts, fields, frames), whatever the batches' cuts, and into a model that
+    /// already held series of its own (the ids then differ from the reader's).
+    #[test]
+    fn plots_and_messages_handed_over_decoded_build_what_records_one_by_one_build() {
+        use formats::{Plot, PlotMode, PlotUnit};
+        let names = ["queue depth", "rss", "queue", "q", "inflight"];
+        for seed in 0..16 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut bytes = Vec::new();
+            for i in 0..3_000u64 {
+                let unit = PlotUnit(rng.gen_range(0..2));
+                let mode = if rng.gen_bool(0.1) {
+                    PlotMode::Summed
+                } else {
+                    PlotMode::Value
+                };
+                let p = Plot {
+                    worker: rng.gen_range(0..3),
+                    // Times out of order now and then, as threads' flushes are.
+                    timestamp: 1_000 + i * 10 - rng.gen_range(0..3) * 25,
+                    value: if rng.gen_bool(0.02) {
+                        f64::NAN
+                    } else {
+                        rng.gen_range(-5.0..100.0)
+                    },
+                    mode,
+                    unit,
+                    name: names[rng.gen_range(0..names.len())],
+                };
+                Record::Plot(p).encode_to_vec(&mut bytes);
+                if rng.gen_bool(0.2) {
+                    let fields =
+                        bson::to_vec(&bson::doc! { "i": i as i64, "user": "ann" }).unwrap();
+                    let text = ["cache miss", "", "slow query é", "x"][rng.gen_range(0..4)];
+                    Record::Message(Message {
+                        frame: rng.gen_range(0..5),
+                        worker: rng.gen_range(0..3),
+                        timestamp: p.timestamp + 3,
+                        context: rng.gen_range(0..5),
+                        level: Level(rng.gen_range(1..6)),
+                        text,
+                        fields: rng.gen_bool(0.5).then_some(&fields[..]),
+                    })
+                    .encode_to_vec(&mut bytes);
+                }
+            }
+            let mut direct = Model::new();
+            let mut model = Model::new();
+            if seed % 2 == 1 {
+                // Series the model held before this reader's.
+                for m in [&mut direct, &mut model] {
+                    let own = Plot {
+                        worker: 1,
+                        timestamp: 5,
+                        value: 1.0,
+                        mode: PlotMode::Value,
+                        unit: PlotUnit::COUNT,
+                        name: "rss",
+                    };
+                    m.apply(&Record::Plot(own));
+                    m.apply(&Record::Plot(Plot {
+                        name: "other",
+                        ..own
+                    }));
+                }
+            }
+            direct.apply_bytes(&bytes);
+            let (mut digest, mut labels) = (Digest::default(), LabelMap::default());
+            let mut batch = Batch::default();
+            for item in formats::RecordIter::new(&bytes, 0) {
+                digest.push(&item.unwrap().1, &mut batch);
+                if rng.gen_bool(0.02) {
+                    apply_batch(&mut model, &batch, &mut labels).unwrap();
+                    batch.clear();
+                }
+            }
+            apply_batch(&mut model, &batch, &mut labels).unwrap();
+            let (a, b) = (model.plots().series(), direct.plots().series());
+            assert_eq!(a.len(), b.len(), "seed {seed}");
+            for (x, y) in a.iter().zip(b) {
+                let key = |s: &crate::model::plots::Series| {
+                    (
+                        s.worker,
+                        s.name.clone(),
+                        s.unit,
+                        s.mode,
+                        s.len(),
+                        s.time_range(),
+                    )
+                };
+                assert_eq!(key(x), key(y), "seed {seed}");
+                let mut out = (Vec::new(), Vec::new());
+                let (t0, t1) = (0, 40_000);
+                let ax = x.lod(t0, t1, 7.0, &mut out.0);
+                let bx = y.lod(t0, t1, 7.0, &mut out.1);
+                assert_eq!(
+                    format!("{ax:?} {:?}", out.0),
+                    format!("{bx:?} {:?}", out.1),
+                    "seed {seed}"
+                );
+            }
+            let (a, b) = (model.messages(), direct.messages());
+            assert!(b.len() > 400, "seed {seed}: {} messages", b.len());
+            assert_eq!(a.len(), b.len(), "seed {seed}");
+            for (x, y) in a.entries().iter().zip(b.entries()) {
+                let key = |m: &crate::model::messages::Messages,
+                           e: &crate::model::messages::Entry| {
+                    let fields = m.fields(e).map(<[u8]>::to_vec);
+                    (
+                        e.time,
+                        e.frame,
+                        e.context,
+                        e.worker,
+                        e.level,
+                        m.text(e).to_owned(),
+                        fields,
+                    )
+                };
+                assert_eq!(key(a, x), key(b, y), "seed {seed}");
+            }
+            assert_eq!(model.record_count(), direct.record_count(), "seed {seed}");
+            assert_eq!(model.time_range(), direct.time_range(), "seed {seed}");
+        }
     }
 
     /// Every frame's parent is the one its start recorded (a frame when it is in the log,

@@ -4,7 +4,7 @@
 //! parent (the most recently started, still running frame of the same context) that is free
 //! at its start time, so rows never hold overlapping frames.
 
-use formats::{FrameEnd, FrameKey, FrameStart, Parent, Record};
+use formats::{FrameEnd, FrameKey, FrameStart, Parent, PlotMode, PlotUnit, Record};
 
 use super::pair::StartPair;
 use super::parents::Placed;
@@ -183,6 +183,21 @@ impl Model {
         self.records += 1;
         self.generation = self.generation.wrapping_add(1);
         self.place(s, pair);
+    }
+
+    /// The model's id of `worker`'s plot series `name` (for [`Model::apply_plot`]).
+    pub fn intern_series(&mut self, worker: u8, name: &str) -> u32 {
+        self.plots.series_id(worker, name)
+    }
+
+    /// Applies a plot value to series `series` (from [`Model::intern_series`]): what
+    /// [`Model::apply`] does with a Plot record, its name looked up already.
+    #[inline]
+    pub fn apply_plot(&mut self, series: u32, unit: PlotUnit, mode: PlotMode, t: u64, v: f64) {
+        self.records += 1;
+        self.generation = self.generation.wrapping_add(1);
+        self.touch(t);
+        self.plots.push_value(series, unit, mode, t, v);
     }
 
     /// Applies a FrameEnd of `worker` at `t`, paired already: `slot` is its start's, or

@@ -237,12 +237,12 @@ impl Run {
 }
 
 impl Series {
-    fn new(p: &Plot<'_>) -> Self {
+    fn new(worker: u8, name: &str) -> Self {
         Self {
-            worker: p.worker,
-            name: p.name.to_owned(),
-            unit: p.unit,
-            mode: p.mode,
+            worker,
+            name: name.to_owned(),
+            unit: PlotUnit::COUNT,
+            mode: PlotMode::default(),
             main: Run::default(),
             side: Run::default(),
         }
@@ -369,39 +369,88 @@ impl Series {
     }
 }
 
+/// Series ids by (worker, name), in order of first appearance. The model keeps one, and so
+/// does the reader stage, which hands values over by id (no name looked up per value).
+#[derive(Debug, Default)]
+pub struct SeriesIds {
+    /// By worker: id by name.
+    by_name: FxHashMap<u8, FxHashMap<Box<str>, u32>>,
+    /// Each id's worker and name.
+    keys: Vec<(u8, Box<str>)>,
+    /// The previous lookup's id (a run of one series' values looks up nothing).
+    last: Option<u32>,
+}
+
+impl SeriesIds {
+    /// The id of `worker`'s series `name`, and whether it was new.
+    #[inline]
+    pub fn id(&mut self, worker: u8, name: &str) -> (u32, bool) {
+        if let Some(i) = self.last
+            && let (w, n) = &self.keys[i as usize]
+            && *w == worker
+            && **n == *name
+        {
+            return (i, false);
+        }
+        self.id_slow(worker, name)
+    }
+
+    #[cold]
+    fn id_slow(&mut self, worker: u8, name: &str) -> (u32, bool) {
+        let names = self.by_name.entry(worker).or_default();
+        let (i, new) = match names.get(name) {
+            Some(&i) => (i, false),
+            None => {
+                let i = self.keys.len() as u32;
+                self.keys.push((worker, name.into()));
+                names.insert(name.into(), i);
+                (i, true)
+            }
+        };
+        self.last = Some(i);
+        (i, new)
+    }
+
+    /// Whether more than one worker has a series of this name.
+    fn name_is_shared(&self, name: &str) -> bool {
+        self.by_name
+            .values()
+            .filter(|m| m.contains_key(name))
+            .count()
+            > 1
+    }
+}
+
 /// Every plot series of a log.
 #[derive(Debug, Default)]
 pub struct Plots {
     series: Vec<Series>,
-    /// By worker: series index by name.
-    by_name: FxHashMap<u8, FxHashMap<String, u32>>,
-    /// The series the previous value went to (a run of one series' values looks up nothing).
-    last: Option<(u8, u32)>,
+    ids: SeriesIds,
 }
 
 impl Plots {
     /// Adds one value.
     pub fn push(&mut self, p: &Plot<'_>) {
-        let i = match self.last {
-            Some((w, i)) if w == p.worker && self.series[i as usize].name == p.name => i,
-            _ => {
-                let names = self.by_name.entry(p.worker).or_default();
-                match names.get(p.name) {
-                    Some(&i) => i,
-                    None => {
-                        let i = self.series.len() as u32;
-                        self.series.push(Series::new(p));
-                        names.insert(p.name.to_owned(), i);
-                        i
-                    }
-                }
-            }
-        };
-        self.last = Some((p.worker, i));
+        let i = self.series_id(p.worker, p.name);
+        self.push_value(i, p.unit, p.mode, p.timestamp, p.value);
+    }
+
+    /// The id of `worker`'s series `name` (a new, empty series if it has none).
+    pub fn series_id(&mut self, worker: u8, name: &str) -> u32 {
+        let (i, new) = self.ids.id(worker, name);
+        if new {
+            self.series.push(Series::new(worker, name));
+        }
+        i
+    }
+
+    /// Adds a value to series `i` (from [`Plots::series_id`]), in `unit` and `mode`.
+    #[inline]
+    pub fn push_value(&mut self, i: u32, unit: PlotUnit, mode: PlotMode, t: u64, v: f64) {
         let s = &mut self.series[i as usize];
-        s.unit = p.unit;
-        s.mode = p.mode;
-        s.push(p.timestamp, p.value);
+        s.unit = unit;
+        s.mode = mode;
+        s.push(t, v);
     }
 
     /// Every series, in the order they first appeared.
@@ -421,11 +470,7 @@ impl Plots {
 
     /// Whether more than one worker wrote a series of this name (then the worker is shown).
     pub fn name_is_shared(&self, name: &str) -> bool {
-        self.by_name
-            .values()
-            .filter(|m| m.contains_key(name))
-            .count()
-            > 1
+        self.ids.name_is_shared(name)
     }
 
     /// Values held over all series.
