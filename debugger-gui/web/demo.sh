@@ -7,9 +7,9 @@ cd "$(dirname "$0")/../.."
 ADDR="${1:-127.0.0.1:8080}"
 
 debugger-gui/web/build.sh target/release/web
-cargo build --release -p framelog -p framelog-stopwatch --features stopwatch/demo --bin framelog --example demo
+cargo build --release --bin framelog --bin framelog-demo
 LOG="$(mktemp -d -t framelog-web-demo.XXXXXX)"
-target/release/examples/demo "$LOG" forever &
+target/release/framelog-demo "$LOG" forever &
 DEMO=$!
 trap 'kill $DEMO 2>/dev/null || true' EXIT
 target/release/framelog view "$LOG" --http "$ADDR" --web target/release/web

@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release -p framelog-stopwatch --features demo --example stress -- --dir /tmp/s --threads 2 --frames 500000 --depth 4 --data-every 100 --mode block --segment-mib 8
-//! cargo run --release -p framelog-stopwatch --features demo --example demo -- /tmp/d 5
+//! cargo run --release --bin framelog-demo -- /tmp/d 5
 //! STRESS_LOG=/tmp/s DEMO_LOG=/tmp/d cargo bench -p framelog --bench compact
 //! ```
 //!

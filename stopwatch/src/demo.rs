@@ -267,7 +267,7 @@ pub fn run(opts: DemoOptions) -> Result<DemoSummary, Error> {
         opts.suspend,
     );
     // The recorder's health and the process's RSS and CPU as plots beside the demo's own
-    // queue depth (`examples/demo.rs` installs `CountingAlloc`: frames record allocations).
+    // queue depth (the `framelog-demo` program installs `CountingAlloc`: frames record allocations).
     let rec = Arc::new(builder.plot_health(true).plot_process(true).build()?);
     let depth = rec.series("queue depth");
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,7 +1,8 @@
 //! Records the demo workload (HTTP-like requests, db queries, templates, jobs, async tasks).
 //!
-//! `cargo run --release -p framelog-stopwatch --features demo --example demo -- [DIR] [SECONDS|forever]
-//!  [THREADS] [--connect HOST:PORT] [--suspend]`
+//! `cargo run --release --bin framelog-demo -- [DIR] [SECONDS|forever] [THREADS]
+//!  [--connect HOST:PORT] [--suspend]` from the repository root (`cargo install
+//! framelog-stopwatch --features demo` installs it).
 
 use std::io::Write;
 use std::path::PathBuf;
