@@ -161,6 +161,8 @@ pub struct DebuggerApp {
     title: String,
     /// The open log is finished: no process writes it and it is read to its end.
     finished: bool,
+    /// Records the model held when it was found finished (more: a writer joined).
+    finished_at: u64,
     /// The Frame panel's width (the user's, remembered in `panel_file` across restarts).
     panel_width: f32,
     #[cfg(not(target_arch = "wasm32"))]
@@ -236,6 +238,7 @@ impl DebuggerApp {
             ui_cpu: Duration::ZERO,
             title: String::new(),
             finished: false,
+            finished_at: 0,
             panel_width: PANEL_WIDTH,
             #[cfg(not(target_arch = "wasm32"))]
             panel_file: None,
@@ -367,6 +370,7 @@ impl DebuggerApp {
         });
         self.flame = FlameState::default();
         self.follow_checked = false;
+        self.finished = false;
         self.selected = None;
         self.selected_info = None;
         self.data.clear();
@@ -555,6 +559,10 @@ impl DebuggerApp {
             let guard = log.as_ref().map(|l| l.ingest.model());
             let empty = Model::new();
             let model: &Model = guard.as_deref().unwrap_or(&empty);
+            #[cfg(not(target_arch = "wasm32"))]
+            let listening = self.listener.is_some();
+            #[cfg(target_arch = "wasm32")]
+            let listening = false;
             if !self.follow_checked && status.caught_up && model.frame_count() > 0 {
                 self.follow_checked = true;
                 // A finished log (no process writing it; a listening window's log always
@@ -569,10 +577,6 @@ impl DebuggerApp {
                     }),
                     _ => false,
                 };
-                #[cfg(not(target_arch = "wasm32"))]
-                let listening = self.listener.is_some();
-                #[cfg(target_arch = "wasm32")]
-                let listening = false;
                 if let Some(l) = &log
                     && !listening
                     && !writing(l)
@@ -582,6 +586,20 @@ impl DebuggerApp {
                     self.flame.zoom_to_fit();
                     self.finished = true;
                 }
+            } else if self.follow_checked {
+                // Later, a log whose last writer stops says so (and one a writer joins is live
+                // again, paused where the user left it): from what the model and the server
+                // know, no file looked at.
+                if self.finished {
+                    // New records: a writer joined.
+                    self.finished = model.record_count() == self.finished_at;
+                } else if status.caught_up && !listening && !writers_left(model, &status) {
+                    self.finished = true;
+                    self.flame.set_follow(false);
+                }
+            }
+            if self.finished {
+                self.finished_at = model.record_count();
             }
             self.search.update(model);
             self.update_selection(model, log.as_ref());
@@ -973,5 +991,17 @@ impl eframe::App for DebuggerApp {
             ui.ctx()
                 .send_viewport_cmd(egui::ViewportCommand::Title(title));
         }
+    }
+}
+
+/// Whether any process still writes the open log, as far as the window knows: the server's
+/// list for a remote log, else the model's workers (announced and not found stopped).
+fn writers_left(model: &Model, status: &IngestStatus) -> bool {
+    match &status.writers {
+        Some(writers) => !writers.is_empty(),
+        None => (0..=u8::MAX).any(|w| {
+            let wk = model.worker(w);
+            !wk.name.is_empty() && !wk.stopped
+        }),
     }
 }

@@ -878,6 +878,35 @@ fn a_finished_log_opens_paused_and_a_growing_one_following() {
 }
 
 #[test]
+fn a_log_whose_writer_stops_says_finished_and_is_live_again_when_one_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path());
+    write_request(&w, 1, T0, "GET /live");
+    let mut h = harness(DebuggerApp::open(dir.path()));
+    step_until(&mut h, "the live log loaded", |h| {
+        h.state().model().is_some_and(|m| m.frame_count() == 3)
+            && h.state().ingest_status().caught_up
+    });
+    h.step();
+    assert!(!h.state().is_finished() && h.state().flame().follow);
+    assert!(h.query_by_label_contains("Following").is_some());
+    // Its process goes (the writer's worker lock is released).
+    drop(w);
+    step_until(&mut h, "finished once its writer stopped", |h| {
+        h.state().is_finished() && h.query_by_label_contains("finished").is_some()
+    });
+    assert!(h.query_by_label_contains("Following").is_none());
+    assert!(h.query_by_label_contains("frames/s").is_none());
+    // Another process writes to it: live again.
+    let w = writer(dir.path());
+    write_request(&w, 2, T0 + 1_000_000, "GET /again");
+    step_until(&mut h, "live again once a writer joined", |h| {
+        !h.state().is_finished() && h.query_by_label_contains("finished").is_none()
+    });
+    drop(w);
+}
+
+#[test]
 fn zooming_with_the_pointer_zooms_there_and_pauses_following() {
     let dir = tempfile::tempdir().unwrap();
     let w = writer(dir.path());
