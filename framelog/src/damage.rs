@@ -15,6 +15,9 @@ pub struct Damage {
     pub len: u64,
     /// Why they were skipped.
     pub why: DamageKind,
+    /// The newest frame start or end time the reader delivered before it (0: none), so a
+    /// viewer can place the damage in time (the frames whose ends it held end there).
+    pub newest_before: u64,
 }
 
 impl std::fmt::Display for Damage {
@@ -37,9 +40,22 @@ pub struct DamageLog {
     bytes: u64,
     places: u64,
     last: Option<(PathBuf, u64)>,
+    /// The newest frame start or end time delivered so far.
+    newest: u64,
 }
 
 impl DamageLog {
+    /// Notes a record about to be delivered (its time places damage found after it). Other
+    /// records' times are not frame times: a writer's announcement carries the wall clock.
+    #[inline]
+    pub(crate) fn saw(&mut self, rec: &formats::Record<'_>) {
+        if let formats::Record::Start(formats::FrameStart { timestamp, .. })
+        | formats::Record::End(formats::FrameEnd { timestamp, .. }) = rec
+        {
+            self.newest = self.newest.max(*timestamp);
+        }
+    }
+
     /// Records `len` damaged bytes at `offset` of `path`.
     pub(crate) fn add(&mut self, path: &std::path::Path, offset: u64, len: u64, why: DamageKind) {
         self.bytes += len;
@@ -57,6 +73,7 @@ impl DamageLog {
             offset,
             len,
             why,
+            newest_before: self.newest,
         });
     }
 

@@ -281,6 +281,7 @@ impl LogReader {
                             continue;
                         }
                         Ok(Decoded::Record(rec, len)) => {
+                            self.damage.saw(&rec);
                             f(
                                 Position {
                                     segment: self.pos.segment,
@@ -302,6 +303,7 @@ impl LogReader {
                         for item in RecordIter::new(body, body_at) {
                             match item {
                                 Ok((offset, rec)) => {
+                                    self.damage.saw(&rec);
                                     f(
                                         Position {
                                             segment: self.pos.segment,
@@ -414,7 +416,9 @@ impl LogReader {
                     }
                     let from = self.decoder.first_at_or_after(self.pos.offset);
                     let segment = self.pos.segment;
+                    let damage = &mut self.damage;
                     self.decoder.for_each_from(from, |offset, rec| {
+                        damage.saw(&rec);
                         f(Position { segment, offset }, rec);
                     });
                     delivered += (self.decoder.len() - from) as u64;

@@ -85,9 +85,6 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
         scope.spawn(|| applier(shared, rx, recycle_tx, &stopped, &|_| {}));
         let mut last_sent: Option<(ReadState, Instant)> = None;
         let mut liveness = Liveness::default();
-        // (segment, offset, newest time before it) of each record of the current slice read
-        // after a gap.
-        let mut marks: Vec<(u32, u64, u64)> = Vec::new();
         let mut slice = FIRST_SLICE_BYTES;
         loop {
             if stopped() {
@@ -95,19 +92,7 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
             }
             let mut buf = recycle_rx.try_recv().unwrap_or_default();
             buf.clear();
-            marks.clear();
-            let mut next_at: Option<(u32, u64)> = None;
-            let result = reader.read_some(slice, |pos, rec| {
-                // A record that does not follow its predecessor's last byte comes after a gap
-                // (a batch header, or skipped damage): note the newest time before it, to
-                // place damage found in this slice.
-                let at = (pos.segment, pos.offset);
-                if next_at != Some(at) {
-                    marks.push((at.0, at.1, digest.newest()));
-                }
-                next_at = Some((at.0, at.1 + rec.encoded_len() as u64));
-                digest.push(&rec, &mut buf);
-            });
+            let result = reader.read_some(slice, |_, rec| digest.push(&rec, &mut buf));
             slice = (slice * 2).min(SLICE_BYTES);
             // Segments deleted (retention) before they were read: say the log starts later.
             let pruned = reader.pruned_segments();
@@ -118,18 +103,7 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
             // Damaged bytes were skipped (reading went on at the next valid batch): say where,
             // and when (the newest time read before them) for the frames whose ends they held.
             for d in reader.take_damage() {
-                let at = d
-                    .path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| formats::FileKind::FrameLog.parse_file_name(n))
-                    .map(|seg| (seg, d.offset));
-                // The newest time before the first record read after the damage.
-                let time = marks
-                    .iter()
-                    .find(|(seg, off, _)| at.is_some_and(|a| (*seg, *off) > a))
-                    .map_or(digest.newest(), |m| m.2);
-                buf.damage.push((time, d.to_string()));
+                buf.damage.push((d.newest_before, d.to_string()));
                 shared.push_error(d.to_string());
                 shared.repaint();
             }
