@@ -5,9 +5,9 @@
 //! The counters are four `Cell<u64>` in a `const`-initialized thread-local without a
 //! destructor: reading or bumping them never allocates, never takes a lock, and works at any
 //! point of a thread's life (its thread-local destructors included). A frame snapshots its
-//! thread's counters when it starts (and an `in_frame` future around each poll) and records
-//! the difference when it ends; nested frames are inclusive, as time is: a parent's counts
-//! include its children's.
+//! thread's counters when it starts (an `in_frame` future around each poll, a `tracing` span
+//! recorded by `TracingLayer` around each enter → exit) and records the difference when it
+//! ends; nested frames are inclusive, as time is: a parent's counts include its children's.
 
 // `GlobalAlloc` is an unsafe trait: its implementation only forwards to the wrapped
 // allocator (SAFETY comments below).
@@ -34,7 +34,9 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// gets a FrameAlloc record: allocations (a `realloc` counts as an allocation of the new
 /// size and a free of the old), bytes allocated, frees, bytes freed. Counts are inclusive:
 /// a frame's include those of the frames nested in it. For a future wrapped with
-/// [`crate::FutureExt::in_frame`] they are summed over its polls, on whatever thread.
+/// [`crate::FutureExt::in_frame`] they are summed over its polls, on whatever thread; for a
+/// `tracing` span recorded by `TracingLayer` (feature `tracing`), over the times it is
+/// entered.
 /// The cost is four thread-local additions per allocation or free.
 pub struct CountingAlloc<A> {
     inner: A,
@@ -214,7 +216,8 @@ fn snapshot_out_of_line() -> AllocCounts {
 }
 
 /// Counts what a stretch of code allocates on this thread: started by [`Span::begin`],
-/// added up over several stretches (the polls of a future) with [`Span::end_into`].
+/// added up over several stretches (the polls of a future, the enters of a `tracing` span)
+/// with [`Span::end_into`].
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Span(Option<AllocCounts>);
 

@@ -12,8 +12,9 @@
 //! - **A frame is a span's whole life**, from its creation to its close, whatever thread
 //!   closes it. For `#[instrument] async fn` that is one frame covering every `.await`, not a
 //!   slice per poll; for a sync span entered once it is the same as enter → exit give or take
-//!   the creation. Enter and exit are not used at all, so spans entered many times, exited out
-//!   of order or on other threads cannot mis-nest.
+//!   the creation. Enter and exit do not place frames (only the allocation counts below use
+//!   them), so spans entered many times, exited out of order or on other threads cannot
+//!   mis-nest.
 //! - Label: the span's name (with `.with_target(true)`, `target::name`). Category: a
 //!   `category` field (`"database"`, or a number), else the first matching target prefix of
 //!   [`TracingLayer::category_for`] (defaults: `sqlx`, `diesel`, `postgres`, `redis` →
@@ -34,11 +35,17 @@
 //! - Messages: every event is also a message (`Stopwatch::message`): level mapped one to
 //!   one, text its `message` field, fields its other fields and its `target`, in its span's
 //!   frame (the thread's current frame for an event outside recorded spans).
+//! - Allocations, with [`crate::CountingAlloc`] installed: what the span's code allocated
+//!   and freed while the span was entered, summed over every enter → exit on whatever thread
+//!   (an `#[instrument] async fn`: over its polls), recorded as the frame's FrameAlloc when it
+//!   ends (none if nothing was counted). Inclusive, as for `Stopwatch::start` frames: see
+//!   [`TracingLayer`].
 //!
 //! Cost: values are written as BSON elements into a per-span buffer as they arrive (no map,
 //! no JSON or BSON value tree, no `String` per field); the buffer becomes the frame's data
 //! document when the span closes. User code (a field's `Debug`) never runs while the span's
-//! extensions are locked: values are formatted into buffers of our own first.
+//! extensions are locked: values are formatted into buffers of our own first. Without
+//! `CountingAlloc`, enter and exit cost a relaxed load each.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -53,6 +60,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context as LayerContext;
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::counting_alloc::{self, AllocCounts, Span as AllocSpan};
 use crate::frame::Detached;
 use crate::inner::Inner;
 use crate::recorder::{Recorder, with_global};
@@ -66,6 +74,19 @@ enum Target {
 }
 
 /// A `tracing_subscriber::Layer` that records spans as frames.
+///
+/// With a [`crate::CountingAlloc`] installed, a span's frame records what its thread
+/// allocated and freed between each `on_enter` and the matching `on_exit`, summed over every
+/// time the span is entered, on whatever thread (an `#[instrument] async fn`: its polls, on
+/// whichever worker runs them), as one FrameAlloc written when the frame ends; a span that
+/// counted nothing gets none. The counts are inclusive, as those of `Stopwatch::start` frames
+/// are (and as time is): a span's include the allocations of the spans (and frames) entered
+/// inside it on the same thread while it is entered, a child `#[instrument]` future awaited
+/// in its parent's poll included. What runs while the span is not entered is not its own:
+/// between its creation and its first enter, between its polls, in a task it spawns or a
+/// child entered on another thread. A span entered again while already entered on a thread
+/// counts that stretch once. Without a counting allocator, enter and exit cost one relaxed
+/// load each.
 pub struct TracingLayer {
     target: Target,
     with_target: bool,
@@ -578,6 +599,93 @@ fn with_buffer<R>(
     }
 }
 
+/// One stretch of a span entered on this thread, its allocations being counted.
+struct EnteredSpan {
+    /// The layer's address: spans of other subscribers may have the same id.
+    layer: usize,
+    span: u64,
+    count: AllocSpan,
+}
+
+thread_local! {
+    /// The spans entered on this thread, innermost last, while a `CountingAlloc` is
+    /// installed (nothing is pushed otherwise).
+    static ENTERED: RefCell<Vec<EnteredSpan>> = const { RefCell::new(Vec::new()) };
+}
+
+impl TracingLayer {
+    /// This layer, in `EnteredSpan::layer`.
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    /// A span was entered: starts counting what this thread allocates for it.
+    #[inline(never)]
+    fn count_enter(&self, id: &Id) {
+        let (layer, span) = (self.address(), id.into_u64());
+        let _ = ENTERED.try_with(|stack| {
+            let Ok(mut stack) = stack.try_borrow_mut() else {
+                return;
+            };
+            // Room first: growing the stack is not the span's allocation.
+            stack.reserve(1);
+            // Entered again inside itself: the outer stretch already counts this one.
+            let count = if stack.iter().any(|e| e.layer == layer && e.span == span) {
+                AllocSpan::default()
+            } else {
+                AllocSpan::begin()
+            };
+            stack.push(EnteredSpan { layer, span, count });
+        });
+    }
+
+    /// A span was exited: what this thread allocated since the matching enter goes to the
+    /// span's frame (summed until the frame ends, which records it).
+    #[inline(never)]
+    fn count_exit<S>(&self, id: &Id, ctx: LayerContext<'_, S>)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let (layer, span) = (self.address(), id.into_u64());
+        let mut counted = AllocCounts::default();
+        let _ = ENTERED.try_with(|stack| {
+            let Ok(mut stack) = stack.try_borrow_mut() else {
+                return;
+            };
+            // The span's innermost enter (spans may be exited out of order).
+            if let Some(i) = stack
+                .iter()
+                .rposition(|e| e.layer == layer && e.span == span)
+            {
+                stack.remove(i).count.end_into(&mut counted);
+            }
+        });
+        // Nothing counted (an idle stretch, a nested enter): no lock taken.
+        if counted.is_empty() {
+            return;
+        }
+        // No user code runs while the extensions are locked: only an addition.
+        if let Some(s) = ctx.span(id)
+            && let Some(f) = s.extensions_mut().get_mut::<SpanFrame>()
+            && f.frame.is_recording()
+        {
+            f.frame.alloc = f.frame.alloc.plus(counted);
+        }
+    }
+
+    /// A span closed: any stretch of it still on this thread's stack (a guard that was
+    /// leaked, never exited) goes, so that a later span given the same id is counted.
+    #[inline(never)]
+    fn forget_entered(&self, id: &Id) {
+        let (layer, span) = (self.address(), id.into_u64());
+        let _ = ENTERED.try_with(|stack| {
+            if let Ok(mut stack) = stack.try_borrow_mut() {
+                stack.retain(|e| e.layer != layer || e.span != span);
+            }
+        });
+    }
+}
+
 impl<S> Layer<S> for TracingLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -706,7 +814,23 @@ where
         });
     }
 
+    fn on_enter(&self, id: &Id, _ctx: LayerContext<'_, S>) {
+        // Without a counting allocator: one relaxed load.
+        if counting_alloc::installed() {
+            self.count_enter(id);
+        }
+    }
+
+    fn on_exit(&self, id: &Id, ctx: LayerContext<'_, S>) {
+        if counting_alloc::installed() {
+            self.count_exit(id, ctx);
+        }
+    }
+
     fn on_close(&self, id: Id, ctx: LayerContext<'_, S>) {
+        if counting_alloc::installed() {
+            self.forget_entered(&id);
+        }
         let Some(span) = ctx.span(&id) else {
             return;
         };
@@ -756,6 +880,7 @@ where
             debug_assert_eq!(formats::bson_check::check_document(&doc), Ok(()));
             f.frame.data_document(doc);
         }
+        // Records the allocation counts summed by `count_exit` (if any), then the end.
         f.frame.end();
     }
 }

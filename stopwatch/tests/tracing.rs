@@ -1,6 +1,7 @@
 //! `TracingLayer` with real `tracing` spans: `#[instrument]` async fns on a multi-thread tokio
 //! runtime (frames cover whole lives across `.await`s and threads), explicit parents,
-//! `follows_from`, out-of-order exits, spans closed on other threads, per-layer filters.
+//! `follows_from`, out-of-order exits, spans closed on other threads, per-layer filters. This
+//! binary has no `CountingAlloc`: no span gets a FrameAlloc (see `tracing_allocs.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,6 +51,8 @@ fn read(dir: &std::path::Path) -> (Vec<F>, Vec<F>) {
             Record::End(e) => {
                 ends.insert(FrameKey::new(e.worker, e.id), e.timestamp);
             }
+            // This binary has no `CountingAlloc`: spans count nothing.
+            Record::FrameAlloc(a) => panic!("a FrameAlloc without CountingAlloc: {a:?}"),
             _ => {}
         })
         .unwrap();
@@ -582,4 +585,34 @@ fn events_become_messages_in_their_spans_frame_and_outside_spans_in_the_threads(
     let mut data = framelog::DataStore::open(dir.path()).unwrap();
     let doc = data.get(request.key).unwrap().unwrap();
     assert_eq!(doc.get_array("events").unwrap().len(), 1);
+}
+
+#[test]
+fn without_counting_alloc_a_span_that_allocates_records_no_frame_alloc() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let subscriber = tracing_subscriber::registry().with(TracingLayer::new(&rec));
+    tracing::subscriber::with_default(subscriber, || {
+        let span = info_span!("allocates");
+        span.in_scope(|| {
+            let v = Vec::<u8>::with_capacity(1 << 20);
+            std::hint::black_box(&v);
+        });
+        span.in_scope(|| std::hint::black_box(vec![0u8; 4096]).len());
+    });
+    let all = frames(&rec, dir.path(), 1);
+    assert_eq!(all[0].label, "allocates");
+    let mut allocs = 0;
+    LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, r| {
+            if matches!(r, Record::FrameAlloc(_)) {
+                allocs += 1;
+            }
+        })
+        .unwrap();
+    assert_eq!(
+        allocs, 0,
+        "no FrameAlloc (type 9) record without CountingAlloc"
+    );
 }
