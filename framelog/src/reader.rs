@@ -171,7 +171,8 @@ impl LogReader {
     /// Damaged bytes (a batch that fails its checksum, bytes that are not a batch) are skipped
     /// and reported through [`LogReader::take_damage`]; reading goes on at the next valid batch.
     /// Errors are I/O errors and segment headers this reader refuses (wrong magic, newer
-    /// version); [`LogReader::skip_segment`] moves past such a segment.
+    /// version, and in a build without the `compact` feature a compact segment:
+    /// [`Error::CompactUnsupported`]); [`LogReader::skip_segment`] moves past such a segment.
     pub fn read_available(&mut self, f: impl FnMut(Position, Record<'_>)) -> Result<u64> {
         self.read_some(usize::MAX, f)
     }
