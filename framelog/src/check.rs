@@ -139,12 +139,12 @@ pub fn check_log(dir: &Path) -> Result<Report> {
         let path = segment_path(dir, FileKind::FrameLog, n);
         let bytes = std::fs::read(&path).at(&path)?;
         report.files += 1;
-        if matches!(FileHeader::decode_any(FileKind::FrameLog, &bytes), Ok(Some(h)) if h.is_compact())
-        {
-            check_compact_frames(&mut report, &path, &bytes);
-            continue;
+        // Refuses a compact segment in a build without the `compact` feature.
+        match crate::pread::decode_header_any(&path, FileKind::FrameLog, &bytes)? {
+            #[cfg(feature = "compact")]
+            Ok(Some(h)) if h.is_compact() => check_compact_frames(&mut report, &path, &bytes),
+            _ => check_frames(&mut report, &path, &bytes, Some(n) == last),
         }
-        check_frames(&mut report, &path, &bytes, Some(n) == last);
     }
     let data = segments::list(dir, FileKind::FrameData)?;
     let last = data.last().copied();
@@ -230,6 +230,7 @@ fn check_frames(report: &mut Report, path: &Path, bytes: &[u8], live: bool) {
 
 /// Checks a compact (version 2) frame log: trailer, index, and every block (header, CRC32C,
 /// decompression, decoding).
+#[cfg(feature = "compact")]
 fn check_compact_frames(report: &mut Report, path: &Path, bytes: &[u8]) {
     use formats::compact::frames::{FileEvent, TRAILER_LEN, Trailer, decode_file, read_index};
     let trailer = Trailer::decode(bytes, bytes.len() as u64);
@@ -287,20 +288,23 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
     let data_path = segment_path(dir, FileKind::FrameData, n);
     let bytes = std::fs::read(&data_path).at(&data_path)?;
     report.files += 1;
-    if let Ok(Some(h)) = FileHeader::decode_any(FileKind::FrameData, &bytes)
-        && h.is_compact()
-    {
-        check_compact_data(report, &data_path, &bytes);
-        let idx_path = segment_path(dir, FileKind::FrameIndex, n);
-        if idx_path.exists() {
-            report.add(
-                Severity::Note,
-                &idx_path,
-                0,
-                "index left beside a compact data file by an interrupted compaction: ignored (the next compaction deletes it)",
-            );
+    // Refuses a compact segment in a build without the `compact` feature.
+    match crate::pread::decode_header_any(&data_path, FileKind::FrameData, &bytes)? {
+        #[cfg(feature = "compact")]
+        Ok(Some(h)) if h.is_compact() => {
+            check_compact_data(report, &data_path, &bytes);
+            let idx_path = segment_path(dir, FileKind::FrameIndex, n);
+            if idx_path.exists() {
+                report.add(
+                    Severity::Note,
+                    &idx_path,
+                    0,
+                    "index left beside a compact data file by an interrupted compaction: ignored (the next compaction deletes it)",
+                );
+            }
+            return Ok(());
         }
-        return Ok(());
+        _ => {}
     }
     // Start offset of every whole, valid data entry, and the markers of valid batches.
     let mut starts: HashMap<u32, FrameKey> = HashMap::new();
@@ -389,6 +393,7 @@ fn check_data_pair(dir: &Path, n: u32, live: bool, report: &mut Report) -> Resul
 
 /// Checks the framing, checksums and index of data segment `n` (sealed), not its documents'
 /// BSON: what the compactor needs, since it copies documents as bytes.
+#[cfg(feature = "compact")]
 pub(crate) fn check_data_framing(dir: &Path, n: u32, report: &mut Report) -> Result<()> {
     report.skip_documents = true;
     check_data_pair(dir, n, false, report)
@@ -577,6 +582,7 @@ fn check_framed_index(
 /// Checks a compact (version 2) data file: trailer, dictionary and index, then every data
 /// block (header, checksum, decompression, entries, BSON) and that every index entry points
 /// at the start of an entry with its key.
+#[cfg(feature = "compact")]
 fn check_compact_data(report: &mut Report, path: &Path, bytes: &[u8]) {
     use formats::compact::data::{DataFile, block_entries};
     let mut file = match DataFile::parse(bytes) {

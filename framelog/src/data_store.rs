@@ -11,6 +11,8 @@
 //! are kept decompressed). Compaction may replace a raw segment while this store reads it: a
 //! store that opened the raw pair keeps reading it (the open files outlive their names), and
 //! one that finds the index gone after opening the raw data file opens the compact file.
+//! Without the `compact` feature, a compact data segment is refused with
+//! [`Error::CompactUnsupported`] when the store first opens it.
 
 // Memory-mapping a file is `unsafe` (the mapping must stay backed): the two maps below say
 // why they are.
@@ -20,13 +22,14 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "compact")]
 use formats::compact::data::{
     BLOCK_HEADER_LEN, BlockDecoder, BlockHeader, DATA_MAGIC, DICT_MAGIC, INDEX_MAGIC, TRAILER_LEN,
     Trailer, decode_index, entry_at,
 };
 use formats::{
-    DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileHeader, FileKind, FrameKey,
-    HEADER_LEN, INDEX_ENTRY_LEN, Probe, check_index_entries, decode_data_entry, decode_index_entry,
+    DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileKind, FrameKey, HEADER_LEN,
+    INDEX_ENTRY_LEN, Probe, check_index_entries, decode_data_entry, decode_index_entry,
 };
 use memmap2::{Mmap, MmapOptions};
 
@@ -100,12 +103,15 @@ enum Form {
     /// A raw `.framedata` + `.frameidx` pair (version 1).
     Raw,
     /// A compact file (version 2), index loaded.
+    #[cfg(feature = "compact")]
     Compact,
     /// A compact file whose trailer, dictionary or index is damaged (reported): no data.
+    #[cfg(feature = "compact")]
     Dead,
 }
 
 /// A compact (version 2) data segment: the file, its blocks, a decoder.
+#[cfg(feature = "compact")]
 struct CompactSeg {
     file: File,
     /// File offset of each data block's header.
@@ -119,11 +125,13 @@ struct CompactSeg {
 
 /// Decompressed data blocks kept for the next lookups: a lookup in a neighbouring frame
 /// (same request, same time) usually hits the same block.
+#[cfg(feature = "compact")]
 const BLOCK_CACHE: usize = 8;
 
 /// One data/index segment pair.
 struct Segment {
     form: Form,
+    #[cfg(feature = "compact")]
     compact: Option<CompactSeg>,
     data_path: PathBuf,
     idx_path: PathBuf,
@@ -152,6 +160,7 @@ pub struct DataStore {
     entries: usize,
     damage: DamageLog,
     /// Recently decompressed blocks, (segment, block, body), most recent last.
+    #[cfg(feature = "compact")]
     cache: Vec<(u32, u32, Vec<u8>)>,
 }
 
@@ -177,6 +186,7 @@ impl DataStore {
             batches: Vec::new(),
             entries: 0,
             damage: DamageLog::default(),
+            #[cfg(feature = "compact")]
             cache: Vec::new(),
         };
         store.refresh()?;
@@ -223,6 +233,7 @@ impl DataStore {
                     n,
                     Segment {
                         form: Form::Unknown,
+                        #[cfg(feature = "compact")]
                         compact: None,
                         data_path: segment_path(&self.dir, FileKind::FrameData, n),
                         idx_path: segment_path(&self.dir, FileKind::FrameIndex, n),
@@ -252,9 +263,11 @@ impl DataStore {
         let seg = &mut self.segments[i].1;
         match seg.form {
             // Compact files never change; a dead one stays reported.
+            #[cfg(feature = "compact")]
             Form::Compact | Form::Dead => return Ok(0),
             Form::Raw => {}
             Form::Unknown => match open_data(&seg.data_path)? {
+                #[cfg(feature = "compact")]
                 Opened::Compact(file) => return self.load_compact(i, file),
                 Opened::Raw(file) => {
                     // Held from now on: if compaction replaces the file, this store keeps
@@ -270,13 +283,17 @@ impl DataStore {
                 Ok(f) => seg.idx = Some(f),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     // Compaction may have replaced the data file and deleted its index since
-                    // the raw data file was opened: the compact file has everything.
-                    if let Opened::Compact(file) = open_data(&seg.data_path)? {
-                        seg.data = None;
-                        return self.load_compact(i, file);
+                    // the raw data file was opened: the compact file has everything (refused
+                    // by `open_data` without the `compact` feature).
+                    match open_data(&seg.data_path)? {
+                        #[cfg(feature = "compact")]
+                        Opened::Compact(file) => {
+                            seg.data = None;
+                            return self.load_compact(i, file);
+                        }
+                        // Not created yet, or deleted by retention: no entries from it (yet).
+                        Opened::Raw(_) | Opened::NotYet => return Ok(0),
                     }
-                    // Not created yet, or deleted by retention: no entries from it (yet).
-                    return Ok(0);
                 }
                 Err(e) => return Err(Error::io(&seg.idx_path, e)),
             }
@@ -475,6 +492,7 @@ impl DataStore {
 
     /// Loads compact segment `i` (its data file already open): trailer, dictionary and index.
     /// Damage there costs the whole file's data: reported, and the segment holds nothing.
+    #[cfg(feature = "compact")]
     fn load_compact(&mut self, i: usize, file: File) -> Result<usize> {
         let path = self.segments[i].1.data_path.clone();
         let len = file.metadata().at(&path)?.len();
@@ -510,6 +528,7 @@ impl DataStore {
     /// The cache slot holding data block `block` of compact segment `si`, decompressed
     /// (read, checked and decompressed now if it is not cached). A damaged block is reported
     /// once (through [`DataStore::take_damage`]) and refused with an error naming it.
+    #[cfg(feature = "compact")]
     fn compact_block(&mut self, si: usize, block: u32) -> Result<usize> {
         if let Some(pos) = self
             .cache
@@ -590,6 +609,7 @@ impl DataStore {
         for loc in locs {
             let seek = loc.seek as usize;
             let si = loc.segment as usize;
+            #[cfg(feature = "compact")]
             if self.segments[si].1.form == Form::Compact {
                 let c = self.compact_block(si, loc.batch)?;
                 let seg = &self.segments[si].1;
@@ -692,6 +712,7 @@ impl DataStore {
 /// What a data file turned out to be when opened.
 enum Opened {
     /// A compact (version 2) file.
+    #[cfg(feature = "compact")]
     Compact(File),
     /// Anything else: read as the raw data file of a pair, as before compaction existed.
     Raw(File),
@@ -699,7 +720,8 @@ enum Opened {
     NotYet,
 }
 
-/// Opens the data file at `path` and tells by its header which form it is.
+/// Opens the data file at `path` and tells by its header which form it is (refusing a compact
+/// one without the `compact` feature).
 fn open_data(path: &Path) -> Result<Opened> {
     let file = match File::open(path) {
         Ok(f) => f,
@@ -709,8 +731,9 @@ fn open_data(path: &Path) -> Result<Opened> {
     let mut head = [0u8; HEADER_LEN];
     let n = read_full_at(&file, path, &mut head, 0)?;
     Ok(
-        match FileHeader::decode_any(FileKind::FrameData, &head[..n]) {
+        match crate::pread::decode_header_any(path, FileKind::FrameData, &head[..n])? {
             Ok(None) => Opened::NotYet,
+            #[cfg(feature = "compact")]
             Ok(Some(h)) if h.is_compact() => Opened::Compact(file),
             // A raw file, or a header too damaged to tell: the index decides, as before.
             _ => Opened::Raw(file),
@@ -720,10 +743,12 @@ fn open_data(path: &Path) -> Result<Opened> {
 
 /// What a compact file's index gives a store: the index, a decoder (with the dictionary),
 /// and where the data blocks end.
+#[cfg(feature = "compact")]
 type CompactIndex = (formats::compact::data::DataIndex, BlockDecoder, u64);
 
 /// Reads a compact data file's trailer, dictionary and index block (`Ok(Err(..))`: they are
 /// damaged, at the error's file offset).
+#[cfg(feature = "compact")]
 fn read_compact_index(
     file: &File,
     path: &Path,

@@ -52,6 +52,19 @@ pub enum Error {
         "serving viewers on {0} (not loopback) needs a token: pass --token SECRET or set FRAMELOG_TOKEN"
     )]
     TokenRequired(String),
+    /// A compact sealed segment met by a build without the `compact` feature, which cannot
+    /// read it (its records are zstd-compressed): refused rather than read as raw or skipped.
+    /// A build with the feature never returns it.
+    #[error(
+        "{}: a compact segment (format version {version}): this log has compact segments, and framelog was built without its `compact` feature, which reads them (enable `compact` of framelog or of framelog-stopwatch, or read the log with the `framelog` command)",
+        path.display()
+    )]
+    CompactUnsupported {
+        /// The compact segment.
+        path: PathBuf,
+        /// Its format version (2, or 4 for a frame log that records parents).
+        version: u16,
+    },
     /// A data batch cannot fit a data segment (seek offsets are u32).
     #[error("{}: a data batch of {len} bytes does not fit in a 4 GiB data segment", path.display())]
     BatchTooLarge {

@@ -13,6 +13,11 @@
 //!   (`docs/PROTOCOL.md`).
 //! - Export (feature `export`): [`export`] writes Chrome Trace Event JSON for Perfetto and others.
 //! - Inspection and repair: [`check`] validates every file, [`recover`] copies what is valid.
+//! - Compaction (feature `compact`, which pulls zstd; the CLI has it): `compact` rewrites sealed
+//!   segments in their compact form, and the writer does it in the background
+//!   ([`WriterOptions::compact`]); every reader reads both forms. Without the feature, sealed
+//!   segments stay raw, and every reader that meets a compact segment (written by a build with
+//!   it) returns [`Error::CompactUnsupported`] naming the file.
 //!
 //! The byte layouts live in the `formats` crate and are described in `docs/FORMAT.md`.
 //!
@@ -52,7 +57,11 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 mod append;
 pub mod check;
+#[cfg(feature = "compact")]
+#[cfg_attr(docsrs, doc(cfg(feature = "compact")))]
 pub mod compact;
+#[cfg(test)]
+mod compact_fixture;
 mod damage;
 pub mod data_store;
 mod error;

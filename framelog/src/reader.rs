@@ -9,8 +9,10 @@ use formats::{
     Record, RecordIter, RecordType, Unit, decode_record,
 };
 
+#[cfg(feature = "compact")]
 use formats::compact::frames::BlockDecoder;
 
+#[cfg(feature = "compact")]
 use crate::compact::frames::{Item, Plan, raw_len_of, read_block};
 use crate::damage::{Damage, DamageLog};
 use crate::error::{Error, Result};
@@ -51,12 +53,16 @@ pub struct LogReader {
     /// Segments found deleted (by retention) before this reader got to them.
     pruned: u32,
     /// The current segment is compact (version 2): where its blocks are, and the next one.
+    #[cfg(feature = "compact")]
     compact: Option<(Plan, usize)>,
     /// Decodes compact blocks (keeps its buffers).
+    #[cfg(feature = "compact")]
     decoder: BlockDecoder,
     /// A compact block's bytes as read.
+    #[cfg(feature = "compact")]
     block_buf: Vec<u8>,
     /// Raw lengths of compact segments by (segment, inode, size), for progress.
+    #[cfg(feature = "compact")]
     raw_lens: parking_lot::Mutex<std::collections::HashMap<u32, (u64, u64, u64)>>,
 }
 
@@ -83,9 +89,13 @@ impl LogReader {
             bytes_read: 0,
             watch: None,
             pruned: 0,
+            #[cfg(feature = "compact")]
             compact: None,
+            #[cfg(feature = "compact")]
             decoder: BlockDecoder::new(),
+            #[cfg(feature = "compact")]
             block_buf: Vec::new(),
+            #[cfg(feature = "compact")]
             raw_lens: Default::default(),
         })
     }
@@ -109,9 +119,7 @@ impl LogReader {
     /// Total bytes of all frame-log segments now (for progress); a compact segment counts
     /// as the raw segment it replaced.
     pub fn total_bytes(&self) -> Result<u64> {
-        use std::os::unix::fs::MetadataExt;
         let mut total = 0;
-        let mut cache = self.raw_lens.lock();
         for n in segments::list(&self.dir, FileKind::FrameLog)? {
             let p = segment_path(&self.dir, FileKind::FrameLog, n);
             let m = match std::fs::metadata(&p) {
@@ -120,25 +128,41 @@ impl LogReader {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io(p, e)),
             };
-            let key = (m.ino(), m.len());
-            match cache.get(&n) {
-                Some(&(ino, len, raw)) if (ino, len) == key => total += raw,
-                _ => {
-                    // Only sealed segments can be compact; a file that turns compact gets a
-                    // new inode (it is renamed into place), so the cache never goes stale.
-                    let raw = if segments::exists(&self.dir, FileKind::FrameLog, n + 1) {
-                        raw_len_of(&p).ok().flatten()
-                    } else {
-                        None
-                    };
-                    if let Some(raw) = raw {
-                        cache.insert(n, (key.0, key.1, raw));
-                    }
-                    total += raw.unwrap_or(m.len());
-                }
-            }
+            total += self.counted_len(n, &p, &m);
         }
         Ok(total)
+    }
+
+    /// The bytes segment `n` (at `p`, with metadata `m`) counts for in
+    /// [`LogReader::total_bytes`]: its length, or the raw length of a compact one.
+    #[cfg(feature = "compact")]
+    fn counted_len(&self, n: u32, p: &Path, m: &std::fs::Metadata) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        let key = (m.ino(), m.len());
+        let mut cache = self.raw_lens.lock();
+        match cache.get(&n) {
+            Some(&(ino, len, raw)) if (ino, len) == key => raw,
+            _ => {
+                // Only sealed segments can be compact; a file that turns compact gets a
+                // new inode (it is renamed into place), so the cache never goes stale.
+                let raw = if segments::exists(&self.dir, FileKind::FrameLog, n + 1) {
+                    raw_len_of(p).ok().flatten()
+                } else {
+                    None
+                };
+                if let Some(raw) = raw {
+                    cache.insert(n, (key.0, key.1, raw));
+                }
+                raw.unwrap_or(m.len())
+            }
+        }
+    }
+
+    /// Without the `compact` feature: the file's length (reading a compact segment is refused
+    /// by [`LogReader::read_some`], not guessed at here).
+    #[cfg(not(feature = "compact"))]
+    fn counted_len(&self, _n: u32, _p: &Path, m: &std::fs::Metadata) -> u64 {
+        m.len()
     }
 
     /// Delivers every whole record available now, in file order; returns how many.
@@ -147,7 +171,8 @@ impl LogReader {
     /// Damaged bytes (a batch that fails its checksum, bytes that are not a batch) are skipped
     /// and reported through [`LogReader::take_damage`]; reading goes on at the next valid batch.
     /// Errors are I/O errors and segment headers this reader refuses (wrong magic, newer
-    /// version); [`LogReader::skip_segment`] moves past such a segment.
+    /// version, and in a build without the `compact` feature a compact segment:
+    /// [`Error::CompactUnsupported`]); [`LogReader::skip_segment`] moves past such a segment.
     pub fn read_available(&mut self, f: impl FnMut(Position, Record<'_>)) -> Result<u64> {
         self.read_some(usize::MAX, f)
     }
@@ -207,7 +232,9 @@ impl LogReader {
             }
             let (file, path) = self.file.as_ref().expect("opened above");
             if self.pos.offset == 0 || self.seen_len == 0 {
+                // Refuses a compact segment in a build without the `compact` feature.
                 match read_header_any(file, path, FileKind::FrameLog)? {
+                    #[cfg(feature = "compact")]
                     Some(h) if h.is_compact() => {
                         self.decoder.set_version(h.version);
                         if self.compact.is_none() {
@@ -233,6 +260,7 @@ impl LogReader {
                     }
                 }
             }
+            #[cfg(feature = "compact")]
             if self.compact.is_some() {
                 let (n, used, done) = self.read_compact(budget, &mut f)?;
                 delivered += n;
@@ -370,11 +398,15 @@ impl LogReader {
         self.file = None;
         self.framed = false;
         self.seen_len = 0;
-        self.compact = None;
+        #[cfg(feature = "compact")]
+        {
+            self.compact = None;
+        }
     }
 
     /// Delivers records of the current compact segment's blocks until about `budget` raw
     /// bytes went by; returns (records, raw bytes, whether the segment is done).
+    #[cfg(feature = "compact")]
     fn read_compact(
         &mut self,
         budget: usize,

@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
+#[cfg(feature = "compact")]
 use formats::compact::frames::FileEvent;
-use formats::{DamageKind, FLAG_BATCHES, FileHeader, FileKind, Framing, Unit, decode_data_entry};
+use formats::{FLAG_BATCHES, FileHeader, FileKind, Framing, Unit, decode_data_entry};
 
 use crate::append::{AppendConfig, DataAppender, DataBatch, FramesAppender, SyncPolicy};
 use crate::damage::{Damage, DamageLog};
@@ -34,15 +35,16 @@ fn framed(path: &Path, kind: FileKind, bytes: &[u8]) -> Result<Option<(usize, bo
 }
 
 /// Calls `f` with the contents of every valid batch (or unframed record or entry) of the
-/// frame-log or data file at `path`, and records the damage between them.
+/// raw frame-log or data file at `path`, whose bytes are `bytes`, and records the damage
+/// between them.
 fn valid_units(
     path: &Path,
+    bytes: &[u8],
     kind: FileKind,
     damage: &mut DamageLog,
     mut f: impl FnMut(&[u8]) -> Result<()>,
 ) -> Result<()> {
-    let bytes = std::fs::read(path).at(path)?;
-    let Some((mut pos, is_framed)) = framed(path, kind, &bytes)? else {
+    let Some((mut pos, is_framed)) = framed(path, kind, bytes)? else {
         return Ok(());
     };
     let framing = match kind {
@@ -67,15 +69,6 @@ fn valid_units(
         }
     }
     Ok(())
-}
-
-/// The bytes of the frame-log segment at `path` if it is compact (version 2).
-fn compact_file(path: &Path) -> Result<Option<Vec<u8>>> {
-    let bytes = std::fs::read(path).at(path)?;
-    Ok(match FileHeader::decode_any(FileKind::FrameLog, &bytes) {
-        Ok(Some(h)) if h.is_compact() => Some(bytes),
-        _ => None,
-    })
 }
 
 /// Copies the valid contents of the log in `src` into a new log in `dst` (which must not
@@ -110,57 +103,60 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
     let mut pending = Vec::new();
     for n in segments::list(src, FileKind::FrameLog)? {
         let path = segment_path(src, FileKind::FrameLog, n);
-        if let Some(bytes) = compact_file(&path)? {
-            // A compact segment: its records, rebuilt as version 1 records block by block.
-            let mut failed = None;
-            formats::compact::frames::decode_file(&bytes, |e| match e {
-                FileEvent::Record(_, rec) => {
-                    let at = pending.len();
-                    rec.encode_to_vec(&mut pending);
-                    out.frame_units += 1;
-                    out.frame_bytes += (pending.len() - at) as u64;
+        let bytes = std::fs::read(&path).at(&path)?;
+        // Refuses a compact segment in a build without the `compact` feature.
+        match crate::pread::decode_header_any(&path, FileKind::FrameLog, &bytes)? {
+            #[cfg(feature = "compact")]
+            Ok(Some(h)) if h.is_compact() => {
+                // A compact segment: its records, rebuilt as version 1 records block by block.
+                formats::compact::frames::decode_file(&bytes, |e| match e {
+                    FileEvent::Record(_, rec) => {
+                        let at = pending.len();
+                        rec.encode_to_vec(&mut pending);
+                        out.frame_units += 1;
+                        out.frame_bytes += (pending.len() - at) as u64;
+                    }
+                    FileEvent::Damaged(offset, len, why) => {
+                        damage.add(&path, offset, len, formats::DamageKind::BadBlock(why))
+                    }
+                });
+                if pending.len() >= 4 << 20 {
+                    frames.append(&pending)?;
+                    pending.clear();
                 }
-                FileEvent::Damaged(offset, len, why) => {
-                    damage.add(&path, offset, len, DamageKind::BadBlock(why))
+            }
+            _ => valid_units(&path, &bytes, FileKind::FrameLog, &mut damage, |records| {
+                pending.extend_from_slice(records);
+                out.frame_units += 1;
+                out.frame_bytes += records.len() as u64;
+                if pending.len() >= 4 << 20 {
+                    frames.append(&pending)?;
+                    pending.clear();
                 }
-            });
-            if pending.len() >= 4 << 20 {
-                failed = frames.append(&pending).err();
-                pending.clear();
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            continue;
+                Ok(())
+            })?,
         }
-        valid_units(&path, FileKind::FrameLog, &mut damage, |records| {
-            pending.extend_from_slice(records);
-            out.frame_units += 1;
-            out.frame_bytes += records.len() as u64;
-            if pending.len() >= 4 << 20 {
-                frames.append(&pending)?;
-                pending.clear();
-            }
-            Ok(())
-        })?;
     }
     frames.append(&pending)?;
     for n in segments::list(src, FileKind::FrameData)? {
         let path = segment_path(src, FileKind::FrameData, n);
+        let bytes = std::fs::read(&path).at(&path)?;
         let mut batch = DataBatch::new();
-        if compact_data_entries(&path, &mut damage, &mut batch)? {
-            out.data_entries += batch.len() as u64;
-            data.append(&batch)?;
-            continue;
-        }
-        valid_units(&path, FileKind::FrameData, &mut damage, |entries| {
-            let mut at = 0;
-            while let Ok(Some(e)) = decode_data_entry(&entries[at..]) {
-                batch.push(e.key, e.document);
-                at += e.encoded_len();
+        // Refuses a compact segment in a build without the `compact` feature.
+        match crate::pread::decode_header_any(&path, FileKind::FrameData, &bytes)? {
+            #[cfg(feature = "compact")]
+            Ok(Some(h)) if h.is_compact() => {
+                compact_data_entries(&path, &bytes, &mut damage, &mut batch);
             }
-            Ok(())
-        })?;
+            _ => valid_units(&path, &bytes, FileKind::FrameData, &mut damage, |entries| {
+                let mut at = 0;
+                while let Ok(Some(e)) = decode_data_entry(&entries[at..]) {
+                    batch.push(e.key, e.document);
+                    at += e.encoded_len();
+                }
+                Ok(())
+            })?,
+        }
         out.data_entries += batch.len() as u64;
         data.append(&batch)?;
     }
@@ -171,23 +167,15 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
     Ok(out)
 }
 
-/// If the data file at `path` is compact (version 2), pushes the entries of its good blocks
-/// onto `batch`, records the damage, and returns `true`; `false` for a raw file.
-fn compact_data_entries(
-    path: &Path,
-    damage: &mut DamageLog,
-    batch: &mut DataBatch,
-) -> Result<bool> {
+/// Pushes the entries of the good blocks of the compact (version 2) data file at `path`,
+/// whose bytes are `bytes`, onto `batch`, and records the damage.
+#[cfg(feature = "compact")]
+fn compact_data_entries(path: &Path, bytes: &[u8], damage: &mut DamageLog, batch: &mut DataBatch) {
     use formats::compact::data::{DataFile, block_entries};
-    let bytes = std::fs::read(path).at(path)?;
-    match FileHeader::decode_any(FileKind::FrameData, &bytes) {
-        Ok(Some(h)) if h.is_compact() => {}
-        _ => return Ok(false),
-    }
     let lost = |e: &formats::DecodeError, what: &str| {
         formats::DamageKind::BadBlock(format!("{what}: {}", e.kind))
     };
-    let mut file = match DataFile::parse(&bytes) {
+    let mut file = match DataFile::parse(bytes) {
         Ok(f) => f,
         Err(e) => {
             // Without its index the file's blocks cannot be trusted to be whole: all lost.
@@ -197,7 +185,7 @@ fn compact_data_entries(
                 bytes.len() as u64,
                 lost(&e, "compact data file's index unreadable"),
             );
-            return Ok(true);
+            return;
         }
     };
     let blocks = file.index.blocks.clone();
@@ -221,5 +209,4 @@ fn compact_data_entries(
             Err(e) => damage.add(path, at, next - at, lost(&e, &format!("data block {b}"))),
         }
     }
-    Ok(true)
 }

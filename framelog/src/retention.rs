@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use formats::FileKind;
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::segments;
 
 /// How much of a log to keep. `None` fields do not limit.
@@ -133,7 +133,7 @@ pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>> {
             }
             let sealed = Some(n) != last;
             let inside = match kind {
-                FileKind::FrameLog if sealed => frames_time(dir, n, &numbers),
+                FileKind::FrameLog if sealed => frames_time(dir, n, &numbers)?,
                 _ => None,
             };
             let modified = match inside {
@@ -154,44 +154,59 @@ pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>> {
 
 /// The newest time inside sealed frame-log segment `n` (ns since the Unix epoch), if its
 /// bytes tell: a compact segment's last block's; a raw one's successor's first record's (a
-/// batch header's append time).
-fn frames_time(dir: &Path, n: u32, numbers: &[u32]) -> Option<u64> {
+/// batch header's append time). A segment whose bytes do not tell (unreadable, being created)
+/// falls back to its file time; a compact one that this build cannot read (without the
+/// `compact` feature) is an error.
+fn frames_time(dir: &Path, n: u32, numbers: &[u32]) -> Result<Option<u64>> {
+    #[cfg(feature = "compact")]
     use crate::compact::frames::{Item, plan as blocks};
-    let open = |n: u32| {
+    let open = |n: u32| -> Result<Option<(std::fs::File, PathBuf, formats::FileHeader)>> {
         let path = segments::segment_path(dir, FileKind::FrameLog, n);
-        let file = std::fs::File::open(&path).ok()?;
-        let header = crate::pread::read_header_any(&file, &path, FileKind::FrameLog).ok()??;
-        Some((file, path, header))
+        let Ok(file) = std::fs::File::open(&path) else {
+            return Ok(None);
+        };
+        match crate::pread::read_header_any(&file, &path, FileKind::FrameLog) {
+            Ok(Some(header)) => Ok(Some((file, path, header))),
+            Err(e @ Error::CompactUnsupported { .. }) => Err(e),
+            Ok(None) | Err(_) => Ok(None),
+        }
     };
-    let (file, path, header) = open(n)?;
-    if header.is_compact() {
-        return blocks(&file, &path)
-            .ok()?
-            .items
-            .iter()
-            .rev()
-            .find_map(|i| match i {
+    let this = open(n)?;
+    #[cfg(feature = "compact")]
+    if let Some((file, path, header)) = &this
+        && header.is_compact()
+    {
+        return Ok(blocks(file, path).ok().and_then(|plan| {
+            plan.items.iter().rev().find_map(|i| match i {
                 Item::Block { entry: Some(e), .. } => Some(e.max_time),
                 _ => None,
-            });
+            })
+        }));
     }
-    let next = *numbers.iter().find(|&&m| m > n)?;
-    let (file, path, header) = open(next)?;
+    if this.is_none() {
+        return Ok(None);
+    }
+    let Some(&next) = numbers.iter().find(|&&m| m > n) else {
+        return Ok(None);
+    };
+    let Some((file, path, header)) = open(next)? else {
+        return Ok(None);
+    };
+    #[cfg(feature = "compact")]
     if header.is_compact() {
-        return blocks(&file, &path)
-            .ok()?
-            .items
-            .iter()
-            .find_map(|i| match i {
+        return Ok(blocks(&file, &path).ok().and_then(|plan| {
+            plan.items.iter().find_map(|i| match i {
                 Item::Block { entry: Some(e), .. } => Some(e.min_time),
                 _ => None,
-            });
+            })
+        }));
     }
     // Every record, batch headers included, has its timestamp at bytes 6-13.
     let mut first = [0u8; formats::FRAME_END_LEN];
-    let got =
-        crate::pread::read_full_at(&file, &path, &mut first, u64::from(header.header_len)).ok()?;
-    (got == first.len()).then(|| u64::from_le_bytes(first[6..14].try_into().expect("8 bytes")))
+    let got = crate::pread::read_full_at(&file, &path, &mut first, u64::from(header.header_len));
+    Ok(got
+        .is_ok_and(|got| got == first.len())
+        .then(|| u64::from_le_bytes(first[6..14].try_into().expect("8 bytes"))))
 }
 
 /// Deletes the log's oldest sealed segments in `dir` as `retention` says. Safe while

@@ -32,7 +32,12 @@ pub struct WriterOptions {
     pub on_damage: Option<DamageHook>,
     /// How much of the log [`LogWriter::prune`] keeps.
     pub retention: Retention,
-    /// Compact the segments this writer seals, on a background thread at low priority.
+    /// Compact the segments this writer seals, on a background thread at low priority
+    /// (default: on with the `compact` feature, off without it).
+    ///
+    /// Without the `compact` feature this has no effect, `true` included: the writer leaves
+    /// the segments it seals raw (they read the same; `framelog compact` can compact them
+    /// later). The field is there in both builds, so code that sets it builds either way.
     pub compact: bool,
 }
 
@@ -63,7 +68,7 @@ impl Default for WriterOptions {
             sync: SyncPolicy::Never,
             on_damage: None,
             retention: Retention::default(),
-            compact: true,
+            compact: cfg!(feature = "compact"),
         }
     }
 }
@@ -80,6 +85,7 @@ pub struct LogWriter {
     name: String,
     pid: u32,
     /// Compacts sealed segments in the background (`WriterOptions::compact`).
+    #[cfg(feature = "compact")]
     compactor: Option<std::sync::Arc<crate::compact::Background>>,
 }
 
@@ -124,6 +130,7 @@ impl LogWriter {
             retention: opts.retention,
             name: opts.process_name.unwrap_or_else(default_process_name),
             pid: opts.pid.unwrap_or_else(std::process::id),
+            #[cfg(feature = "compact")]
             compactor: opts
                 .compact
                 .then(|| crate::compact::Background::for_dir(&dir, crate::compact::DEFAULT_LEVEL)),
@@ -242,6 +249,7 @@ impl LogWriter {
         if sealed && self.retention.is_set() {
             let _ = self.prune();
         }
+        #[cfg(feature = "compact")]
         if sealed && let Some(c) = &self.compactor {
             c.wake();
         }

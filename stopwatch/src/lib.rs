@@ -38,6 +38,16 @@
 //!   and events as messages.
 //! - `log_adapter` (feature `log`): `Logger` records `log` records as messages.
 //! - `demo`, `stress` (feature `demo`): workloads used by the examples, tests, benchmarks and the viewer.
+//!
+//! Cargo features, all off by default:
+//! - `tracing`: `TracingLayer`; `log`: `Logger`.
+//! - `compact`: the recorder's writer compacts each segment it seals, on a background thread
+//!   at the lowest priority (a few bytes a frame on disk; `docs/FORMAT.md`, *Compact sealed
+//!   segments*). It pulls zstd (C code). Without it sealed segments stay raw: they read the
+//!   same (`framelog compact DIR` compacts them later), and the `framelog` storage engine this
+//!   crate links, built without the feature, refuses to read a compact segment
+//!   (`framelog::Error::CompactUnsupported`, naming the file) rather than misread it.
+//! - `demo`: the `demo` and `stress` workloads (pulls tokio; enables `compact`).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

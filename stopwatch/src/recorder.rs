@@ -149,7 +149,8 @@ impl Builder {
     }
 
     /// Segment size limits: rotate the frame log past `frames` bytes, the data files past
-    /// `data` bytes.
+    /// `data` bytes. With the `compact` feature, the writer compacts each segment it seals in
+    /// the background; without it, sealed segments stay raw.
     pub fn segment_bytes(mut self, frames: u64, data: u64) -> Self {
         self.options.frames_segment_bytes = frames;
         self.options.data_segment_bytes = data;
