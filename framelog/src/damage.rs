@@ -52,8 +52,14 @@ impl DamageLog {
         if let formats::Record::Start(formats::FrameStart { timestamp, .. })
         | formats::Record::End(formats::FrameEnd { timestamp, .. }) = rec
         {
-            self.newest = self.newest.max(*timestamp);
+            self.saw_time(*timestamp);
         }
+    }
+
+    /// Notes records about to be delivered whose newest frame start or end time is `t`.
+    #[inline]
+    pub(crate) fn saw_time(&mut self, t: u64) {
+        self.newest = self.newest.max(t);
     }
 
     /// Records `len` damaged bytes at `offset` of `path`.

@@ -448,9 +448,10 @@ impl LogReader {
                     }
                     let from = self.decoder.first_at_or_after(self.pos.offset);
                     let segment = self.pos.segment;
-                    let damage = &mut self.damage;
+                    // Damage found after these records is placed after the block's frames
+                    // (known from decoding it: nothing to look at per record here).
+                    self.damage.saw_time(self.decoder.max_frame_time());
                     self.decoder.for_each_from(from, |offset, rec| {
-                        damage.saw(&rec);
                         f(Position { segment, offset }, rec);
                     });
                     delivered += (self.decoder.len() - from) as u64;

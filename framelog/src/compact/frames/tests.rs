@@ -208,6 +208,21 @@ fn a_damaged_compact_block_costs_that_block_only_and_is_reported() {
     assert_eq!(damage[0].path, path);
     assert_eq!(damage[0].offset, entries[0].offset);
     assert!(damage[0].to_string().contains("CRC32C"), "{}", damage[0]);
+    // Placed in time after the frames read before it (their newest start or end), not at
+    // another record's time (a writer's announcement carries the wall clock).
+    let frame_time = |b: &[u8]| match formats::decode_record(b) {
+        Ok(formats::Decoded::Record(formats::Record::Start(s), _)) => s.timestamp,
+        Ok(formats::Decoded::Record(formats::Record::End(e), _)) => e.timestamp,
+        _ => 0,
+    };
+    let newest = before
+        .iter()
+        .filter(|(p, _)| p.segment < 2)
+        .map(|(_, b)| frame_time(b))
+        .max()
+        .unwrap();
+    assert!(newest > 0);
+    assert_eq!(damage[0].newest_before, newest);
     // The segment holds one block here: all of its records, and nothing else, are lost.
     assert_eq!(entries.len(), 1);
     let expected: Vec<_> = before
