@@ -15,10 +15,10 @@ use stopwatch::demo::{DemoOptions, run};
 #[derive(Parser)]
 #[command(about = "Record a demo server workload into a log directory or to a server")]
 struct Args {
-    /// [DIR] [SECONDS|forever] [THREADS]: the log directory (default target/framelog-demo,
-    /// none when connecting), how long to run (default 10), request threads (default 4). A
-    /// first value that is a number or `forever` is SECONDS.
-    #[arg(num_args = 0..=3)]
+    /// DIR, SECONDS (or `forever`), THREADS, each optional: the log directory (default
+    /// target/framelog-demo, none when connecting), how long to run (default 10), request
+    /// threads (default 4). A first value that is a number or `forever` is SECONDS.
+    #[arg(num_args = 0..=3, value_name = "DIR SECONDS THREADS")]
     positional: Vec<String>,
     /// Stream to `framelog serve` or the debugger at HOST:PORT (FRAMELOG_CONNECT wins).
     #[arg(long)]
