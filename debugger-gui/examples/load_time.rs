@@ -1,7 +1,9 @@
 //! Times the debugger's load of a log (open to caught up, reader + applier, no UI), best of N.
 //!
 //! `load_time write DIR FRAMES` records a stress log (2 threads, 4 deep, data every 100th
-//! frame); `load_time load DIR [REPS]` prints the best load time and ns per frame.
+//! frame); `load_time synth DIR FRAMES [instants]` writes the model bench's synthetic log (8
+//! threads; with `instants`, a plot value every 10th frame and a message every 100th) and
+//! compacts it; `load_time load DIR [REPS]` prints the best load time and ns per frame.
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -19,6 +21,25 @@ fn main() {
                 depth: 4,
                 ..Default::default()
             })
+            .unwrap();
+        }
+        "synth" => {
+            let frames: u64 = args[3].parse().unwrap();
+            let opts = debugger_gui::synth::SynthOptions {
+                frames,
+                threads: 8,
+                with_data: false,
+                instants: args.get(4).is_some_and(|a| a == "instants"),
+                ..Default::default()
+            };
+            debugger_gui::synth::write_log(&dir, &opts).unwrap();
+            framelog::compact::compact_log(
+                &dir,
+                &framelog::compact::CompactOptions {
+                    all: true,
+                    ..Default::default()
+                },
+            )
             .unwrap();
         }
         _ => {

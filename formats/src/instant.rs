@@ -88,7 +88,15 @@ impl<'a> Plot<'a> {
         if name.is_empty() || name.len() > u8::MAX as usize {
             return None;
         }
-        let mode = match fixed[8] {
+        Self::with_name(worker, timestamp, fixed, std::str::from_utf8(name).ok()?)
+    }
+
+    /// The plot of a payload's fixed part (value, mode, unit) and its name, checked already
+    /// (a reader that keeps names it has checked once need not check them again); `None` if
+    /// the fixed part does not have the documented shape.
+    #[inline]
+    pub fn with_name(worker: u8, timestamp: u64, fixed: &[u8], name: &'a str) -> Option<Plot<'a>> {
+        let mode = match *fixed.get(8)? {
             0 => PlotMode::Value,
             1 => PlotMode::Summed,
             _ => return None,
@@ -96,10 +104,10 @@ impl<'a> Plot<'a> {
         Some(Plot {
             worker,
             timestamp,
-            value: f64::from_le_bytes(fixed[..8].try_into().ok()?),
+            value: f64::from_le_bytes(fixed.get(..8)?.try_into().ok()?),
             mode,
-            unit: PlotUnit(fixed[9]),
-            name: std::str::from_utf8(name).ok()?,
+            unit: PlotUnit(*fixed.get(9)?),
+            name,
         })
     }
 

@@ -49,6 +49,19 @@ fn ends(b: &[u8]) -> (u64, u64) {
     }
 }
 
+/// `a == b`, without a call to `memcmp` for strings of up to 16 bytes (the names a log
+/// repeats: labels, plot series).
+#[inline]
+pub(crate) fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len()
+        && if a.len() <= 16 {
+            ends(a) == ends(b)
+        } else {
+            a == b
+        }
+}
+
 impl Interner {
     /// Returns the id of `label`, adding it if it is new.
     #[inline]
@@ -130,6 +143,33 @@ impl Interner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_is_string_equality() {
+        let words = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "ba",
+            "queue depth",
+            "queue deptH",
+            "12345678",
+            "123456789",
+            "1234567890abcdef",
+            "1234567890abcdeF",
+            "1234567890abcdefg",
+            "1234567890Abcdefg",
+            "x234567890abcdefg",
+            "é",
+            "e\u{301}",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(same(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+    }
 
     #[test]
     fn same_label_same_id() {

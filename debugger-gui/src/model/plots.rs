@@ -388,7 +388,7 @@ impl SeriesIds {
         if let Some(i) = self.last
             && let (w, n) = &self.keys[i as usize]
             && *w == worker
-            && **n == *name
+            && super::intern::same(n, name)
         {
             return (i, false);
         }

@@ -15,7 +15,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use super::{MAX_RAW_BLOCK_LEN, get_varint, put_varint, unzigzag, zigzag};
 use crate::category::Category;
 use crate::header::{FileHeader, FileKind, HEADER_LEN};
-use crate::instant::{FrameAlloc, Message, Plot};
+use crate::instant::{FrameAlloc, Message, PLOT_FIXED, Plot};
 use crate::record::{
     Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
     FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordType, ThreadInfo,
@@ -1119,6 +1119,9 @@ impl BlockDecoder {
         let mut prev_end = h.first_offset;
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         let mut frame_hi = 0u64;
+        // Plot series names of the block, each checked once and kept once in `text`:
+        // (start, length). A block repeats a few names thousands of times.
+        let mut plot_names: Vec<(u32, u32)> = Vec::new();
         // A parent for every row (0 but for a FrameStart with parent), set where there is one:
         // not a push per row.
         if with_parents {
@@ -1233,8 +1236,37 @@ impl BlockDecoder {
                     row.b = (starts[PAYLOADS] + (lens[PAYLOADS] - payloads.len())) as u32;
                     match kind {
                         DROPPED if n != 8 => return Err(malformed()),
-                        PLOT if Plot::from_payload(0, 0, payload).is_none() => {
-                            return Err(malformed());
+                        PLOT => {
+                            // The row's id (a plot has none) says where its name is kept. A
+                            // name the block had already was checked then: only the fixed part
+                            // is checked again.
+                            let name = payload.get(PLOT_FIXED..).unwrap_or_default();
+                            let text = &self.text;
+                            let seen = plot_names.iter().find(|&&(at, len)| {
+                                text.as_bytes().get(at as usize..(at + len) as usize) == Some(name)
+                            });
+                            row.id = match seen {
+                                Some(&(at, len)) => {
+                                    let kept = text.get(at as usize..(at + len) as usize);
+                                    if Plot::with_name(0, 0, payload, kept.unwrap_or_default())
+                                        .is_none()
+                                    {
+                                        return Err(malformed());
+                                    }
+                                    at
+                                }
+                                None => {
+                                    let Some(p) = Plot::from_payload(0, 0, payload) else {
+                                        return Err(malformed());
+                                    };
+                                    let at = self.text.len() as u32;
+                                    self.text.push_str(p.name);
+                                    if plot_names.len() < 16 {
+                                        plot_names.push((at, name.len() as u32));
+                                    }
+                                    at
+                                }
+                            };
                         }
                         MESSAGE if Message::from_payload(0, 0, 0, payload).is_none() => {
                             return Err(malformed());
@@ -1420,8 +1452,14 @@ impl BlockDecoder {
                             },
                         }),
                         // Checked when the block was decoded.
-                        PLOT => Plot::from_payload(r.worker, r.timestamp, payload)
-                            .map_or(Record::Unknown(unknown), Record::Plot),
+                        // Its name was checked and kept in `text` when the block was decoded.
+                        PLOT => {
+                            let at = r.id as usize;
+                            let name_len = (r.a as usize).saturating_sub(PLOT_FIXED);
+                            let name = text.get(at..at + name_len).unwrap_or_default();
+                            Plot::with_name(r.worker, r.timestamp, payload, name)
+                                .map_or(Record::Unknown(unknown), Record::Plot)
+                        }
                         MESSAGE => Message::from_payload(r.id, r.worker, r.timestamp, payload)
                             .map_or(Record::Unknown(unknown), Record::Message),
                         FRAME_ALLOC => {

@@ -184,7 +184,13 @@ fn random_log_with(seed: u64, n: usize, parents: bool) -> Vec<(u64, Own)> {
             13 => Own::Worker(w, time, rng.next() as u32, text(&mut rng, 255)),
             14 => Own::Thread(w, rng.below(6) as u32, time, text(&mut rng, 40)),
             15 => {
-                let mut name = text(&mut rng, 255);
+                // Half of them of a few series (a block keeps each name once), half new.
+                let mut name = match rng.below(6) {
+                    0 => "queue depth".to_owned(),
+                    1 => "rss".to_owned(),
+                    2 => "é ünits".to_owned(),
+                    _ => text(&mut rng, 255),
+                };
                 if name.is_empty() {
                     name.push('q');
                 }
