@@ -135,6 +135,8 @@ fn publish(window: &web_sys::Window, app: &DebuggerApp, frame_secs: Option<f32>)
         "frames": frames,
         "caught_up": status.caught_up,
         "finished": status.finished,
+        // What the status bar says: a log no process writes any more, read to its end.
+        "says_finished": app.is_finished(),
         "errors": status.errors,
         "waiting": status.waiting,
         "writers": status.writers,

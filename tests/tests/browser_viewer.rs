@@ -243,6 +243,8 @@ fn the_browser_viewer_follows_a_live_log_and_shows_its_frames_and_data() {
     let done = &phase("finished")["state"];
     assert_eq!(done["frames"].as_u64(), Some(frames_in(&dir)), "{done}");
     assert!(done["errors"].as_array().unwrap().is_empty(), "{done}");
+    // And its status bar says the log is finished.
+    assert_eq!(phase("says_finished")["state"]["says_finished"], true);
 
     // The screenshot shows the app (not a blank or an error page): many colours.
     let shot_phase = phase("screenshot");

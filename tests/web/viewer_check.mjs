@@ -12,6 +12,7 @@
 //   {"phase":"selected", ...}      WORKER:ID selected and its data answered (if given)
 //   {"phase":"finished", ...}      the server says no process writes the log any more and
 //                                  the page has taken in all of it
+//   {"phase":"says_finished", ...} the page's status bar says the log is finished
 //   {"phase":"screenshot", ...}    the PNG written, with its count of distinct colours
 // Exits 1 with a message on the first problem (a page error, a phase that never comes).
 
@@ -58,6 +59,9 @@ try {
   // Done when the server lists no writer and the page has read everything.
   report('finished', await until('the end of the log', 120,
     (s) => Array.isArray(s.writers) && s.writers.length === 0 && s.caught_up));
+  // And the page says so (not "Following").
+  report('says_finished', await until('the page saying the log is finished', 60,
+    (s) => s.says_finished));
 
   // Paint times while idle and after a resize (every panel redrawn).
   await page.setViewport({ width: 1600, height: 1000 });
