@@ -120,6 +120,16 @@ fn write_log(dir: &Path) -> FrameKey {
             })
             .encode_to_vec(&mut b);
         }
+        // A second series: one value a request.
+        Record::Plot(Plot {
+            worker,
+            timestamp: t,
+            value: f64::from(i % 3),
+            mode: PlotMode::Value,
+            unit: PlotUnit::COUNT,
+            name: "inflight",
+        })
+        .encode_to_vec(&mut b);
     }
     Record::Message(Message {
         frame: 0,
@@ -139,7 +149,7 @@ fn loaded(h: &mut Harness<'_, DebuggerApp>) {
     step_until(h, "the log with its messages and plots", |h| {
         let app = h.state();
         app.model().is_some_and(|m| {
-            m.frame_count() == 20 && m.messages().len() == 11 && m.plots().value_count() == 100
+            m.frame_count() == 20 && m.messages().len() == 11 && m.plots().value_count() == 110
         }) && app.ingest_status().caught_up
     });
 }
@@ -162,7 +172,22 @@ fn a_plot_track_is_drawn_under_the_timeline_and_hover_shows_its_value() {
         (track.left() - flame.left()).abs() < 2.0,
         "on its time axis"
     );
-    assert_eq!(h.state().plot_tracks().drawn, ["queue depth"]);
+    assert_eq!(h.state().plot_tracks().drawn, ["inflight", "queue depth"]);
+    // Each track its full height, one under the other (a title once moved the layout's cursor
+    // back up, and each track was drawn over the one before).
+    let first = h
+        .get_by_role_and_label(Role::Canvas, "Plot inflight")
+        .rect();
+    for r in [first, track] {
+        assert!(
+            (r.height() - debugger_gui::ui::plot_tracks::TRACK_H).abs() < 1.0,
+            "{r:?}"
+        );
+    }
+    assert!(
+        first.bottom() <= track.top() + 0.5,
+        "{first:?} over {track:?}"
+    );
     // Hover in the middle: the value in force there, with its unit, and the time.
     h.hover_at(track.center());
     h.step();

@@ -139,7 +139,8 @@ fn track(
     } else if lo == hi {
         (lo, hi) = (lo - 1.0, hi + 1.0);
     }
-    let plot = rect.shrink2(vec2(0.0, 6.0));
+    // Under the title and scale line, so that neither is drawn over the values.
+    let plot = Rect::from_min_max(rect.min + vec2(0.0, 18.0), rect.max - vec2(0.0, 4.0));
     let y_of = |v: f64| plot.bottom() - ((v - lo) / (hi - lo)) as f32 * plot.height();
     let stroke = Stroke::new(1.5, LINE);
     let mut cur = before.unwrap_or(f64::NAN);
@@ -169,11 +170,15 @@ fn track(
     }
     // Title and scale, as text a screen reader (and a test) finds.
     let unit = s.unit;
+    // In a child Ui: `ui.put` would move this Ui's cursor back up to the title, and the next
+    // track would be drawn over this one.
     let label_rect = Rect::from_min_size(rect.min + vec2(6.0, 2.0), vec2(rect.width(), 14.0));
-    ui.put(
-        label_rect,
-        egui::Label::new(egui::RichText::new(&name).small().strong()).selectable(false),
-    );
+    ui.new_child(
+        UiBuilder::new()
+            .max_rect(label_rect)
+            .layout(egui::Layout::left_to_right(egui::Align::Min)),
+    )
+    .add(egui::Label::new(egui::RichText::new(&name).small().strong()).selectable(false));
     painter.text(
         rect.right_top() + vec2(-6.0, 2.0),
         Align2::RIGHT_TOP,
