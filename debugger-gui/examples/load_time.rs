@@ -32,15 +32,7 @@ fn main() {
                 instants: args.get(4).is_some_and(|a| a == "instants"),
                 ..Default::default()
             };
-            debugger_gui::synth::write_log(&dir, &opts).unwrap();
-            framelog::compact::compact_log(
-                &dir,
-                &framelog::compact::CompactOptions {
-                    all: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            debugger_gui::synth::write_compacted_log(&dir, &opts).unwrap();
         }
         _ => {
             let reps: usize = args.get(3).map_or(3, |s| s.parse().unwrap());

@@ -131,6 +131,21 @@ pub fn write_log(dir: impl AsRef<Path>, opts: &SynthOptions) -> framelog::Result
     Ok(frames)
 }
 
+/// Writes a synthetic log as [`write_log`] does, then compacts it whole, as a big log's
+/// sealed segments are (the writer's background compaction stops when it is dropped, leaving
+/// a log compacted to a different extent each time).
+pub fn write_compacted_log(dir: impl AsRef<Path>, opts: &SynthOptions) -> framelog::Result<u64> {
+    let frames = write_log(&dir, opts)?;
+    framelog::compact::compact_log(
+        dir.as_ref(),
+        &framelog::compact::CompactOptions {
+            all: true,
+            ..Default::default()
+        },
+    )?;
+    Ok(frames)
+}
+
 /// A resumable workload generator (see the module docs).
 pub struct Generator {
     rng: Rng,

@@ -30,12 +30,8 @@ struct Args {
     /// Wait until the server resumes this program (at most 30 s) before recording.
     #[arg(long)]
     suspend: bool,
-    /// Seal log segments past this many MiB (to try sealing and retention on small logs).
-    #[arg(long, value_name = "N")]
-    segment_mib: Option<u64>,
-    /// Keep the log within this many MiB: its oldest sealed segments are deleted.
-    #[arg(long, value_name = "N")]
-    max_mib: Option<u64>,
+    #[command(flatten)]
+    segments: stopwatch::stress::Segments,
     /// Recording threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -77,10 +73,7 @@ fn main() -> ExitCode {
         buffer_kib: a.buffer_kib,
         data_every: a.data_every,
         depth: a.depth,
-        segments: stopwatch::stress::Segments {
-            segment_mib: a.segment_mib,
-            max_mib: a.max_mib,
-        },
+        segments: a.segments,
     };
     match run(&opts) {
         Ok(report) => match serde_json::to_string(&report) {

@@ -35,13 +35,16 @@ pub struct StressOptions {
     pub segments: Segments,
 }
 
-/// Segment size and retention for the examples' logs (small segments let sealing and
-/// retention be tried without gigabytes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Segment size and retention for the example programs' logs (small segments let sealing and
+/// retention be tried without gigabytes); also their command-line options
+/// (`#[command(flatten)]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
 pub struct Segments {
-    /// Seal frame-log and data segments past this many MiB (default: the writer's).
+    /// Seal log segments past this many MiB (to try sealing and retention on small logs).
+    #[arg(long, value_name = "N")]
     pub segment_mib: Option<u64>,
-    /// Keep the log within this many MiB, deleting its oldest sealed segments.
+    /// Keep the log within this many MiB: its oldest sealed segments are deleted.
+    #[arg(long, value_name = "N")]
     pub max_mib: Option<u64>,
 }
 

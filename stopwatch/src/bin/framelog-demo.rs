@@ -26,12 +26,8 @@ struct Args {
     /// Wait until the server resumes this program (at most 30 s) before running.
     #[arg(long)]
     suspend: bool,
-    /// Seal log segments past this many MiB (to try sealing and retention on small logs).
-    #[arg(long, value_name = "N")]
-    segment_mib: Option<u64>,
-    /// Keep the log within this many MiB: its oldest sealed segments are deleted.
-    #[arg(long, value_name = "N")]
-    max_mib: Option<u64>,
+    #[command(flatten)]
+    segments: stopwatch::stress::Segments,
 }
 
 fn is_seconds(s: &str) -> bool {
@@ -85,10 +81,7 @@ fn main() -> ExitCode {
         suspend: a.suspend,
         duration,
         threads,
-        segments: stopwatch::stress::Segments {
-            segment_mib: a.segment_mib,
-            max_mib: a.max_mib,
-        },
+        segments: a.segments,
         ..Default::default()
     }) {
         Ok(s) => {
