@@ -24,12 +24,8 @@ struct Args {
     /// Log directory (not needed when connecting, with --connect or FRAMELOG_CONNECT).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Stream to `framelog serve` or the debugger at HOST:PORT (FRAMELOG_CONNECT wins).
-    #[arg(long)]
-    connect: Option<String>,
-    /// Wait until the server resumes this program (at most 30 s) before recording.
-    #[arg(long)]
-    suspend: bool,
+    #[command(flatten)]
+    remote: stopwatch::stress::Remote,
     #[command(flatten)]
     segments: stopwatch::stress::Segments,
     /// Recording threads.
@@ -54,7 +50,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    let connecting = a.connect.is_some()
+    let connecting = a.remote.connect.is_some()
         || std::env::var("FRAMELOG_CONNECT").is_ok_and(|v| !v.trim().is_empty());
     if a.dir.is_none() && !connecting {
         eprintln!("stress: give --dir DIR, --connect HOST:PORT, or FRAMELOG_CONNECT");
@@ -62,8 +58,8 @@ fn main() -> ExitCode {
     }
     let opts = StressOptions {
         dir: a.dir,
-        connect: a.connect,
-        suspend: a.suspend,
+        connect: a.remote.connect,
+        suspend: a.remote.suspend,
         threads: a.threads,
         frames: a.frames,
         mode: match a.mode {

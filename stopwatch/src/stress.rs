@@ -35,6 +35,18 @@ pub struct StressOptions {
     pub segments: Segments,
 }
 
+/// Where an example program streams its records, from its command line
+/// (`#[command(flatten)]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct Remote {
+    /// Stream to `framelog serve` or the debugger at HOST:PORT (FRAMELOG_CONNECT wins).
+    #[arg(long)]
+    pub connect: Option<String>,
+    /// Wait until the server resumes this program (at most 30 s) before recording.
+    #[arg(long)]
+    pub suspend: bool,
+}
+
 /// Segment size and retention for the example programs' logs (small segments let sealing and
 /// retention be tried without gigabytes); also their command-line options
 /// (`#[command(flatten)]`).

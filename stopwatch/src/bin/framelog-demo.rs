@@ -20,12 +20,8 @@ struct Args {
     /// threads (default 4). A first value that is a number or `forever` is SECONDS.
     #[arg(num_args = 0..=3, value_name = "DIR SECONDS THREADS")]
     positional: Vec<String>,
-    /// Stream to `framelog serve` or the debugger at HOST:PORT (FRAMELOG_CONNECT wins).
-    #[arg(long)]
-    connect: Option<String>,
-    /// Wait until the server resumes this program (at most 30 s) before running.
-    #[arg(long)]
-    suspend: bool,
+    #[command(flatten)]
+    remote: stopwatch::stress::Remote,
     #[command(flatten)]
     segments: stopwatch::stress::Segments,
 }
@@ -62,11 +58,11 @@ fn main() -> ExitCode {
             }
         },
     };
-    let connecting = a.connect.is_some() || std::env::var_os("FRAMELOG_CONNECT").is_some();
+    let connecting = a.remote.connect.is_some() || std::env::var_os("FRAMELOG_CONNECT").is_some();
     let dir = dir_arg.or_else(|| (!connecting).then(|| PathBuf::from("target/framelog-demo")));
     let mut targets: Vec<String> = Vec::new();
     targets.extend(dir.as_ref().map(|d| format!("into {}", d.display())));
-    targets.extend(a.connect.as_ref().map(|c| format!("to {c}")));
+    targets.extend(a.remote.connect.as_ref().map(|c| format!("to {c}")));
     eprintln!(
         "demo: recording {} ({})",
         targets.join(" and "),
@@ -77,8 +73,8 @@ fn main() -> ExitCode {
     );
     match run(DemoOptions {
         dir,
-        connect: a.connect,
-        suspend: a.suspend,
+        connect: a.remote.connect,
+        suspend: a.remote.suspend,
         duration,
         threads,
         segments: a.segments,
