@@ -385,9 +385,7 @@ impl Model {
             PARENT_ROOT => parent = None,
             // The common case of a recorded parent: the inferred one (checked inline: a log
             // that records parents takes this path for nearly every frame).
-            PARENT_FRAME
-                if parent
-                    .is_some_and(|a| rows[a.row as usize].id(a.index as usize) == s.parent) => {}
+            PARENT_FRAME if parent.is_some_and(|a| a.id == s.parent) => {}
             _ => (parent, far, far_node) = self.recorded_parent(lane_id, s, parent),
         }
         let Lane { rows, active, .. } = &mut self.lanes[lane_id as usize];
@@ -424,6 +422,7 @@ impl Model {
             context: s.context,
             row: row as u32,
             index,
+            id: s.id,
         });
         self.frames += 1;
         self.contexts.on_start(
@@ -491,9 +490,9 @@ impl Model {
         inferred: Option<Active>,
     ) -> (Option<Active>, Placed, u32) {
         let t = s.timestamp;
-        let Lane { rows, active, .. } = &self.lanes[lane_id as usize];
+        let active = &self.lanes[lane_id as usize].active;
         let p = s.parent;
-        let is = |a: &Active| rows[a.row as usize].id(a.index as usize) == p;
+        let is = |a: &Active| a.id == p;
         let parent = match s.parent_kind {
             PARENT_FRAME if inferred.is_some_and(|a| is(&a)) => inferred,
             PARENT_FRAME => active.iter().copied().find(|a| a.start <= t && is(a)),

@@ -303,6 +303,9 @@ pub(crate) struct Active {
     /// Where it is in its lane (the lane is the list's).
     pub(crate) row: u32,
     pub(crate) index: u32,
+    /// Its frame id (in the padding of the 32 bytes: a recorded parent is checked against
+    /// the inferred one without reading the row).
+    pub(crate) id: u32,
 }
 
 /// One lane: the frames one worker recorded on one thread.
