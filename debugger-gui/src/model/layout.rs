@@ -227,11 +227,11 @@ impl Model {
     #[cold]
     fn frame_alloc(&mut self, a: &formats::FrameAlloc) {
         let lane = self.current_lane(a.worker);
-        let Lane { rows, active, .. } = &self.lanes[lane as usize];
-        let at = active
+        let at = self.lanes[lane as usize]
+            .active
             .iter()
             .rev()
-            .find(|x| rows[x.row as usize].id(x.index as usize) == a.id)
+            .find(|x| x.id == a.id)
             .map(|x| FrameRef {
                 lane,
                 row: x.row,
