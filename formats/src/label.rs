@@ -1,4 +1,23 @@
-//! Label length limits.
+//! Label length limits, and the key a compact block gives each label.
+
+/// Which label a start has, as a compact block numbers it: the same key is the same label, so
+/// a reader that interns labels looks each one up once per block. [`LabelKey::NONE`] for
+/// records of raw segments; `label` is `u32::MAX` for a compact block's other records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelKey {
+    /// The block's decode, unique in the process (0: none).
+    pub block: u64,
+    /// The label's index in the block's label table.
+    pub label: u32,
+}
+
+impl LabelKey {
+    /// No key: look the label up by its text.
+    pub const NONE: LabelKey = LabelKey {
+        block: 0,
+        label: u32::MAX,
+    };
+}
 
 /// Cuts a label to at most 255 bytes, at a UTF-8 character boundary (never mid-character).
 pub fn truncate_label(label: &str) -> &str {

@@ -67,7 +67,7 @@ pub use header::{
     PARENTS_VERSION,
 };
 pub use instant::{FrameAlloc, Level, Message, Plot, PlotMode, PlotUnit};
-pub use label::truncate_label;
+pub use label::{LabelKey, truncate_label};
 pub use record::{
     Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
     FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordIter, RecordType,

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use formats::{
-    BATCH_RECORD_LEN, DamageKind, Decoded, FLAG_BATCHES, FileKind, Framing, MAX_FRAMES_BATCH_LEN,
-    Record, RecordIter, RecordType, Unit, decode_record,
+    BATCH_RECORD_LEN, DamageKind, Decoded, FLAG_BATCHES, FileKind, Framing, LabelKey,
+    MAX_FRAMES_BATCH_LEN, Record, RecordIter, RecordType, Unit, decode_record,
 };
 
 #[cfg(feature = "compact")]
@@ -193,6 +193,16 @@ impl LogReader {
         max_bytes: usize,
         mut f: impl FnMut(Position, Record<'_>),
     ) -> Result<u64> {
+        self.read_some_labelled(max_bytes, |pos, rec, _| f(pos, rec))
+    }
+
+    /// [`LogReader::read_some`], with a [`LabelKey`] beside each record: a reader that
+    /// interns labels looks each label of a compact block up once, not at every start.
+    pub fn read_some_labelled(
+        &mut self,
+        max_bytes: usize,
+        mut f: impl FnMut(Position, Record<'_>, LabelKey),
+    ) -> Result<u64> {
         let mut delivered = 0u64;
         let mut budget = max_bytes;
         loop {
@@ -316,6 +326,7 @@ impl LogReader {
                                     offset: base + used as u64,
                                 },
                                 rec,
+                                LabelKey::NONE,
                             );
                             delivered += 1;
                             used += len;
@@ -338,6 +349,7 @@ impl LogReader {
                                             offset,
                                         },
                                         rec,
+                                        LabelKey::NONE,
                                     );
                                     delivered += 1;
                                 }
@@ -410,7 +422,7 @@ impl LogReader {
     fn read_compact(
         &mut self,
         budget: usize,
-        f: &mut impl FnMut(Position, Record<'_>),
+        f: &mut impl FnMut(Position, Record<'_>, LabelKey),
     ) -> Result<(u64, usize, bool)> {
         let (file, path) = self.file.as_ref().expect("opened before");
         let (plan, next) = self.compact.as_mut().expect("compact segment");
@@ -451,9 +463,10 @@ impl LogReader {
                     // Damage found after these records is placed after the block's frames
                     // (known from decoding it: nothing to look at per record here).
                     self.damage.saw_time(self.decoder.max_frame_time());
-                    self.decoder.for_each_from(from, |offset, rec| {
-                        f(Position { segment, offset }, rec);
-                    });
+                    self.decoder
+                        .for_each_labelled_from(from, |offset, rec, key| {
+                            f(Position { segment, offset }, rec, key);
+                        });
                     delivered += (self.decoder.len() - from) as u64;
                     if let Some(end) = self.decoder.end_offset()
                         && end > self.pos.offset

@@ -21,7 +21,9 @@ pub mod viewer;
 
 use std::collections::BTreeSet;
 
-use formats::{Decoded, FrameKey, Level, Message, PlotMode, PlotUnit, Record, decode_record};
+use formats::{
+    Decoded, FrameKey, LabelKey, Level, Message, PlotMode, PlotUnit, Record, decode_record,
+};
 
 use crate::model::contexts::ContextIndex;
 use crate::model::intern::Interner;
@@ -133,9 +135,10 @@ impl Batch {
             || !self.damage.is_empty()
     }
 
-    fn push(&mut self, rec: &Record<'_>, d: &mut DigestMaps) {
+    fn push(&mut self, rec: &Record<'_>, key: LabelKey, d: &mut DigestMaps) {
         let DigestMaps {
             labels,
+            block_labels,
             series,
             contexts,
             pairer,
@@ -151,14 +154,35 @@ impl Batch {
         }
         match rec {
             Record::Start(s) => {
-                let before = labels.len();
-                let label = labels.intern(s.label);
-                if label as usize == before {
-                    if self.new_labels.is_empty() {
-                        self.first_new_label = label;
-                    }
-                    self.new_labels.push(s.label.into());
+                // A compact block's starts name their label by its index in the block's table:
+                // each label is interned once per block, then looked up by index.
+                let keyed = key.block != 0 && key.label != u32::MAX;
+                if keyed && block_labels.0 != key.block {
+                    block_labels.0 = key.block;
+                    block_labels.1.clear();
                 }
+                let known = block_labels.1.get(key.label as usize).copied();
+                let label = match known {
+                    Some(id) if keyed && id != u32::MAX => id,
+                    _ => {
+                        let before = labels.len();
+                        let label = labels.intern(s.label);
+                        if label as usize == before {
+                            if self.new_labels.is_empty() {
+                                self.first_new_label = label;
+                            }
+                            self.new_labels.push(s.label.into());
+                        }
+                        if keyed {
+                            let i = key.label as usize;
+                            if i >= block_labels.1.len() {
+                                block_labels.1.resize(i + 1, u32::MAX);
+                            }
+                            block_labels.1[i] = label;
+                        }
+                        label
+                    }
+                };
                 let context = contexts.index(s.worker, s.context);
                 let pair = pairer.start(FrameKey::new(s.worker, s.id));
                 if let StartPair::Waits(slot) = pair {
@@ -247,6 +271,9 @@ impl Batch {
 #[derive(Default)]
 struct DigestMaps {
     labels: Interner,
+    /// The label ids of the compact block read now, by its [`LabelKey`]s: (block, ids by
+    /// index, `u32::MAX` where not seen yet).
+    block_labels: (u64, Vec<u32>),
     /// Plot series are numbered here, as labels are interned.
     series: SeriesIds,
     /// Contexts are indexed here, as labels are interned.
@@ -280,13 +307,19 @@ pub struct Digest {
 impl Digest {
     /// Adds one record (in log order) to `batch`.
     pub fn push(&mut self, rec: &Record<'_>, batch: &mut Batch) {
+        self.push_keyed(rec, LabelKey::NONE, batch);
+    }
+
+    /// [`Digest::push`] for a record read with its [`LabelKey`] (a compact block's start:
+    /// its label is interned once per block, not compared at every start).
+    pub fn push_keyed(&mut self, rec: &Record<'_>, key: LabelKey, batch: &mut Batch) {
         match rec {
             Record::WorkerInfo(w) => self.writers.announced(w.worker),
             Record::Start(s) => self.newest = self.newest.max(s.timestamp),
             Record::End(e) => self.newest = self.newest.max(e.timestamp),
             _ => {}
         }
-        batch.push(rec, &mut self.maps);
+        batch.push(rec, key, &mut self.maps);
     }
 
     /// `read` of the log's `total` bytes went by: its maps make room for what the rest will
@@ -831,5 +864,41 @@ mod tests {
             .iter()
             .filter(|e| matches!(e, Event::Start(_, StartPair::EndsLater(_))))
             .count()
+    }
+
+    #[test]
+    fn a_label_key_names_its_label_within_its_block_only() {
+        // Two compact blocks number the same two labels in opposite orders; a start without a
+        // key (a raw segment's) is interned by its text.
+        let mut digest = Digest::default();
+        let mut batch = Batch::default();
+        let start = |id: u32, label: &'static str| {
+            Record::Start(formats::FrameStart {
+                id,
+                worker: 0,
+                timestamp: u64::from(id),
+                context: id,
+                category: formats::Category(0),
+                label,
+                parent: formats::Parent::NotRecorded,
+            })
+        };
+        let key = |block, label| LabelKey { block, label };
+        digest.push_keyed(&start(1, "a"), key(7, 0), &mut batch);
+        digest.push_keyed(&start(2, "b"), key(7, 1), &mut batch);
+        digest.push_keyed(&start(3, "a"), key(7, 0), &mut batch);
+        digest.push_keyed(&start(4, "b"), key(8, 0), &mut batch);
+        digest.push_keyed(&start(5, "a"), key(8, 1), &mut batch);
+        digest.push_keyed(&start(6, "b"), LabelKey::NONE, &mut batch);
+        let labels: Vec<u32> = batch
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Start(s, _) => Some(s.label),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(labels, [0, 1, 0, 1, 0, 1]);
+        assert_eq!(&batch.new_labels[..], [Box::from("a"), Box::from("b")]);
     }
 }

@@ -92,7 +92,8 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
             }
             let mut buf = recycle_rx.try_recv().unwrap_or_default();
             buf.clear();
-            let result = reader.read_some(slice, |_, rec| digest.push(&rec, &mut buf));
+            let result = reader
+                .read_some_labelled(slice, |_, rec, key| digest.push_keyed(&rec, key, &mut buf));
             slice = (slice * 2).min(SLICE_BYTES);
             // Segments deleted (retention) before they were read: say the log starts later.
             let pruned = reader.pruned_segments();

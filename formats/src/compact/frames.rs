@@ -16,6 +16,7 @@ use super::{MAX_RAW_BLOCK_LEN, get_varint, put_varint, unzigzag, zigzag};
 use crate::category::Category;
 use crate::header::{FileHeader, FileKind, HEADER_LEN};
 use crate::instant::{FrameAlloc, Message, PLOT_FIXED, Plot};
+use crate::label::LabelKey;
 use crate::record::{
     Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
     FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordType, ThreadInfo,
@@ -933,7 +934,13 @@ pub struct BlockDecoder {
     parents: bool,
     /// The newest frame start or end time of the block decoded last (0: none).
     max_frame_time: u64,
+    /// Which decode this is, unique in the process (see [`BlockDecoder::generation`]).
+    generation: u64,
 }
+
+/// Numbers every block decode in the process, so that a label's index in a block's table
+/// names one label only together with its decode's number.
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Default for BlockDecoder {
     fn default() -> Self {
@@ -981,6 +988,7 @@ impl BlockDecoder {
             decompressor: zstd::bulk::Decompressor::new().ok(),
             parents: false,
             max_frame_time: 0,
+            generation: 0,
         }
     }
 
@@ -1023,6 +1031,7 @@ impl BlockDecoder {
                 "compressed body holds {n} bytes, its header says {raw_len}"
             ));
         }
+        self.generation = GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let res = self.decode_rows(h);
         if res.is_err() {
             self.rows.clear();
@@ -1156,7 +1165,6 @@ impl BlockDecoder {
                 worker,
                 ..Row::default()
             };
-            let mut parent = 0;
             let len = match kind {
                 START | START_WITH_PARENT if kind == START || with_parents => {
                     let id = i64::from(lane.last_start) + 1 + unzigzag(id_code);
@@ -1179,7 +1187,7 @@ impl BlockDecoder {
                     row.a = context;
                     row.b = label as u32;
                     let head = if kind == START_WITH_PARENT {
-                        parent = match varint(&mut parents, "parents")? {
+                        let parent = match varint(&mut parents, "parents")? {
                             0 => match lane.stack.last() {
                                 Some(&(top, _)) => top,
                                 None => return Err("parent on an empty stack".to_owned()),
@@ -1190,6 +1198,9 @@ impl BlockDecoder {
                                 .filter(|&p| p != 0)
                                 .ok_or("parent out of range")?,
                         };
+                        if let Some(p) = row_parents.get_mut(i) {
+                            *p = parent;
+                        }
                         FRAME_START_PARENT_HEADER_LEN
                     } else {
                         FRAME_START_HEADER_LEN
@@ -1304,11 +1315,6 @@ impl BlockDecoder {
             };
             prev_end = offset.checked_add(len).ok_or("record offset overflows")?;
             self.rows.push(row);
-            if parent != 0
-                && let Some(p) = row_parents.get_mut(i)
-            {
-                *p = parent;
-            }
         }
         let left: usize = [
             gaps, times, ids, label_ids, contexts, categories, payloads, parents,
@@ -1333,6 +1339,12 @@ impl BlockDecoder {
     /// announcement on the wall clock, are not frame times).
     pub fn max_frame_time(&self) -> u64 {
         self.max_frame_time
+    }
+
+    /// The number of the last decode, unique in the process (never 0): the `block` of the
+    /// [`LabelKey`]s [`BlockDecoder::for_each_labelled_from`] hands out.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Records of the block decoded last, after the header's checks and `decode` succeeded.
@@ -1381,6 +1393,19 @@ impl BlockDecoder {
     /// record `from` on, in order.
     #[inline]
     pub fn for_each_from(&self, from: usize, mut f: impl FnMut(u64, Record<'_>)) {
+        self.for_each_labelled_from(from, |offset, rec, _| f(offset, rec));
+    }
+
+    /// [`BlockDecoder::for_each_from`], with each start's [`LabelKey`]: the label's index in
+    /// the block's table and this decode's [`BlockDecoder::generation`], which name the label
+    /// without comparing its bytes.
+    #[inline]
+    pub fn for_each_labelled_from(
+        &self,
+        from: usize,
+        mut f: impl FnMut(u64, Record<'_>, LabelKey),
+    ) {
+        let block = self.generation;
         let raw = &self.raw[..];
         let text = &self.text[..];
         let mut labels: Vec<&str> = Vec::with_capacity(self.labels.len());
@@ -1470,7 +1495,12 @@ impl BlockDecoder {
                     }
                 }
             };
-            f(r.offset, rec);
+            let label = if r.kind == START || (r.kind == START_WITH_PARENT && parents) {
+                r.b
+            } else {
+                u32::MAX
+            };
+            f(r.offset, rec, LabelKey { block, label });
         }
     }
 
