@@ -29,6 +29,36 @@ pub struct Position {
     pub offset: u64,
 }
 
+/// What takes the records [`LogReader::read_some_labelled`] reads: any
+/// `FnMut(Position, Record, LabelKey)`, or a reader's own type.
+pub trait Sink {
+    /// One record, where it is, with its [`LabelKey`].
+    fn record(&mut self, pos: Position, rec: Record<'_>, key: LabelKey);
+}
+
+impl<F: FnMut(Position, Record<'_>, LabelKey)> Sink for F {
+    #[inline(always)]
+    fn record(&mut self, pos: Position, rec: Record<'_>, key: LabelKey) {
+        self(pos, rec, key)
+    }
+}
+
+/// A [`Sink`] fed by the compact decoder of one segment.
+#[cfg(feature = "compact")]
+struct AtSegment<'a, S> {
+    sink: &'a mut S,
+    segment: u32,
+}
+
+#[cfg(feature = "compact")]
+impl<S: Sink> formats::compact::frames::RecordSink for AtSegment<'_, S> {
+    #[inline(always)]
+    fn record(&mut self, offset: u64, rec: Record<'_>, key: LabelKey) {
+        let segment = self.segment;
+        self.sink.record(Position { segment, offset }, rec, key);
+    }
+}
+
 /// Bytes read per system call.
 const CHUNK: usize = 4 << 20;
 /// The smallest read: one whole batch of the largest size always fits.
@@ -193,16 +223,14 @@ impl LogReader {
         max_bytes: usize,
         mut f: impl FnMut(Position, Record<'_>),
     ) -> Result<u64> {
-        self.read_some_labelled(max_bytes, |pos, rec, _| f(pos, rec))
+        self.read_some_labelled(max_bytes, |pos, rec: Record<'_>, _| f(pos, rec))
     }
 
     /// [`LogReader::read_some`], with a [`LabelKey`] beside each record: a reader that
-    /// interns labels looks each label of a compact block up once, not at every start.
-    pub fn read_some_labelled(
-        &mut self,
-        max_bytes: usize,
-        mut f: impl FnMut(Position, Record<'_>, LabelKey),
-    ) -> Result<u64> {
+    /// interns labels looks each label of a compact block up once, not at every start. `f` is
+    /// any `FnMut(Position, Record, LabelKey)`, or a [`Sink`] whose `record` is
+    /// `#[inline(always)]` (then its work runs inside the compact decoder's loop).
+    pub fn read_some_labelled(&mut self, max_bytes: usize, mut f: impl Sink) -> Result<u64> {
         let mut delivered = 0u64;
         let mut budget = max_bytes;
         loop {
@@ -320,7 +348,7 @@ impl LogReader {
                         }
                         Ok(Decoded::Record(rec, len)) => {
                             self.damage.saw(&rec);
-                            f(
+                            f.record(
                                 Position {
                                     segment: self.pos.segment,
                                     offset: base + used as u64,
@@ -343,7 +371,7 @@ impl LogReader {
                             match item {
                                 Ok((offset, rec)) => {
                                     self.damage.saw(&rec);
-                                    f(
+                                    f.record(
                                         Position {
                                             segment: self.pos.segment,
                                             offset,
@@ -419,11 +447,7 @@ impl LogReader {
     /// Delivers records of the current compact segment's blocks until about `budget` raw
     /// bytes went by; returns (records, raw bytes, whether the segment is done).
     #[cfg(feature = "compact")]
-    fn read_compact(
-        &mut self,
-        budget: usize,
-        f: &mut impl FnMut(Position, Record<'_>, LabelKey),
-    ) -> Result<(u64, usize, bool)> {
+    fn read_compact(&mut self, budget: usize, f: &mut impl Sink) -> Result<(u64, usize, bool)> {
         let (file, path) = self.file.as_ref().expect("opened before");
         let (plan, next) = self.compact.as_mut().expect("compact segment");
         let mut delivered = 0u64;
@@ -463,10 +487,13 @@ impl LogReader {
                     // Damage found after these records is placed after the block's frames
                     // (known from decoding it: nothing to look at per record here).
                     self.damage.saw_time(self.decoder.max_frame_time());
-                    self.decoder
-                        .for_each_labelled_from(from, |offset, rec, key| {
-                            f(Position { segment, offset }, rec, key);
-                        });
+                    self.decoder.for_each_labelled_from(
+                        from,
+                        AtSegment {
+                            sink: &mut *f,
+                            segment,
+                        },
+                    );
                     delivered += (self.decoder.len() - from) as u64;
                     if let Some(end) = self.decoder.end_offset()
                         && end > self.pos.offset

@@ -135,6 +135,8 @@ impl Batch {
             || !self.damage.is_empty()
     }
 
+    // Always inlined: the file ingest digests inside the compact decoder's loop (`IntoBatch`).
+    #[inline(always)]
     fn push(&mut self, rec: &Record<'_>, key: LabelKey, d: &mut DigestMaps) {
         let DigestMaps {
             labels,
@@ -312,6 +314,7 @@ impl Digest {
 
     /// [`Digest::push`] for a record read with its [`LabelKey`] (a compact block's start:
     /// its label is interned once per block, not compared at every start).
+    #[inline(always)]
     pub fn push_keyed(&mut self, rec: &Record<'_>, key: LabelKey, batch: &mut Batch) {
         match rec {
             Record::WorkerInfo(w) => self.writers.announced(w.worker),

@@ -92,8 +92,13 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
             }
             let mut buf = recycle_rx.try_recv().unwrap_or_default();
             buf.clear();
-            let result = reader
-                .read_some_labelled(slice, |_, rec, key| digest.push_keyed(&rec, key, &mut buf));
+            let result = reader.read_some_labelled(
+                slice,
+                IntoBatch {
+                    digest: &mut digest,
+                    batch: &mut buf,
+                },
+            );
             slice = (slice * 2).min(SLICE_BYTES);
             // Segments deleted (retention) before they were read: say the log starts later.
             let pruned = reader.pruned_segments();
@@ -197,4 +202,19 @@ impl Liveness {
 /// (a missing directory or a file is one: the window says so).
 fn is_empty_dir(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
+}
+
+/// The reader stage as the log reader's sink: each record digested into the batch. Its
+/// `record` is always inlined, so a compact block's records are digested inside the decoder's
+/// hand-out loop, with no call per record.
+struct IntoBatch<'a> {
+    digest: &'a mut Digest,
+    batch: &'a mut Batch,
+}
+
+impl framelog::Sink for IntoBatch<'_> {
+    #[inline(always)]
+    fn record(&mut self, _: framelog::Position, rec: formats::Record<'_>, key: formats::LabelKey) {
+        self.digest.push_keyed(&rec, key, self.batch);
+    }
 }

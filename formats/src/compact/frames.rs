@@ -1382,6 +1382,21 @@ impl BlockDecoder {
     }
 }
 
+/// What takes a decoded block's records in order ([`BlockDecoder::for_each_labelled_from`]):
+/// any `FnMut(offset, record, label key)`, or a reader's own type whose `record` is
+/// `#[inline(always)]`, so that its work is compiled into the decoder's hand-out loop.
+pub trait RecordSink {
+    /// One record, at raw offset `offset`, with its [`LabelKey`].
+    fn record(&mut self, offset: u64, rec: Record<'_>, key: LabelKey);
+}
+
+impl<F: FnMut(u64, Record<'_>, LabelKey)> RecordSink for F {
+    #[inline(always)]
+    fn record(&mut self, offset: u64, rec: Record<'_>, key: LabelKey) {
+        self(offset, rec, key)
+    }
+}
+
 #[inline]
 fn checked_text(b: &[u8]) -> &str {
     // Checked while decoding the block.
@@ -1393,18 +1408,16 @@ impl BlockDecoder {
     /// record `from` on, in order.
     #[inline]
     pub fn for_each_from(&self, from: usize, mut f: impl FnMut(u64, Record<'_>)) {
-        self.for_each_labelled_from(from, |offset, rec, _| f(offset, rec));
+        self.for_each_labelled_from(from, |offset, rec: Record<'_>, _| f(offset, rec));
     }
 
     /// [`BlockDecoder::for_each_from`], with each start's [`LabelKey`]: the label's index in
     /// the block's table and this decode's [`BlockDecoder::generation`], which name the label
     /// without comparing its bytes.
-    #[inline]
-    pub fn for_each_labelled_from(
-        &self,
-        from: usize,
-        mut f: impl FnMut(u64, Record<'_>, LabelKey),
-    ) {
+    // Always inlined, as a `RecordSink`'s `record` should be: a reader's per-record work then
+    // sits in this loop, with no call and no `Record` built in memory per record.
+    #[inline(always)]
+    pub fn for_each_labelled_from(&self, from: usize, mut f: impl RecordSink) {
         let block = self.generation;
         let raw = &self.raw[..];
         let text = &self.text[..];
@@ -1500,7 +1513,7 @@ impl BlockDecoder {
             } else {
                 u32::MAX
             };
-            f(r.offset, rec, LabelKey { block, label });
+            f.record(r.offset, rec, LabelKey { block, label });
         }
     }
 
