@@ -215,6 +215,46 @@ mod tests {
         assert_same_model(&m, &direct);
     }
 
+    #[test]
+    fn a_compact_block_damaged_mid_file_is_reported_and_the_blocks_after_it_keep_their_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::synth::SynthOptions {
+            frames: 150_000,
+            with_data: false,
+            ..Default::default()
+        };
+        let n = crate::synth::write_compacted_log(dir.path(), &opts).unwrap();
+        // Bytes in the middle of the biggest compact frame segment, inside some block.
+        let (path, mut bytes) = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+            .filter(|(_, b)| {
+                formats::FileHeader::decode_any(formats::FileKind::FrameLog, b)
+                    .is_ok_and(|h| h.is_some_and(|h| h.is_compact()))
+            })
+            .max_by_key(|(_, b)| b.len())
+            .expect("a compact frame segment");
+        let mid = bytes.len() / 2;
+        for b in &mut bytes[mid..mid + 64] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let ing = Ingest::start(dir.path(), false);
+        assert!(ing.wait_caught_up(Duration::from_secs(60)));
+        let direct = model_read_directly(dir.path());
+        let m = ing.model();
+        assert!(
+            m.frame_count() > 0 && m.frame_count() < n,
+            "{} of {n}",
+            m.frame_count()
+        );
+        assert_same_model(&m, &direct);
+        let s = ing.status();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(s.errors.iter().any(|e| e.contains(&name)), "{:?}", s.errors);
+    }
+
     /// Everything the views read: frames, statistics (percentiles too), call tree, contexts.
     fn assert_same_model(m: &Model, direct: &Model) {
         assert_eq!(crate::model::same::difference(m, direct), None);
