@@ -1341,7 +1341,7 @@ impl BlockDecoder {
         self.max_frame_time
     }
 
-    /// The number of the last decode, unique in the process (never 0): the `block` of the
+    /// The number of the last decode, unique in the process (0 before the first): the `block` of the
     /// [`LabelKey`]s [`BlockDecoder::for_each_labelled_from`] hands out.
     pub fn generation(&self) -> u64 {
         self.generation
