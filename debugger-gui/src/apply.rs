@@ -261,7 +261,7 @@ impl Applier {
         }
         if buf.has_news() {
             apply(shared, buf, &mut self.labels, stopped);
-            feed::apply_marks(&mut shared.model.lock(), buf);
+            feed::apply_marks(&mut shared.model.lock(), buf, &self.labels);
         }
         let frames = shared.model.lock().frame_count();
         let changed = !buf.is_empty() || !buf.stopped_workers.is_empty();

@@ -49,14 +49,24 @@ pub(crate) enum Event {
     Start(StartRec, StartPair),
     /// Worker, time, and the slot of its start (`u32::MAX`: not seen).
     End(u8, u64, u32),
-    /// A plot value: the reader's series id, its unit and mode, time and value (a log with
-    /// plots has one every few frames: decoded once, its name looked up once).
-    Plot(u32, PlotUnit, PlotMode, u64, f64),
     /// A message, its text and fields in [`Batch::texts`] and [`Batch::raw`] (checked once,
     /// when the reader decoded it).
     Message(MessageRec),
     /// Byte range of an encoded record in [`Batch::raw`].
     Raw(u32, u32),
+}
+
+/// A plot value as the reader stage hands it over: its name looked up already. Kept beside
+/// the events, not among them, at half an event's size: a log with plots has one every few
+/// frames, and the reader stage is the slower one on such logs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlotRec {
+    timestamp: u64,
+    value: f64,
+    /// The reader stage's series id.
+    series: u32,
+    unit: PlotUnit,
+    mode: PlotMode,
 }
 
 /// A message as the reader stage hands it over: [`formats::Message`] with its text and
@@ -80,6 +90,8 @@ pub(crate) struct MessageRec {
 #[derive(Default)]
 pub struct Batch {
     pub(crate) events: Vec<Event>,
+    /// Plot values, applied after the events (a plot's place among frames changes nothing).
+    plots: Vec<PlotRec>,
     raw: Vec<u8>,
     /// Messages' texts.
     texts: String,
@@ -107,6 +119,7 @@ impl Batch {
     /// Empties the batch for reuse (its buffers keep their capacity).
     pub fn clear(&mut self) {
         self.events.clear();
+        self.plots.clear();
         self.raw.clear();
         self.texts.clear();
         self.new_labels.clear();
@@ -119,12 +132,12 @@ impl Batch {
 
     /// True if it holds no records.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
+        self.events.is_empty() && self.plots.is_empty()
     }
 
     /// Records in the batch.
     pub fn len(&self) -> usize {
-        self.events.len()
+        self.events.len() + self.plots.len()
     }
 
     /// True if it carries anything for the model: records, labels, stopped workers, damage.
@@ -233,8 +246,13 @@ impl Batch {
                     }
                     self.new_series.push((p.worker, p.name.into()));
                 }
-                self.events
-                    .push(Event::Plot(id, p.unit, p.mode, p.timestamp, p.value));
+                self.plots.push(PlotRec {
+                    timestamp: p.timestamp,
+                    value: p.value,
+                    series: id,
+                    unit: p.unit,
+                    mode: p.mode,
+                });
             }
             Record::Message(m) => {
                 let text_at = self.texts.len() as u32;
@@ -457,11 +475,6 @@ pub(crate) fn apply_events(
             &Event::End(worker, t, slot) => {
                 model.apply_end_paired(worker, t, (slot != u32::MAX).then_some(slot));
             }
-            &Event::Plot(series, unit, mode, t, v) => {
-                if let Some(&series) = labels.series.get(series as usize) {
-                    model.apply_plot(series, unit, mode, t, v);
-                }
-            }
             Event::Message(m) => {
                 let at = m.text_at as usize;
                 let fields = (m.fields_len != u32::MAX).then(|| {
@@ -493,8 +506,14 @@ pub(crate) fn apply_events(
     n
 }
 
-/// Applies what follows a batch's records: damaged bytes skipped, then writers that stopped.
-pub fn apply_marks(model: &mut Model, batch: &Batch) {
+/// Applies what follows a batch's events: its plot values, damaged bytes skipped, then writers
+/// that stopped.
+pub fn apply_marks(model: &mut Model, batch: &Batch, labels: &LabelMap) {
+    for p in &batch.plots {
+        if let Some(&series) = labels.series.get(p.series as usize) {
+            model.apply_plot(series, p.unit, p.mode, p.timestamp, p.value);
+        }
+    }
     for (t, what) in &batch.damage {
         model.note_damage(*t, what.clone());
     }
@@ -507,7 +526,7 @@ pub fn apply_marks(model: &mut Model, batch: &Batch) {
 pub fn apply_batch(model: &mut Model, batch: &Batch, labels: &mut LabelMap) -> Result<(), String> {
     labels.learn(model, batch)?;
     apply_events(model, batch, labels, &mut batch.events.iter(), usize::MAX);
-    apply_marks(model, batch);
+    apply_marks(model, batch, labels);
     Ok(())
 }
 
