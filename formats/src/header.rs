@@ -15,6 +15,9 @@ pub const COMPACT_VERSION: u16 = 2;
 pub const PARENTS_VERSION: u16 = 3;
 /// The version of compact frame-log segments that may hold FrameStart with parent records.
 pub const COMPACT_PARENTS_VERSION: u16 = 4;
+/// The version of compact frame-log segments that keep plot values in their own streams
+/// (`docs/FORMAT.md`, *Compact plots: version 5*): version 4 otherwise.
+pub const COMPACT_PLOTS_VERSION: u16 = 5;
 /// Length of the v1 file header in bytes.
 pub const HEADER_LEN: usize = 16;
 
@@ -126,14 +129,18 @@ impl FileHeader {
         }
     }
 
-    /// Whether the file is a compact sealed segment (version 2, or 4 for a frame log).
+    /// Whether the file is a compact sealed segment (version 2, or 4 or 5 for a frame log).
     pub const fn is_compact(&self) -> bool {
-        self.version == COMPACT_VERSION || self.version == COMPACT_PARENTS_VERSION
+        self.version == COMPACT_VERSION
+            || self.version == COMPACT_PARENTS_VERSION
+            || self.version == COMPACT_PLOTS_VERSION
     }
 
-    /// Whether the file may hold FrameStart with parent records (version 3 or 4).
+    /// Whether the file may hold FrameStart with parent records (version 3, 4 or 5).
     pub const fn has_parents(&self) -> bool {
-        self.version == PARENTS_VERSION || self.version == COMPACT_PARENTS_VERSION
+        self.version == PARENTS_VERSION
+            || self.version == COMPACT_PARENTS_VERSION
+            || self.version == COMPACT_PLOTS_VERSION
     }
 
     /// The header's 16 bytes.
@@ -153,14 +160,14 @@ impl FileHeader {
     ///
     /// Returns `Ok(None)` when fewer than 16 bytes are available yet (a file being created).
     /// Accepts raw files only (version 1, and 3 for a frame log), refusing a compact one
-    /// (version 2 or 4) like any newer version: code that reads records one by one must never
+    /// (version 2, 4 or 5) like any newer version: code that reads records one by one must never
     /// take a compact file for a raw one. Readers that handle both use
     /// [`FileHeader::decode_any`].
     pub fn decode(kind: FileKind, bytes: &[u8]) -> Result<Option<Self>, DecodeError> {
         Self::decode_with(kind, bytes, false)
     }
 
-    /// Like [`FileHeader::decode`], but also accepts a compact (version 2 or 4) file.
+    /// Like [`FileHeader::decode`], but also accepts a compact (version 2, 4 or 5) file.
     pub fn decode_any(kind: FileKind, bytes: &[u8]) -> Result<Option<Self>, DecodeError> {
         Self::decode_with(kind, bytes, true)
     }
@@ -186,7 +193,8 @@ impl FileHeader {
         let version = raw.version.get();
         let known = match (kind, version) {
             (_, FORMAT_VERSION) | (FileKind::FrameLog, PARENTS_VERSION) => true,
-            (_, COMPACT_VERSION) | (FileKind::FrameLog, COMPACT_PARENTS_VERSION) => compact,
+            (_, COMPACT_VERSION)
+            | (FileKind::FrameLog, COMPACT_PARENTS_VERSION | COMPACT_PLOTS_VERSION) => compact,
             _ => false,
         };
         if !known {
@@ -246,10 +254,12 @@ mod tests {
             (FileKind::FrameLog, 2, false, true),
             (FileKind::FrameLog, 3, true, true),
             (FileKind::FrameLog, 4, false, true),
-            (FileKind::FrameLog, 5, false, false),
+            (FileKind::FrameLog, 5, false, true),
+            (FileKind::FrameLog, 6, false, false),
             (FileKind::FrameData, 2, false, true),
             (FileKind::FrameData, 3, false, false),
             (FileKind::FrameData, 4, false, false),
+            (FileKind::FrameData, 5, false, false),
             (FileKind::FrameIndex, 3, false, false),
         ];
         for (kind, version, raw, any) in cases {
@@ -278,7 +288,7 @@ mod tests {
                 any,
                 "{kind:?} v{version}"
             );
-            assert_eq!(h.is_compact(), version == 2 || version == 4);
+            assert_eq!(h.is_compact(), matches!(version, 2 | 4 | 5));
         }
         assert!(FileHeader::frames_with_parents().has_parents());
     }

@@ -63,8 +63,8 @@ pub use data::{
 };
 pub use error::{DecodeError, ErrorKind};
 pub use header::{
-    COMPACT_PARENTS_VERSION, COMPACT_VERSION, FORMAT_VERSION, FileHeader, FileKind, HEADER_LEN,
-    PARENTS_VERSION,
+    COMPACT_PARENTS_VERSION, COMPACT_PLOTS_VERSION, COMPACT_VERSION, FORMAT_VERSION, FileHeader,
+    FileKind, HEADER_LEN, PARENTS_VERSION,
 };
 pub use instant::{FrameAlloc, Level, Message, Plot, PlotMode, PlotUnit};
 pub use label::{LabelKey, truncate_label};

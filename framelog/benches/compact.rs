@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use formats::compact::frames::{
-    BLOCK_HEADER_LEN, BlockDecoder, FramesEncoder, STREAM_NAMES, decode_file, locate_blocks,
+    BLOCK_HEADER_LEN, BlockDecoder, FramesEncoder, STREAM_NAMES, STREAMS_WITH_PLOTS, decode_file,
+    locate_blocks,
 };
 use formats::{Category, FileKind, FrameEnd, FrameStart, Record, ThreadInfo};
 use framelog::compact::frames::compact_frames_segment;
@@ -158,7 +159,12 @@ fn frame_segments(dir: &Path) -> Vec<u32> {
 /// Encodes every segment of the raw log at `level` in memory: (bytes, per-stream sizes).
 /// With `strip`, every start is encoded without its recorded parent (version 2), as a log
 /// written before parents existed holds it: the difference is what recording parents costs.
-fn encode_all(dir: &Path, level: i32, measure: bool, strip: bool) -> (u64, [(u64, u64); 11]) {
+fn encode_all(
+    dir: &Path,
+    level: i32,
+    measure: bool,
+    strip: bool,
+) -> (u64, [(u64, u64); STREAMS_WITH_PLOTS]) {
     let mut per_segment: std::collections::BTreeMap<u32, FramesEncoder> = Default::default();
     LogReader::open(dir)
         .unwrap()
@@ -179,7 +185,7 @@ fn encode_all(dir: &Path, level: i32, measure: bool, strip: bool) -> (u64, [(u64
         })
         .unwrap();
     let mut total = 0u64;
-    let mut streams = [(0u64, 0u64); 11];
+    let mut streams = [(0u64, 0u64); STREAMS_WITH_PLOTS];
     for (_, enc) in per_segment {
         let (file, sizes) = enc.finish_measured(0);
         if let Some(s) = sizes {

@@ -17,7 +17,7 @@ pub(crate) fn read_header(file: &File, path: &Path, kind: FileKind) -> Result<Op
     FileHeader::decode(kind, &buf[..n]).map_err(|e| Error::corrupt(path, 0, e))
 }
 
-/// Like [`read_header`], but also accepts a compact (version 2 or 4) file: for readers that
+/// Like [`read_header`], but also accepts a compact (version 2, 4 or 5) file: for readers that
 /// handle both forms (see [`decode_header_any`]).
 pub(crate) fn read_header_any(
     file: &File,

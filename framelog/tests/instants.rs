@@ -260,8 +260,7 @@ fn dump_stats_compact_and_recover_carry_plots_messages_and_allocations() {
             .iter()
             .any(|&n| {
                 let b = std::fs::read(segments::segment_path(&c, FileKind::FrameLog, n)).unwrap();
-                b.len() >= 10
-                    && u16::from_le_bytes([b[8], b[9]]) == formats::COMPACT_PARENTS_VERSION
+                b.len() >= 10 && u16::from_le_bytes([b[8], b[9]]) == formats::COMPACT_PLOTS_VERSION
             }),
         "the segment was compacted"
     );

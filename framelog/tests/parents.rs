@@ -100,12 +100,12 @@ fn parents_read_back_from_raw_and_compact_segments_and_past_damage() {
     }
     assert_eq!(starts(dir.path()), want);
 
-    // Sealed segments compact to version 4 and read back the same.
+    // Sealed segments compact to version 5 (version 4 with plot streams) and read back the same.
     for &n in &segs[..segs.len() - 1] {
         let out = compact_frames_segment(dir.path(), n, 3).unwrap();
         assert!(matches!(out, SegmentOutcome::Compacted { .. }), "{out:?}");
         let p = segment_path(dir.path(), FileKind::FrameLog, n);
-        assert_eq!(version(&p), 4);
+        assert_eq!(version(&p), 5);
     }
     assert_eq!(starts(dir.path()), want);
 

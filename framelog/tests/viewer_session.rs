@@ -333,7 +333,7 @@ fn plots_messages_and_allocations_reach_a_viewer_exactly_raw_and_compacted() {
                 let p =
                     framelog::segments::segment_path(dir.path(), formats::FileKind::FrameLog, n);
                 let b = std::fs::read(p).unwrap();
-                u16::from_le_bytes([b[8], b[9]]) == formats::COMPACT_PARENTS_VERSION
+                u16::from_le_bytes([b[8], b[9]]) == formats::COMPACT_PLOTS_VERSION
             })
             .count();
         assert!(

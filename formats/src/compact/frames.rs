@@ -2,7 +2,7 @@
 //! column-wise, zstd-compressed blocks with a block index and a trailer. Pure, no I/O.
 //!
 //! - [`FramesEncoder`] takes the records of one raw segment (with their offsets) and builds the
-//!   whole version 2 file (version 4 with [`FramesEncoder::with_parents`]).
+//!   whole version 2 file (version 5 with [`FramesEncoder::with_parents`]).
 //! - [`Trailer`], [`read_index`] and [`walk_blocks`] find the blocks (by the index, or by their
 //!   headers when the index is damaged).
 //! - [`BlockDecoder`] checks and decodes one block into records that are the version 1 ones
@@ -15,7 +15,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use super::{MAX_RAW_BLOCK_LEN, get_varint, put_varint, unzigzag, zigzag};
 use crate::category::Category;
 use crate::header::{FileHeader, FileKind, HEADER_LEN};
-use crate::instant::{FrameAlloc, Message, PLOT_FIXED, Plot};
+use crate::instant::{FrameAlloc, Message, PLOT_FIXED, Plot, PlotMode, PlotUnit};
 use crate::label::LabelKey;
 use crate::record::{
     Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
@@ -41,8 +41,11 @@ pub const MAX_BLOCK_RECORDS: u32 = 65_536;
 pub const STREAMS: usize = 10;
 /// Number of streams in a version 4 block body (with `parents`).
 pub const STREAMS_WITH_PARENTS: usize = 11;
-/// Names of the streams, in body order (for size reports); version 2 has the first ten.
-pub const STREAM_NAMES: [&str; STREAMS_WITH_PARENTS] = [
+/// Number of streams in a version 5 block body (with `series` and `values`).
+pub const STREAMS_WITH_PLOTS: usize = 13;
+/// Names of the streams, in body order (for size reports); version 2 has the first ten,
+/// version 4 the first eleven.
+pub const STREAM_NAMES: [&str; STREAMS_WITH_PLOTS] = [
     "labels",
     "types",
     "workers",
@@ -54,6 +57,8 @@ pub const STREAM_NAMES: [&str; STREAMS_WITH_PARENTS] = [
     "categories",
     "payloads",
     "parents",
+    "series",
+    "values",
 ];
 /// Deepest stack of open frames a lane keeps.
 const MAX_STACK: usize = 64;
@@ -67,6 +72,7 @@ const TIMES: usize = 4;
 const TYPES: usize = 1;
 const WORKERS: usize = 2;
 const PAYLOADS: usize = 9;
+const SERIES: usize = 11;
 
 const START: u8 = RecordType::Start as u8;
 const END: u8 = RecordType::End as u8;
@@ -495,15 +501,24 @@ pub struct FramesEncoder {
     out: Vec<u8>,
     index: Vec<BlockEntry>,
     records: u64,
-    /// Version 4 (with the `parents` stream) rather than 2.
+    /// Version 4 or 5 (with the `parents` stream) rather than 2.
     parents: bool,
-    streams: [Vec<u8>; STREAMS_WITH_PARENTS],
+    /// Version 5 (plots in `series` and `values`).
+    plots: bool,
+    streams: [Vec<u8>; STREAMS_WITH_PLOTS],
     /// The block's labels: id by label, and the table's bytes in id order.
     label_ids: FxMap<Box<str>, u32>,
     label_table: Vec<u8>,
     labels: u32,
     /// Direct-mapped cache in front of `label_ids`: (label, id) by a cheap hash.
     label_cache: Vec<Option<(Box<str>, u32)>>,
+    /// Version 5: the block's plot series table (its bytes after the count), each entry's
+    /// index by its (`mode`, `unit`, `name`) bytes, each entry's start in the table and last
+    /// value bits, and the entry of the previous plot.
+    series_table: Vec<u8>,
+    series_ids: FxMap<Box<[u8]>, u32>,
+    series_last: Vec<(u32, u64)>,
+    series_prev: Option<u32>,
     /// The encoded record, for types whose payload is built by encoding (plots, messages,
     /// frame allocations).
     scratch: Vec<u8>,
@@ -518,7 +533,7 @@ pub struct FramesEncoder {
     compressor: zstd::bulk::Compressor<'static>,
     body: Vec<u8>,
     /// Per stream: raw bytes and bytes each compresses to alone (when measuring).
-    measure: Option<[(u64, u64); STREAMS_WITH_PARENTS]>,
+    measure: Option<[(u64, u64); STREAMS_WITH_PLOTS]>,
     level: i32,
 }
 
@@ -543,19 +558,26 @@ impl FramesEncoder {
     /// A new version 2 file (no FrameStart with parent), its blocks compressed at zstd
     /// `level`.
     pub fn new(level: i32) -> Self {
-        Self::with_version(level, false)
+        Self::with_version(level, crate::COMPACT_VERSION)
     }
 
-    /// A new version 4 file (FrameStart with parent allowed), for a version 3 raw segment.
+    /// A new version 5 file (FrameStart with parent allowed, plots in their own streams), for
+    /// a version 3 raw segment.
     pub fn with_parents(level: i32) -> Self {
-        Self::with_version(level, true)
+        Self::with_version(level, crate::COMPACT_PLOTS_VERSION)
     }
 
-    fn with_version(level: i32, parents: bool) -> Self {
+    /// A new version 4 file, as compactors wrote them before version 5 (for tests of readers
+    /// of such files).
+    #[doc(hidden)]
+    pub fn version_4(level: i32) -> Self {
+        Self::with_version(level, crate::COMPACT_PARENTS_VERSION)
+    }
+
+    fn with_version(level: i32, version: u16) -> Self {
         let mut header = FileHeader::compact(FileKind::FrameLog);
-        if parents {
-            header.version = crate::COMPACT_PARENTS_VERSION;
-        }
+        header.version = version;
+        let parents = version != crate::COMPACT_VERSION;
         let mut out = Vec::new();
         out.extend_from_slice(&header.encode());
         let mut enc = Self {
@@ -563,11 +585,16 @@ impl FramesEncoder {
             index: Vec::new(),
             records: 0,
             parents,
+            plots: version == crate::COMPACT_PLOTS_VERSION,
             streams: Default::default(),
             label_ids: FxMap::default(),
             label_table: Vec::new(),
             labels: 0,
             label_cache: vec![None; LABEL_CACHE],
+            series_table: Vec::new(),
+            series_ids: FxMap::default(),
+            series_last: Vec::new(),
+            series_prev: None,
             scratch: Vec::new(),
             lanes: Lanes::default(),
             times: Vec::new(),
@@ -596,6 +623,10 @@ impl FramesEncoder {
         for c in &mut self.label_cache {
             *c = None;
         }
+        self.series_table.clear();
+        self.series_ids.clear();
+        self.series_last.clear();
+        self.series_prev = None;
         // Lanes' times are set at close; the rest of their state starts fresh now.
         self.lanes.reset(0);
         self.times.clear();
@@ -606,22 +637,63 @@ impl FramesEncoder {
 
     /// Also compresses each stream alone to report which dominates ([`FramesEncoder::stream_sizes`]).
     pub fn measure_streams(&mut self) {
-        self.measure = Some([(0, 0); STREAMS_WITH_PARENTS]);
+        self.measure = Some([(0, 0); STREAMS_WITH_PLOTS]);
     }
 
     /// Per stream (in [`STREAM_NAMES`] order): raw bytes and bytes compressed alone, if
-    /// measured (`parents` stays 0 in a version 2 file).
-    pub fn stream_sizes(&self) -> Option<[(u64, u64); STREAMS_WITH_PARENTS]> {
+    /// measured (streams a file's version lacks stay 0).
+    pub fn stream_sizes(&self) -> Option<[(u64, u64); STREAMS_WITH_PLOTS]> {
         self.measure
     }
 
-    /// Streams of this file's blocks: 10 (version 2) or 11 (version 4).
+    /// Streams of this file's blocks: 10 (version 2), 11 (version 4) or 13 (version 5).
     fn stream_count(&self) -> usize {
-        if self.parents {
+        if self.plots {
+            STREAMS_WITH_PLOTS
+        } else if self.parents {
             STREAMS_WITH_PARENTS
         } else {
             STREAMS
         }
+    }
+
+    /// The plot's entry in the block's series table (added if new), and the code of its value
+    /// against the entry's last (`docs/FORMAT.md`, *Compact plots: version 5*).
+    fn series_code(&mut self, p: &Plot<'_>) -> (u32, u64) {
+        let name = p.encoded_name().as_bytes();
+        let fixed = p.fixed_payload();
+        let key = [fixed[8], fixed[9], name.len() as u8];
+        // A table entry's bytes are its key: mode, unit, name size, name.
+        let entry_is = |e: u32| {
+            let at = self.series_last[e as usize].0 as usize;
+            let b = &self.series_table[at..];
+            b.get(..3) == Some(&key[..]) && b.get(3..3 + name.len()) == Some(name)
+        };
+        let entry = match self.series_prev {
+            Some(e) if entry_is(e) => e,
+            _ => {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&key);
+                self.scratch.extend_from_slice(name);
+                let e = match self.series_ids.get(&self.scratch[..]) {
+                    Some(&e) => e,
+                    None => {
+                        let e = self.series_last.len() as u32;
+                        self.series_ids.insert(self.scratch[..].into(), e);
+                        self.series_last.push((self.series_table.len() as u32, 0));
+                        self.series_table.extend_from_slice(&self.scratch);
+                        e
+                    }
+                };
+                self.series_prev = Some(e);
+                e
+            }
+        };
+        let bits = p.value.to_bits();
+        let last = &mut self.series_last[entry as usize].1;
+        let code = (bits ^ *last).swap_bytes();
+        *last = bits;
+        (entry, code)
     }
 
     #[inline]
@@ -669,6 +741,13 @@ impl FramesEncoder {
             Record::Dropped(_) => (8, EXT_HEADER_LEN + 8),
             Record::WorkerInfo(w) => (4 + w.name.len(), EXT_HEADER_LEN + 4 + w.name.len()),
             Record::ThreadInfo(t) => (t.name.len(), EXT_HEADER_LEN + t.name.len()),
+            Record::Plot(p) if self.plots => {
+                let n = PLOT_FIXED + p.encoded_name().len();
+                if n == PLOT_FIXED {
+                    return Err(err("a plot without a series name"));
+                }
+                (n, EXT_HEADER_LEN + n)
+            }
             Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) => {
                 self.scratch.clear();
                 rec.encode_to_vec(&mut self.scratch);
@@ -712,6 +791,10 @@ impl FramesEncoder {
         self.times.push((timestamp, lane as u32));
         self.min_time = self.min_time.min(timestamp);
         self.max_time = self.max_time.max(timestamp);
+        let plot = match rec {
+            Record::Plot(p) if self.plots => Some(self.series_code(p)),
+            _ => None,
+        };
         let [
             _,
             types,
@@ -724,6 +807,8 @@ impl FramesEncoder {
             categories,
             payloads,
             parents,
+            _,
+            values,
         ] = &mut self.streams;
         types.push(kind);
         workers.push(worker);
@@ -769,6 +854,12 @@ impl FramesEncoder {
                     2 * zigzag(i64::from(id) - i64::from(lane.last_start)) + 1,
                 ),
             },
+            Record::Plot(_) if plot.is_some() => {
+                let (entry, code) = plot.unwrap_or_default();
+                put_varint(ids, u64::from(id));
+                put_varint(values, u64::from(entry));
+                put_varint(values, code);
+            }
             _ => {
                 put_varint(ids, u64::from(id));
                 put_varint(payloads, payload_len as u64);
@@ -791,7 +882,10 @@ impl FramesEncoder {
         self.records += 1;
         // Bound the raw body: every stream but the payloads takes at most 48 bytes a record,
         // and the next record adds at most MAX_RECORD_RAW.
-        let est = self.streams[PAYLOADS].len() + self.label_table.len() + self.count as usize * 48;
+        let est = self.streams[PAYLOADS].len()
+            + self.label_table.len()
+            + self.series_table.len()
+            + self.count as usize * 48;
         if self.count == MAX_BLOCK_RECORDS || est + MAX_RECORD_RAW + 4096 > MAX_RAW_BLOCK_LEN {
             self.close_block();
         }
@@ -815,6 +909,11 @@ impl FramesEncoder {
         let labels = &mut self.streams[LABELS];
         put_varint(labels, u64::from(self.labels));
         labels.extend_from_slice(&self.label_table);
+        if self.plots {
+            let series = &mut self.streams[SERIES];
+            put_varint(series, self.series_last.len() as u64);
+            series.extend_from_slice(&self.series_table);
+        }
         self.body.clear();
         let streams = &self.streams[..self.stream_count()];
         for s in streams {
@@ -864,7 +963,7 @@ impl FramesEncoder {
     pub fn finish_measured(
         mut self,
         raw_len: u64,
-    ) -> (Vec<u8>, Option<[(u64, u64); STREAMS_WITH_PARENTS]>) {
+    ) -> (Vec<u8>, Option<[(u64, u64); STREAMS_WITH_PLOTS]>) {
         self.close_block();
         let sizes = self.measure;
         (self.finish(raw_len), sizes)
@@ -914,7 +1013,7 @@ struct Row {
 }
 
 // 32 bytes: a row is written and read once per record, so its size is load speed. A FrameStart
-// with parent's `parent` lives beside the rows (`BlockDecoder::row_parents`, version 4 only).
+// with parent's `parent` lives beside the rows (`BlockDecoder::row_parents`, versions 4 and 5 only).
 const _: () = assert!(size_of::<Row>() == 32);
 
 /// Decodes compact blocks; keeps its buffers between blocks.
@@ -930,8 +1029,15 @@ pub struct BlockDecoder {
     labels: Vec<(u32, u8)>,
     lanes: Lanes,
     decompressor: Option<zstd::bulk::Decompressor<'static>>,
-    /// Blocks of a version 4 file (eleven streams, FrameStart with parent).
+    /// Blocks of a version 4 or 5 file (FrameStart with parent).
     parents: bool,
+    /// Blocks of a version 5 file (plots in `series` and `values`).
+    plots: bool,
+    /// Version 5: the block's plot series table, each entry (name's start in `text`, name's
+    /// length, mode, unit).
+    series: Vec<(u32, u8, PlotMode, PlotUnit)>,
+    /// Version 5: each plot row's value bits (the row's `b` indexes it).
+    values: Vec<u64>,
     /// The newest frame start or end time of the block decoded last (0: none).
     max_frame_time: u64,
     /// Which decode this is, unique in the process (see [`BlockDecoder::generation`]).
@@ -987,14 +1093,20 @@ impl BlockDecoder {
             lanes: Lanes::default(),
             decompressor: zstd::bulk::Decompressor::new().ok(),
             parents: false,
+            plots: false,
+            series: Vec::new(),
+            values: Vec::new(),
             max_frame_time: 0,
             generation: 0,
         }
     }
 
-    /// Decodes blocks of a file of `version` from now on: 4 has the `parents` stream, 2 not.
+    /// Decodes blocks of a file of `version` from now on: 4 has the `parents` stream, 5 also
+    /// `series` and `values`, 2 none of them.
     pub fn set_version(&mut self, version: u16) {
-        self.parents = version == crate::COMPACT_PARENTS_VERSION;
+        self.parents =
+            version == crate::COMPACT_PARENTS_VERSION || version == crate::COMPACT_PLOTS_VERSION;
+        self.plots = version == crate::COMPACT_PLOTS_VERSION;
     }
 
     /// Checks and decodes the block with header `h` whose compressed body is `body`; on
@@ -1004,6 +1116,8 @@ impl BlockDecoder {
         self.rows.clear();
         self.row_parents.clear();
         self.labels.clear();
+        self.series.clear();
+        self.values.clear();
         self.text.clear();
         if body.len() != h.len as usize {
             return Err(format!(
@@ -1042,7 +1156,9 @@ impl BlockDecoder {
 
     fn decode_rows(&mut self, h: &BlockHeader) -> Result<(), String> {
         let raw = &self.raw[..];
-        let nstreams = if self.parents {
+        let nstreams = if self.plots {
+            STREAMS_WITH_PLOTS
+        } else if self.parents {
             STREAMS_WITH_PARENTS
         } else {
             STREAMS
@@ -1053,7 +1169,7 @@ impl BlockDecoder {
                 raw.len()
             ));
         }
-        let mut lens = [0usize; STREAMS_WITH_PARENTS];
+        let mut lens = [0usize; STREAMS_WITH_PLOTS];
         let mut total = 4 * nstreams;
         for (i, l) in lens[..nstreams].iter_mut().enumerate() {
             *l = u32_at(raw, 4 * i) as usize;
@@ -1065,8 +1181,8 @@ impl BlockDecoder {
                 raw.len()
             ));
         }
-        let mut streams: [&[u8]; STREAMS_WITH_PARENTS] = [&[]; STREAMS_WITH_PARENTS];
-        let mut starts = [0usize; STREAMS_WITH_PARENTS];
+        let mut streams: [&[u8]; STREAMS_WITH_PLOTS] = [&[]; STREAMS_WITH_PLOTS];
+        let mut starts = [0usize; STREAMS_WITH_PLOTS];
         let mut at = 4 * nstreams;
         for i in 0..nstreams {
             starts[i] = at;
@@ -1102,6 +1218,37 @@ impl BlockDecoder {
         if !s.is_empty() {
             return Err("label table has bytes after its labels".to_owned());
         }
+        // The plot series table (version 5; an empty stream otherwise).
+        let mut s = streams[SERIES];
+        if self.plots {
+            let n = varint(&mut s, "series")?;
+            if n > s.len() as u64 {
+                return Err(format!("series table of {n} entries in {} bytes", s.len()));
+            }
+            for _ in 0..n {
+                let mode = match byte(&mut s, "series")? {
+                    0 => PlotMode::Value,
+                    1 => PlotMode::Summed,
+                    m => return Err(format!("plot series of mode {m}")),
+                };
+                let unit = PlotUnit(byte(&mut s, "series")?);
+                let len = byte(&mut s, "series")? as usize;
+                let Some(name) = s.get(..len).filter(|n| !n.is_empty()) else {
+                    return Err("series table ends inside a name, or a name is empty".to_owned());
+                };
+                let Ok(name) = std::str::from_utf8(name) else {
+                    return Err("a plot series name is not valid UTF-8".to_owned());
+                };
+                self.series
+                    .push((self.text.len() as u32, len as u8, mode, unit));
+                self.text.push_str(name);
+                s = &s[len..];
+            }
+        }
+        if !s.is_empty() {
+            return Err("series table has bytes after its entries".to_owned());
+        }
+        let mut series_last = vec![0u64; self.series.len()];
         let nlabels = self.labels.len() as u64;
         self.lanes.reset(h.min_time);
         self.rows.reserve(count);
@@ -1119,7 +1266,11 @@ impl BlockDecoder {
             categories,
             payloads,
             parents,
+            _,
+            values,
         ] = streams;
+        let mut values = values;
+        let plots = self.plots;
         let (mut gaps, mut times, mut ids, mut label_ids, mut contexts, mut categories) =
             (gaps, times, ids, label_ids, contexts, categories);
         let mut payloads = payloads;
@@ -1229,6 +1380,25 @@ impl BlockDecoder {
                     FRAME_END_LEN as u64
                 }
                 BATCH => return Err("a batch record in a compact block".to_owned()),
+                PLOT if plots => {
+                    if id_code != 0 {
+                        return Err("a plot's id is not 0".to_owned());
+                    }
+                    let entry = varint(&mut values, "values")?;
+                    let Some(&(_, name_len, ..)) = self.series.get(entry as usize) else {
+                        return Err(format!(
+                            "plot series {entry} past the table's {}",
+                            self.series.len()
+                        ));
+                    };
+                    let last = &mut series_last[entry as usize];
+                    *last ^= varint(&mut values, "values")?.swap_bytes();
+                    row.id = entry as u32;
+                    row.a = (PLOT_FIXED + name_len as usize) as u32;
+                    row.b = self.values.len() as u32;
+                    self.values.push(*last);
+                    EXT_HEADER_LEN as u64 + u64::from(row.a)
+                }
                 _ => {
                     row.id = u32::try_from(id_code).map_err(|_| "record id over u32")?;
                     let n = varint(&mut payloads, "payloads")?;
@@ -1317,7 +1487,7 @@ impl BlockDecoder {
             self.rows.push(row);
         }
         let left: usize = [
-            gaps, times, ids, label_ids, contexts, categories, payloads, parents,
+            gaps, times, ids, label_ids, contexts, categories, payloads, parents, values,
         ]
         .iter()
         .map(|s| s.len())
@@ -1427,6 +1597,7 @@ impl BlockDecoder {
             labels.push(text.get(at..at + len as usize).unwrap_or_default());
         }
         let parents = self.parents;
+        let plots = self.plots;
         let row_parents = self.row_parents.get(from..).unwrap_or_default();
         for (i, r) in self.rows.get(from..).unwrap_or_default().iter().enumerate() {
             let rec = match r.kind {
@@ -1450,6 +1621,23 @@ impl BlockDecoder {
                     worker: r.worker,
                     timestamp: r.timestamp,
                 }),
+                // Checked when the block was decoded.
+                PLOT if plots => {
+                    let (at, len, mode, unit) = self
+                        .series
+                        .get(r.id as usize)
+                        .copied()
+                        .unwrap_or((0, 0, PlotMode::Value, PlotUnit::COUNT));
+                    let at = at as usize;
+                    Record::Plot(Plot {
+                        worker: r.worker,
+                        timestamp: r.timestamp,
+                        value: f64::from_bits(self.values.get(r.b as usize).copied().unwrap_or(0)),
+                        mode,
+                        unit,
+                        name: text.get(at..at + len as usize).unwrap_or_default(),
+                    })
+                }
                 kind => {
                     let at = r.b as usize;
                     let payload = raw.get(at..at + r.a as usize).unwrap_or_default();

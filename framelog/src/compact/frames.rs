@@ -317,7 +317,8 @@ pub(crate) fn compact_frames_segment_until(
     }
     let meta = file.metadata().at(&path)?;
     let raw_len = meta.len();
-    // A version 3 segment compacts to version 4 (with its parents), a version 1 one to 2.
+    // A version 3 segment compacts to version 5 (with its parents and plot streams), a
+    // version 1 one to 2.
     let mut enc = if header.has_parents() {
         formats::compact::frames::FramesEncoder::with_parents(level)
     } else {
