@@ -49,7 +49,11 @@ fn main() {
                 frames = ing.model().frame_count();
                 best = best.min(dt);
                 match cpu {
-                    Some(c) => eprintln!("  {:.3} s, cpu {c:.2} s", dt.as_secs_f64()),
+                    Some(c) => eprintln!(
+                        "  {:.3} s, cpu {c:.2} s (by thread: {})",
+                        dt.as_secs_f64(),
+                        thread_cpu_seconds()
+                    ),
                     None => eprintln!("  {:.3} s", dt.as_secs_f64()),
                 }
             }
@@ -60,6 +64,34 @@ fn main() {
             );
         }
     }
+}
+
+/// CPU seconds of each of this process's threads named `framelog-*` (the ingest's stages, in
+/// the order they started), from `/proc/self/task`.
+fn thread_cpu_seconds() -> String {
+    let mut threads: Vec<(u64, String, f64)> = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_owned();
+        let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        let tid = task.file_name().to_string_lossy().parse().unwrap_or(0);
+        if name.starts_with("framelog") {
+            threads.push((tid, name, (ticks(11) + ticks(12)) as f64 / 100.0));
+        }
+    }
+    threads.sort_by_key(|t| t.0);
+    let parts: Vec<String> = threads.iter().map(|t| format!("{:.2}", t.2)).collect();
+    parts.join(" + ")
 }
 
 /// This process's CPU time so far (user + system, every thread), from `/proc/self/stat`

@@ -5,7 +5,8 @@
 //! level-of-detail query ([`Series::lod`]) gives the minimum and maximum of the values in
 //! each pixel's time bucket, so drawing follows pixels, not values: values are kept in runs
 //! in time order, each with a min/max summary over aligned blocks of 32, 1,024, 32,768 and
-//! 1,048,576 values, kept up to date as values are appended.
+//! 1,048,576 values, each block summarized when its last value arrives (queries read only
+//! complete blocks, and the values after the last one).
 //!
 //! Values arrive out of time order whenever a thread's buffer is flushed after another
 //! thread's newer values (with 8 threads writing one series, most flushes start behind).
@@ -30,7 +31,9 @@ const LEVELS: usize = 4;
 struct Run {
     times: Vec<u64>,
     values: Vec<f64>,
-    /// By level: (min, max) of each aligned block (NaN: the block holds only gaps).
+    /// By level: (min, max) of each complete aligned block (NaN: the block holds only gaps).
+    /// Queries read complete blocks only, so a value costs one 32-value fold per block
+    /// instead of an update of every level.
     summary: [Vec<(f64, f64)>; LEVELS],
 }
 
@@ -93,19 +96,30 @@ impl Run {
     #[inline]
     fn push(&mut self, t: u64, v: f64) {
         debug_assert!(self.last_time().is_none_or(|l| l <= t));
-        let n = self.times.len();
         self.times.push(t);
         self.values.push(v);
-        // Grow the last block of every level by the new value.
-        let mut i = n;
-        for level in &mut self.summary {
-            let b = i / FAN;
-            if b == level.len() {
-                level.push((v, v));
-            } else {
-                level[b] = merge(level[b], (v, v));
+        if self.values.len().is_multiple_of(FAN) {
+            self.summarize_last_blocks();
+        }
+    }
+
+    /// Summarizes the blocks the newest value completed, level by level.
+    #[inline(never)]
+    fn summarize_last_blocks(&mut self) {
+        let mut below_len = self.values.len();
+        for k in 0..LEVELS {
+            if !below_len.is_multiple_of(FAN) {
+                return;
             }
-            i = b;
+            let r = below_len - FAN..below_len;
+            let (lower, upper) = self.summary.split_at_mut(k);
+            let mm = if k == 0 {
+                self.values[r].iter().fold(EMPTY, |a, &v| merge(a, (v, v)))
+            } else {
+                lower[k - 1][r].iter().fold(EMPTY, |a, &x| merge(a, x))
+            };
+            upper[0].push(mm);
+            below_len = upper[0].len();
         }
     }
 
@@ -158,7 +172,7 @@ impl Run {
         let mut below_len = self.values.len();
         for k in 0..LEVELS {
             let first = from / FAN;
-            let blocks = below_len.div_ceil(FAN);
+            let blocks = below_len / FAN;
             let (lower, upper) = self.summary.split_at_mut(k);
             let level = &mut upper[0];
             level.truncate(first);
