@@ -191,26 +191,21 @@ mod tests {
         // Several compact blocks, each numbering its labels in its own order: the reader stage
         // interns a label once per block by its index there, and must never carry an index
         // over to the next block.
+        // With plot values and messages (plots in version 5's own streams), against the
+        // records read directly, from the compact segments and from the raw ones before.
         let dir = tempfile::tempdir().unwrap();
-        let opts = crate::synth::SynthOptions {
-            frames: 150_000,
-            with_data: false,
-            ..Default::default()
-        };
-        let n = crate::synth::write_compacted_log(dir.path(), &opts).unwrap();
-        let compact = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| std::fs::read(e.unwrap().path()).unwrap())
-            .filter(|b| {
-                formats::FileHeader::decode_any(formats::FileKind::FrameLog, b)
-                    .is_ok_and(|h| h.is_some_and(|h| h.is_compact()))
-            })
-            .count();
-        assert!(compact > 0, "the log has compact frame segments");
+        let (n, raw) = compacted_synth_log(dir.path());
+        assert!(
+            !compact_frame_segments(dir.path()).is_empty(),
+            "the log has compact frame segments"
+        );
         let ing = Ingest::start(dir.path(), false);
         assert!(ing.wait_caught_up(Duration::from_secs(60)));
-        let direct = model_read_directly(dir.path());
         let m = ing.model();
+        assert!(m.plots().value_count() > 0 && !m.messages().is_empty());
+        assert_same_model(&m, &model_read_directly(dir.path()));
+        // And what the raw segments held.
+        let direct = raw;
         assert_eq!(m.frame_count(), n);
         assert_same_model(&m, &direct);
     }
@@ -218,21 +213,10 @@ mod tests {
     #[test]
     fn a_compact_block_damaged_mid_file_is_reported_and_the_blocks_after_it_keep_their_labels() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = crate::synth::SynthOptions {
-            frames: 150_000,
-            with_data: false,
-            ..Default::default()
-        };
-        let n = crate::synth::write_compacted_log(dir.path(), &opts).unwrap();
+        let (n, _) = compacted_synth_log(dir.path());
         // Bytes in the middle of the biggest compact frame segment, inside some block.
-        let (path, mut bytes) = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
-            .filter(|(_, b)| {
-                formats::FileHeader::decode_any(formats::FileKind::FrameLog, b)
-                    .is_ok_and(|h| h.is_some_and(|h| h.is_compact()))
-            })
+        let (path, mut bytes) = compact_frame_segments(dir.path())
+            .into_iter()
             .max_by_key(|(_, b)| b.len())
             .expect("a compact frame segment");
         let mid = bytes.len() / 2;
@@ -255,9 +239,65 @@ mod tests {
         assert!(s.errors.iter().any(|e| e.contains(&name)), "{:?}", s.errors);
     }
 
-    /// Everything the views read: frames, statistics (percentiles too), call tree, contexts.
+    /// The synthetic log of 150 k frames (a plot value every tenth, a message every
+    /// hundredth), compacted whole; returns its frame count and the model of its records read
+    /// before compaction (from the raw segments).
+    fn compacted_synth_log(dir: &Path) -> (u64, Model) {
+        let opts = crate::synth::SynthOptions {
+            frames: 150_000,
+            with_data: false,
+            instants: true,
+            ..Default::default()
+        };
+        let n = crate::synth::write_log(dir, &opts).unwrap();
+        let raw = model_read_directly(dir);
+        let all = framelog::compact::CompactOptions {
+            all: true,
+            ..Default::default()
+        };
+        framelog::compact::compact_log(dir, &all).unwrap();
+        (n, raw)
+    }
+
+    /// The log's compact frame segments: path and bytes.
+    fn compact_frame_segments(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+            .filter(|(_, b)| {
+                formats::FileHeader::decode_any(formats::FileKind::FrameLog, b)
+                    .is_ok_and(|h| h.is_some_and(|h| h.is_compact()))
+            })
+            .collect()
+    }
+
+    /// Everything the views read: frames, statistics (percentiles too), call tree, contexts,
+    /// plot series (each one's values as its track draws them) and messages.
     fn assert_same_model(m: &Model, direct: &Model) {
         assert_eq!(crate::model::same::difference(m, direct), None);
+        let (a, b) = (m.plots().series(), direct.plots().series());
+        assert_eq!(a.len(), b.len(), "plot series");
+        for (x, y) in a.iter().zip(b) {
+            assert_eq!((x.worker, &x.name, x.len()), (y.worker, &y.name, y.len()));
+            let Some((t0, t1)) = x.time_range() else {
+                continue;
+            };
+            assert_eq!(Some((t0, t1)), y.time_range());
+            let px = ((t1 - t0) as f64 / 2000.0).max(1.0);
+            let (mut bx, mut by) = (Vec::new(), Vec::new());
+            x.lod(t0, t1 + 1, px, &mut bx);
+            y.lod(t0, t1 + 1, px, &mut by);
+            // The first bucket that differs, not thousands of them.
+            let first = bx.iter().zip(&by).find(|(p, q)| p != q);
+            assert_eq!(first, None, "series {}", x.name);
+            assert_eq!(bx.len(), by.len(), "series {}", x.name);
+        }
+        let (a, b) = (m.messages(), direct.messages());
+        assert_eq!(a.len(), b.len(), "messages");
+        for (x, y) in a.entries().iter().zip(b.entries()) {
+            assert_eq!((x, a.text(x)), (y, b.text(y)));
+        }
     }
 
     #[test]
