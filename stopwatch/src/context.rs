@@ -99,7 +99,10 @@ impl Context {
     pub fn child_with(&self, label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
         match local::entry(&self.inner) {
             Some(e) => Frame::start_entered(e, self.state, &label.into(), category),
-            None => Frame::inert(),
+            None => {
+                self.inner.count_refused(2, 0);
+                Frame::inert()
+            }
         }
     }
 }

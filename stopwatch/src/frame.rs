@@ -82,7 +82,11 @@ impl Frame {
                     _not_send: PhantomData,
                 }
             }
-            None => Frame::inert(),
+            None => {
+                // Its start and end, never written.
+                inner.count_refused(2, 0);
+                Frame::inert()
+            }
         }
     }
 
@@ -231,10 +235,14 @@ impl Detached {
     /// Starts a frame on the calling thread and detaches it at once (see [`Frame::detach`]).
     #[cfg(feature = "tracing")]
     pub(crate) fn start(inner: &Arc<Inner>, label: &str, category: Category) -> Option<Detached> {
-        local::with_entry(inner, |e| {
+        let d = local::with_entry(inner, |e| {
             let started = e.start(label, category);
             Detached::from_started(e, started, &Saved::default())
-        })
+        });
+        if d.is_none() {
+            inner.count_refused(2, 0);
+        }
+        d
     }
 
     /// Starts a frame in a new context (a root, whatever the calling thread's state) and
@@ -245,14 +253,18 @@ impl Detached {
         label: &str,
         category: Category,
     ) -> Option<Detached> {
-        local::with_entry(inner, |e| {
+        let d = local::with_entry(inner, |e| {
             let before = e.ctx_state();
             e.set_ctx_state(CtxState::OUTSIDE);
             let started = e.start(label, category);
             let d = Detached::from_started(e, started, &Saved::default());
             e.set_ctx_state(before);
             d
-        })
+        });
+        if d.is_none() {
+            inner.count_refused(2, 0);
+        }
+        d
     }
 
     /// The detached form of a frame `e.start` just returned: the thread leaves it.

@@ -97,6 +97,7 @@ impl Inner {
         let slots = self.lock_slots();
         let live: u64 = slots
             .iter()
+            .chain(std::iter::once(&self.late))
             .map(|s| s.dropped.load(Ordering::Relaxed))
             .sum();
         drop(slots);
@@ -228,6 +229,20 @@ impl SinkStats {
 }
 
 impl Inner {
+    /// Counts what a call that got no thread entry ([`crate::local::entry`]: re-entered
+    /// while the thread was being registered, or made during its teardown) would have
+    /// written: `frame_records` starts and ends in the books (and the log's dropped markers,
+    /// under thread 0), `others` among the other records.
+    #[cold]
+    pub(crate) fn count_refused(&self, frame_records: u64, others: u64) {
+        if frame_records > 0 {
+            self.late.count_dropped_shared(frame_records);
+        }
+        if others > 0 {
+            self.dropped_other.fetch_add(others, Ordering::Relaxed);
+        }
+    }
+
     /// Counts the records between two positions of a buffer as lost by the writer: frame
     /// records in the books, others apart.
     pub(crate) fn count_lost(&self, from: crate::buffer::Pos, to: crate::buffer::Pos) {

@@ -591,7 +591,14 @@ impl Entry {
         }
         self.hand_off();
         if let Some(buf) = self.inner.pool.take() {
-            self.install(buf);
+            if self.buf.get().is_null() {
+                self.install(buf);
+            } else {
+                // A call made from inside the hand-off or the wait for a buffer (a global
+                // allocator's) installed one and wrote into it: keep that one (replacing it
+                // would lose its records).
+                self.inner.pool.give_back(buf);
+            }
         }
         if !self.try_encode(rec) {
             self.count_dropped(rec);
@@ -774,10 +781,22 @@ thread_local! {
     /// elsewhere (`find_or_register`, `LocalState::drop`). A `Cell` of a pointer has no
     /// destructor, so reading it never fails, even while the thread's destructors run.
     static LAST: Cell<*const Entry> = const { Cell::new(ptr::null()) };
+    /// The recorder whose writer runs on this thread (null: none); compared, never read.
+    static WRITER_OF: Cell<*const Inner> = const { Cell::new(ptr::null()) };
+}
+
+/// Marks the calling thread as `inner`'s writer: calls into `inner` made on it (from a global
+/// allocator, or user code the writer runs) record nothing and are counted as refused. A
+/// writer recording into its own recorder would wait for itself for a buffer in Block mode,
+/// or register while holding its own slot list: a deadlock either way.
+pub(crate) fn mark_writer_thread(inner: &Arc<Inner>) {
+    WRITER_OF.with(|w| w.set(Arc::as_ptr(inner)));
 }
 
 /// This thread's entry for `inner` (registering the thread on first use); `None` during
-/// thread teardown.
+/// thread teardown, and for a call that re-entered the API while this thread's registry was
+/// being changed (from a global allocator, say): the caller drops what it would have written
+/// and counts it ([`Inner::count_refused`]).
 ///
 /// Fast path: one thread-local load and a pointer compare, then one non-atomic increment
 /// for the reference returned.
@@ -802,10 +821,14 @@ pub(crate) fn entry(inner: &Arc<Inner>) -> Option<Rc<Entry>> {
 #[cold]
 #[inline(never)]
 fn entry_slow(inner: &Arc<Inner>) -> Option<Rc<Entry>> {
-    LOCAL.try_with(|l| l.find_or_register(inner)).ok()
+    // Its writer thread never registers with a recorder, so it always comes here.
+    if ptr::eq(WRITER_OF.with(Cell::get), Arc::as_ptr(inner)) {
+        return None;
+    }
+    LOCAL.try_with(|l| l.find_or_register(inner)).ok().flatten()
 }
 
-/// Runs `f` with this thread's entry for `inner`; `None` during thread teardown.
+/// Runs `f` with this thread's entry for `inner`; `None` when [`entry`] gives none.
 ///
 /// `f` gets a strong reference: the entry outlives the call even if code inside it (user
 /// code included) makes the registry forget it.
@@ -816,14 +839,29 @@ pub(crate) fn with_entry<R>(inner: &Arc<Inner>, f: impl FnOnce(&Rc<Entry>) -> R)
 
 impl LocalState {
     /// The entry for `inner`, registering this thread with it on first use; makes it the
-    /// fast path's `LAST`.
-    fn find_or_register(&self, inner: &Arc<Inner>) -> Rc<Entry> {
-        // Entries of recorders that were shut down are dropped only after every borrow of the
-        // registry is released: dropping one may run arbitrary code (its recorder's drop).
+    /// fast path's `LAST`. `None` when the registry is borrowed by a call this one
+    /// re-entered.
+    ///
+    /// Registering allocates (the slot, the entry, its first buffer, room in the registry),
+    /// and a global allocator may call the API from inside those allocations. So nothing
+    /// is allocated while the registry is borrowed except the registry's own growth (a call
+    /// made from inside that one finds the registry borrowed and is refused), and a call
+    /// that registered the thread while this one was allocating is found again before this
+    /// one's entry is added.
+    fn find_or_register(&self, inner: &Arc<Inner>) -> Option<Rc<Entry>> {
+        if let Some(e) = self.find(inner)? {
+            return Some(e);
+        }
+        // Outside any borrow: made, not yet registered with the recorder.
+        let slot = Arc::new(Slot::new(self.thread_number(), thread_name()));
+        let fresh = Rc::new(Entry::new(inner.clone(), slot.clone()));
+        // Entries of recorders that were shut down are dropped only after every borrow of
+        // the registry is released: dropping one may run arbitrary code (its recorder's drop).
         let mut forgotten = Vec::new();
         let found = {
-            let mut entries = self.entries.borrow_mut();
+            let mut entries = self.entries.try_borrow_mut().ok()?;
             match entries.iter().find(|e| Arc::ptr_eq(&e.inner, inner)) {
+                // A call from inside the allocations above registered the thread first.
                 Some(e) => e.clone(),
                 None => {
                     // Forget recorders that were shut down (their buffers go back first).
@@ -840,18 +878,40 @@ impl LocalState {
                             i += 1;
                         }
                     }
-                    let slot = Arc::new(Slot::new(self.thread_number(), thread_name()));
-                    inner.register_slot(slot.clone());
-                    let e = Rc::new(Entry::new(inner.clone(), slot));
-                    entries.push(e.clone());
-                    e
+                    entries.push(fresh.clone());
+                    fresh.clone()
                 }
             }
         };
+        if Rc::ptr_eq(&found, &fresh) {
+            // Registered with the recorder once it is in the registry: a call from inside
+            // this (the slot list may grow) finds the entry and records into it.
+            inner.register_slot(slot);
+        } else {
+            // Never registered and never written: its first buffer goes back (freed, being
+            // a thread's private one).
+            fresh.retire();
+            drop(fresh);
+        }
         // `found` is held by the registry: it may be `LAST` (the invariant holds).
         LAST.with(|l| l.set(Rc::as_ptr(&found)));
         drop(forgotten);
-        found
+        Some(found)
+    }
+
+    /// The registered entry for `inner` (made `LAST`), `Some(None)` if there is none, `None`
+    /// if the registry is mutably borrowed (by a call this one re-entered).
+    fn find(&self, inner: &Arc<Inner>) -> Option<Option<Rc<Entry>>> {
+        let entries = self.entries.try_borrow().ok()?;
+        let found = entries
+            .iter()
+            .find(|e| Arc::ptr_eq(&e.inner, inner))
+            .cloned();
+        if let Some(e) = &found {
+            // Held by the registry: it may be `LAST` (the invariant holds).
+            LAST.with(|l| l.set(Rc::as_ptr(e)));
+        }
+        Some(found)
     }
 
     fn thread_number(&self) -> u32 {

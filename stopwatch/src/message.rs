@@ -19,9 +19,13 @@ use crate::local;
 /// Writes a message without fields on `inner` from the calling thread, in its current frame.
 #[inline]
 pub(crate) fn message_on(inner: &Arc<Inner>, level: Level, text: &str) {
-    local::with_entry(inner, |e| {
+    if local::with_entry(inner, |e| {
         e.emit_message(e.message_frame(), level, text, &[])
-    });
+    })
+    .is_none()
+    {
+        inner.count_refused(0, 1);
+    }
 }
 
 /// Writes a message with `fields` (any `Serialize`, as one BSON document; a value that is
@@ -38,9 +42,13 @@ pub(crate) fn message_with_on<T: Serialize + ?Sized>(
     }
     // User code (the `Serialize` impl) runs here, before the thread's entry is taken.
     let doc = inner.encode_document(fields).unwrap_or_default();
-    local::with_entry(inner, |e| {
+    if local::with_entry(inner, |e| {
         e.emit_message(e.message_frame(), level, text, &doc)
-    });
+    })
+    .is_none()
+    {
+        inner.count_refused(0, 1);
+    }
 }
 
 /// Writes a message in a given frame and context (a `tracing` span's), with `fields`
@@ -53,8 +61,12 @@ pub(crate) fn message_in(
     text: &str,
     fields: &[u8],
 ) {
-    local::with_entry(inner, |e| {
+    if local::with_entry(inner, |e| {
         let at = frame.unwrap_or_else(|| e.message_frame());
         e.emit_message(at, level, text, fields)
-    });
+    })
+    .is_none()
+    {
+        inner.count_refused(0, 1);
+    }
 }

@@ -20,7 +20,9 @@ use crate::recorder::with_global;
 /// Writes one value of series `name` on `inner` from the calling thread.
 #[inline]
 pub(crate) fn plot_on(inner: &Arc<Inner>, name: &str, value: f64, mode: PlotMode, unit: PlotUnit) {
-    local::with_entry(inner, |e| e.emit_plot(name, value, mode, unit));
+    if local::with_entry(inner, |e| e.emit_plot(name, value, mode, unit)).is_none() {
+        inner.count_refused(0, 1);
+    }
 }
 
 /// Which recorder a series writes to.

@@ -35,7 +35,8 @@ pub(crate) struct Slot {
     /// Whole records in the current buffer, a [`crate::buffer::Pos`] (bytes and count; owner:
     /// Release store; writer: Acquire).
     pub(crate) committed: AtomicU64,
-    /// Records this thread discarded (only the owner thread changes it).
+    /// Records this thread discarded (only the owner thread changes it; the late slot's, any
+    /// thread, atomically).
     pub(crate) dropped: AtomicU64,
     /// Part of `dropped` already written as dropped markers (writer only).
     pub(crate) reported: AtomicU64,
@@ -87,5 +88,10 @@ impl Slot {
     pub(crate) fn count_dropped(&self, n: u64) {
         let d = self.dropped.load(Ordering::Relaxed);
         self.dropped.store(d + n, Ordering::Relaxed);
+    }
+
+    /// Adds discarded records from any thread (the late slot, which no thread owns).
+    pub(crate) fn count_dropped_shared(&self, n: u64) {
+        self.dropped.fetch_add(n, Ordering::Relaxed);
     }
 }

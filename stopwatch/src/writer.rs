@@ -89,6 +89,7 @@ impl Counts {
 
 /// The writer thread's body.
 pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMsg>) {
+    crate::local::mark_writer_thread(&inner);
     let worker = inner.worker;
     let mut w = Writer {
         inner,
@@ -337,7 +338,7 @@ impl Writer {
                 self.write_out();
             }
         }
-        for slot in slots.iter() {
+        for slot in slots.iter().chain(std::iter::once(&inner.late)) {
             self.add_dropped_marker(slot);
         }
         slots.retain(|slot| {
@@ -514,7 +515,11 @@ impl Writer {
             waiting.retain(|slot| !self.seal(slot));
         }
         self.drain_queued();
-        for slot in inner.lock_slots().iter() {
+        for slot in inner
+            .lock_slots()
+            .iter()
+            .chain(std::iter::once(&inner.late))
+        {
             self.add_dropped_marker(slot);
         }
         self.write_out();
