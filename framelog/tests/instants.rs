@@ -402,3 +402,255 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A log whose program wrote hostile text and values: terminal escapes and newlines in a
+/// label, a message, a thread, a process and a series name; infinities, NaN and 1e308; 30
+/// series; and a frame whose end was written before its start (it moved threads).
+fn write_hostile_log(dir: &Path) -> u8 {
+    let w = LogWriter::open_with(
+        dir,
+        WriterOptions {
+            process_name: Some("evil\x1b]0;pwned\x07".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let wk = w.worker();
+    let mut records = vec![
+        Record::ThreadInfo(ThreadInfo {
+            worker: wk,
+            thread: 1,
+            timestamp: T,
+            name: "worker\x1b[2J",
+        }),
+        // Frame 2 ended on another thread, whose buffer reached the file first.
+        Record::End(FrameEnd {
+            id: 2,
+            worker: wk,
+            timestamp: T + 900,
+        }),
+        Record::Start(FrameStart {
+            id: 1,
+            worker: wk,
+            timestamp: T,
+            context: 1,
+            category: Category::HTTP,
+            label: "GET /\x1b[31mred\x1b[0m\nfake line",
+            parent: Parent::Root,
+        }),
+        Record::Start(FrameStart {
+            id: 2,
+            worker: wk,
+            timestamp: T + 100,
+            context: 1,
+            category: Category::DATABASE,
+            label: "moved",
+            parent: Parent::Frame(1),
+        }),
+        Record::Message(Message {
+            frame: 1,
+            worker: wk,
+            timestamp: T + 200,
+            context: 1,
+            level: Level::WARN,
+            text: "\x1b[31mRED\x1b[0m \x1b]0;title\x07 \x1b[2J\nsecond line",
+            fields: None,
+        }),
+        plot(wk, 300, "+inf", f64::INFINITY, PlotUnit::COUNT),
+        plot(wk, 301, "-inf", f64::NEG_INFINITY, PlotUnit::COUNT),
+        plot(wk, 302, "nan", f64::NAN, PlotUnit::COUNT),
+        plot(wk, 303, "huge", 1e308, PlotUnit::COUNT),
+        plot(wk, 304, "huge bytes", 1e300, PlotUnit::BYTES),
+        plot(wk, 305, "esc\x1b[1Aname", 1.0, PlotUnit::COUNT),
+        Record::End(FrameEnd {
+            id: 1,
+            worker: wk,
+            timestamp: T + 1000,
+        }),
+    ];
+    let names: Vec<String> = (0..30).map(|i| format!("series {i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        // Series 00 has the most values, series 29 the fewest.
+        for k in 0..(40 - i as u64) {
+            records.push(plot(wk, 400 + k, n, k as f64, PlotUnit::COUNT));
+        }
+    }
+    w.append_frames(&encode(&records)).unwrap();
+    wk
+}
+
+#[test]
+fn dump_and_stats_escape_what_a_program_wrote_for_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    write_hostile_log(dir.path());
+    for args in [vec!["dump", d], vec!["stats", d, "--top", "0"]] {
+        let out = framelog(&args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let printed = text(&out.stdout);
+        let controls: Vec<char> = printed
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n')
+            .collect();
+        assert!(
+            controls.is_empty(),
+            "{args:?} wrote control characters {controls:?}:\n{printed}"
+        );
+        for escaped in [
+            "GET /\\x1b[31mred\\x1b[0m\\nfake line",
+            "worker\\x1b[2J",
+            "esc\\x1b[1Aname",
+        ] {
+            assert!(
+                printed.contains(escaped) || args[0] == "stats" && escaped.starts_with("worker"),
+                "{args:?} shows {escaped}:\n{printed}"
+            );
+        }
+        // One record (or row) a line: the label's newline did not start a line of its own.
+        assert!(
+            !printed.lines().any(|l| l.starts_with("fake line")),
+            "{printed}"
+        );
+    }
+    let dumped = text(&framelog(&["dump", d]).stdout);
+    assert!(
+        dumped.contains("\\x1b[31mRED\\x1b[0m \\x1b]0;title\\x07 \\x1b[2J\\nsecond line"),
+        "{dumped}"
+    );
+    assert!(dumped.contains("evil\\x1b]0;pwned\\x07"), "{dumped}");
+    // JSON keeps the exact text (its escapes are JSON's).
+    let json = json_lines(&framelog(&["dump", "--json", d]));
+    let message = of_type(&json, "message")[0];
+    assert_eq!(
+        message["text"],
+        "\x1b[31mRED\x1b[0m \x1b]0;title\x07 \x1b[2J\nsecond line"
+    );
+}
+
+#[test]
+fn non_finite_plot_values_stay_apart_in_dump_and_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    write_hostile_log(dir.path());
+    let json = json_lines(&framelog(&["dump", "--json", d]));
+    let value = |name: &str| {
+        of_type(&json, "plot")
+            .into_iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("plot {name}"))["value"]
+            .clone()
+    };
+    assert_eq!(
+        value("+inf"),
+        serde_json::json!({"$numberDouble": "Infinity"})
+    );
+    assert_eq!(
+        value("-inf"),
+        serde_json::json!({"$numberDouble": "-Infinity"})
+    );
+    assert!(value("nan").is_null(), "a gap is null");
+    assert_eq!(value("huge"), serde_json::json!(1e308));
+
+    let stats: Value =
+        serde_json::from_slice(&framelog(&["stats", "--json", "--top", "0", d]).stdout).unwrap();
+    let series = |name: &str| {
+        stats["plots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("series {name}: {stats}"))
+            .clone()
+    };
+    assert_eq!(
+        series("+inf")["max"],
+        serde_json::json!({"$numberDouble": "Infinity"})
+    );
+    assert_eq!(
+        series("-inf")["min"],
+        serde_json::json!({"$numberDouble": "-Infinity"})
+    );
+    assert!(series("nan")["max"].is_null());
+
+    let printed = text(&framelog(&["stats", "--top", "0", d]).stdout);
+    let row = |name: &str| {
+        printed
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("row {name}:\n{printed}"))
+            .to_owned()
+    };
+    assert!(row("+inf").contains(" inf"), "{}", row("+inf"));
+    assert!(row("-inf").contains("-inf"), "{}", row("-inf"));
+    for name in ["huge", "huge bytes"] {
+        let r = row(name);
+        assert!(
+            r.len() < 160 && r.contains("e30"),
+            "{name} in scientific notation: {r}"
+        );
+    }
+}
+
+#[test]
+fn stats_top_covers_plot_series_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    write_hostile_log(dir.path());
+    let printed = text(&framelog(&["stats", "--top", "5", d]).stdout);
+    let rows: Vec<&str> = printed
+        .lines()
+        .filter(|l| l.trim_start().starts_with("series "))
+        .collect();
+    // The five with the most values, then how many more there are.
+    assert_eq!(rows.len(), 5, "{printed}");
+    assert!(rows[0].trim_start().starts_with("series 00"), "{printed}");
+    assert!(
+        printed.contains("… 31 more series (--top 0 shows all)"),
+        "{printed}"
+    );
+    let all = text(&framelog(&["stats", "--top", "0", d]).stdout);
+    assert_eq!(
+        all.lines()
+            .filter(|l| l.trim_start().starts_with("series "))
+            .count(),
+        30
+    );
+    let json: Value =
+        serde_json::from_slice(&framelog(&["stats", "--json", "--top", "5", d]).stdout).unwrap();
+    assert_eq!(json["plots"].as_array().unwrap().len(), 5);
+    assert_eq!(json["plot_series"], 36);
+}
+
+#[test]
+fn dump_gives_an_end_written_before_its_start_its_duration_after_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let wk = write_hostile_log(dir.path());
+    let json = json_lines(&framelog(&["dump", "--json", d]));
+    let ends = of_type(&json, "end");
+    assert_eq!(ends.len(), 2);
+    for e in &ends {
+        assert!(e["duration_ns"].is_u64(), "every end has its duration: {e}");
+    }
+    let pos = |t: &str, id: u64| {
+        json.iter()
+            .position(|r| r["type"] == t && r["id"] == id && r["worker"] == u64::from(wk))
+            .unwrap()
+    };
+    assert_eq!(
+        pos("end", 2),
+        pos("start", 2) + 1,
+        "printed right after its start"
+    );
+    assert_eq!(
+        ends.iter().find(|e| e["id"] == 2).unwrap()["duration_ns"],
+        800
+    );
+    let printed = text(&framelog(&["dump", d]).stdout);
+    assert!(!printed.contains("start not seen"), "{printed}");
+    assert!(printed.contains("800ns"), "{printed}");
+    // Filtered to the moved frame: its start and its end, nothing else.
+    let only = json_lines(&framelog(&["dump", "--json", "--label", "moved", d]));
+    assert_eq!(only.len(), 2, "{only:?}");
+    assert_eq!(only[1]["duration_ns"], 800);
+}

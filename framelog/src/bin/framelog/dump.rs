@@ -1,5 +1,6 @@
 //! `framelog dump`: one line per record, human-readable or JSON, optionally following.
 
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use formats::{Category, FrameKey, Parent, Record, RecordType};
+use formats::{Category, FrameEnd, FrameKey, Parent, Record, RecordType};
 use framelog::LogReader;
 use framelog::label_match::LabelPattern;
 use framelog::pairing::Pairing;
@@ -71,10 +72,40 @@ impl Filter {
     }
 }
 
-/// Pairing state: frames seen, with whether their start passed the filter.
+/// Ends held until their start is read, at most this many (the oldest beyond it are printed
+/// without a duration). An end comes before its start in the file when a frame moved
+/// threads and its end's buffer was written first: a few milliseconds of records apart.
+const MAX_HELD_ENDS: usize = 1 << 16;
+
+/// Pairing state: frames seen, with whether their start passed the filter, and the ends
+/// read before their start (printed right after it, with their duration).
 #[derive(Default)]
 struct Starts {
     pairing: Pairing<bool>,
+    held: HashMap<FrameKey, u64>,
+    held_order: VecDeque<FrameKey>,
+}
+
+impl Starts {
+    /// Holds an end whose start has not been read; returns an older one pushed out.
+    fn hold(&mut self, key: FrameKey, end_ns: u64) -> Option<(FrameKey, u64)> {
+        self.held.insert(key, end_ns);
+        self.held_order.push_back(key);
+        if self.held.len() <= MAX_HELD_ENDS {
+            return None;
+        }
+        self.take_oldest()
+    }
+
+    /// The oldest end still held.
+    fn take_oldest(&mut self) -> Option<(FrameKey, u64)> {
+        while let Some(k) = self.held_order.pop_front() {
+            if let Some(ns) = self.held.remove(&k) {
+                return Some((k, ns));
+            }
+        }
+        None
+    }
 }
 
 pub fn run(args: &DumpArgs) -> Result<ExitCode> {
@@ -122,10 +153,35 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode> {
             eprintln!("framelog: warning: {d}");
         }
         if !args.follow {
+            // Ends whose start is not in the log (dropped, or cut by retention).
+            while let Some((key, end_ns)) = starts.take_oldest() {
+                print_orphan_end(&mut out, &filter, args.json, key, end_ns)?;
+            }
+            out.flush()?;
             return Ok(ExitCode::SUCCESS);
         }
         reader.wait_for_growth(Duration::from_secs(1))?;
     }
+}
+
+/// Prints an end whose start was never read (unless frames are filtered: then nothing
+/// says it belongs).
+fn print_orphan_end(
+    out: &mut impl Write,
+    filter: &Filter,
+    json: bool,
+    key: FrameKey,
+    end_ns: u64,
+) -> std::io::Result<()> {
+    if filter.frame_filters() {
+        return Ok(());
+    }
+    let end = FrameEnd {
+        id: key.id,
+        worker: key.worker,
+        timestamp: end_ns,
+    };
+    print_record(out, json, &Record::End(end), None)
 }
 
 fn print(
@@ -143,21 +199,48 @@ fn print(
     match rec {
         Record::Start(s) => {
             let pass = filter.start_matches(s);
-            starts.pairing.start(key, s.timestamp, pass);
-            if !pass {
-                return Ok(());
+            let early = starts.pairing.start(key, s.timestamp, pass);
+            if pass {
+                print_record(out, json, rec, None)?;
             }
+            // Its end was read first and held: printed now, after its start.
+            if let Some(end_ns) = starts.held.remove(&key)
+                && pass
+            {
+                let end = FrameEnd {
+                    id: s.id,
+                    worker: s.worker,
+                    timestamp: end_ns,
+                };
+                let d = early.map(|f| f.duration_ns());
+                print_record(out, json, &Record::End(end), d)?;
+            }
+            return Ok(());
         }
         Record::End(e) => match starts.pairing.end(key, e.timestamp) {
             Some(f) if !f.start_info => return Ok(()),
             Some(f) => duration = Some(f.duration_ns()),
-            // An end whose start was dropped or comes later: shown unless filtering frames.
-            None if filter.frame_filters() => return Ok(()),
-            None => {}
+            // An end whose start comes later (or was dropped): held until its start.
+            None => {
+                if let Some((old, end_ns)) = starts.hold(key, e.timestamp) {
+                    print_orphan_end(out, filter, json, old, end_ns)?;
+                }
+                return Ok(());
+            }
         },
         _ if filter.frame_filters() => return Ok(()),
         _ => {}
     }
+    print_record(out, json, rec, duration)
+}
+
+/// Prints one record; `duration` is an end's, when its start was read.
+fn print_record(
+    out: &mut impl Write,
+    json: bool,
+    rec: &Record<'_>,
+    duration: Option<u64>,
+) -> std::io::Result<()> {
     if json {
         let mut v = json!({
             "type": RecordType::name_of(rec.type_byte()),
@@ -201,11 +284,7 @@ fn print(
             }
             Record::Plot(p) => {
                 o.insert("name".into(), p.name.into());
-                // NaN (a gap) has no JSON number: null.
-                o.insert(
-                    "value".into(),
-                    json!(p.value.is_finite().then_some(p.value)),
-                );
+                o.insert("value".into(), output::json_f64(p.value));
                 o.insert("unit".into(), p.unit.name().into());
                 if p.mode == formats::PlotMode::Summed {
                     o.insert("summed".into(), true.into());
@@ -252,19 +331,23 @@ fn print(
                     Parent::Root => "root".to_owned(),
                     Parent::NotRecorded => String::new(),
                 },
-                s.label
+                output::text(s.label)
             ),
             Record::End(_) => match duration {
                 Some(d) => writeln!(out, "{head} {}", output::duration(d)),
                 None => writeln!(out, "{head} (start not seen)"),
             },
             Record::Dropped(d) => writeln!(out, "{head} {} records dropped", d.count),
-            Record::WorkerInfo(w) => writeln!(out, "{head} pid {} {}", w.pid, w.name),
-            Record::ThreadInfo(t) => writeln!(out, "{head} thread {} {}", t.thread, t.name),
+            Record::WorkerInfo(w) => {
+                writeln!(out, "{head} pid {} {}", w.pid, output::text(w.name))
+            }
+            Record::ThreadInfo(t) => {
+                writeln!(out, "{head} thread {} {}", t.thread, output::text(t.name))
+            }
             Record::Plot(p) => writeln!(
                 out,
                 "{head} {} = {} {}{}",
-                p.name,
+                output::text(p.name),
                 p.value,
                 p.unit.name(),
                 if p.mode == formats::PlotMode::Summed {
@@ -278,7 +361,7 @@ fn print(
                 "{head} {:<9} ctx {:<10} {}{}",
                 m.level.name(),
                 m.context,
-                m.text,
+                output::text(m.text),
                 if m.fields.is_some() { " {fields}" } else { "" }
             ),
             Record::FrameAlloc(a) => writeln!(

@@ -12,7 +12,7 @@ use framelog::stats::StatsBuilder;
 use framelog::{DataStore, LogReader, segments};
 use serde_json::json;
 
-use crate::output::{bytes, duration, time};
+use crate::output::{bytes, duration, text, time};
 
 /// Arguments of `framelog stats`.
 #[derive(Args)]
@@ -22,7 +22,7 @@ pub struct StatsArgs {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
-    /// Rows of the per-label table (0 for all).
+    /// Rows of the per-label table and of the plot series (0 for all).
     #[arg(long, default_value_t = 20)]
     top: usize,
     /// Exit with status 1 if any damaged bytes were skipped.
@@ -70,6 +70,14 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
     } else {
         args.top.min(labels.len())
     };
+    // The series with the most values first (then by name, as they were).
+    let mut plots: Vec<_> = totals.plots.iter().collect();
+    plots.sort_by_key(|p| std::cmp::Reverse(p.count));
+    let plots_shown = if args.top == 0 {
+        plots.len()
+    } else {
+        args.top.min(plots.len())
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let v = json!({
@@ -97,7 +105,8 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             })).collect::<Vec<_>>(),
             "alloc_frames": totals.alloc_frames,
             // NaN (no value but gaps) has no JSON number: null.
-            "plots": totals.plots.iter().map(|p| json!({
+            "plot_series": plots.len(),
+            "plots": plots[..plots_shown].iter().map(|p| json!({
                 "worker": p.worker, "name": p.name, "unit": p.unit.name(), "summed": p.summed,
                 "count": p.count, "gaps": p.gaps,
                 "min": finite(p.min), "mean": finite(p.mean), "max": finite(p.max), "last": finite(p.last),
@@ -144,7 +153,9 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
         writeln!(
             out,
             "  {w:>3}  pid {:<8} {:<24} {} frames",
-            s.pid, s.name, s.frames
+            s.pid,
+            text(&s.name),
+            s.frames
         )?;
     }
     writeln!(
@@ -182,13 +193,13 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
     if !totals.plots.is_empty() {
         let workers: std::collections::BTreeSet<u8> =
             totals.plots.iter().map(|p| p.worker).collect();
-        writeln!(out, "plots      {} series", totals.plots.len())?;
-        for p in &totals.plots {
+        writeln!(out, "plots      {} series", plots.len())?;
+        for p in &plots[..plots_shown] {
             // The worker only tells series apart when several processes wrote plots.
             let name = if workers.len() > 1 {
-                format!("{} (worker {})", p.name, p.worker)
+                format!("{} (worker {})", text(&p.name), p.worker)
             } else {
-                p.name.clone()
+                text(&p.name).into_owned()
             };
             let v = |x: f64| plot_value(x, p.unit);
             writeln!(
@@ -205,6 +216,13 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
                 }
             )?;
         }
+        if plots_shown < plots.len() {
+            writeln!(
+                out,
+                "  … {} more series (--top 0 shows all)",
+                plots.len() - plots_shown
+            )?;
+        }
     }
     writeln!(out)?;
     let allocs = totals.alloc_frames > 0;
@@ -218,10 +236,11 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
     }
     writeln!(out)?;
     for l in &labels[..shown] {
-        let label: String = if l.label.chars().count() > 40 {
-            l.label.chars().take(39).chain(['…']).collect()
+        let safe = text(&l.label);
+        let label: String = if safe.chars().count() > 40 {
+            safe.chars().take(39).chain(['…']).collect()
         } else {
-            l.label.clone()
+            safe.into_owned()
         };
         write!(
             out,
@@ -255,26 +274,30 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
     Ok(code)
 }
 
-/// A JSON number, or null for NaN (a plot with only gaps).
+/// A summary value as JSON, as `dump --json` writes plot values (null: no value, a series
+/// with only gaps).
 fn finite(x: f64) -> serde_json::Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        serde_json::Value::Null
-    }
+    crate::output::json_f64(x)
 }
 
-/// A plot value with its unit, as people read it.
+/// A plot value with its unit, as people read it: `-` for no value (only gaps), `inf` and
+/// `-inf`, and values too large or small for plain digits in scientific notation.
 fn plot_value(x: f64, unit: formats::PlotUnit) -> String {
     if x.is_nan() {
         return "-".to_owned();
     }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    // Below 2^63 the integer units convert exactly enough; above, plain digits run long.
+    let plain = x.abs() < 1e15;
     match unit {
-        formats::PlotUnit::BYTES if x >= 0.0 => bytes(x as u64),
-        formats::PlotUnit::PERCENT => format!("{x:.1} %"),
-        formats::PlotUnit::NANOS if x >= 0.0 => duration(x as u64),
-        _ if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x}"),
-        _ => format!("{x:.3}"),
+        formats::PlotUnit::BYTES if x >= 0.0 && plain => bytes(x as u64),
+        formats::PlotUnit::PERCENT if plain => format!("{x:.1} %"),
+        formats::PlotUnit::NANOS if x >= 0.0 && plain => duration(x as u64),
+        _ if x.fract() == 0.0 && plain => format!("{x}"),
+        _ if plain && x.abs() >= 1e-3 || x == 0.0 => format!("{x:.3}"),
+        _ => format!("{x:.3e}"),
     }
 }
 
