@@ -40,6 +40,7 @@ mod category;
 #[cfg(feature = "compact")]
 #[cfg_attr(docsrs, doc(cfg(feature = "compact")))]
 pub mod compact;
+pub mod cut;
 mod data;
 pub mod downgrade;
 mod error;

@@ -124,6 +124,18 @@ pub struct ContextGuard {
     _not_send: PhantomData<*const ()>,
 }
 
+impl ContextGuard {
+    /// Leaves this context out of order, while `next` (entered after it, still entered)
+    /// stays: `next` takes over the state this guard would restore, so leaving `next` later
+    /// returns the thread to where it was before both.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn leave_under(mut self, next: &mut ContextGuard) {
+        if let (Some((_, mine)), Some((_, theirs))) = (self.entered.take(), next.entered.as_mut()) {
+            *theirs = mine;
+        }
+    }
+}
+
 impl Drop for ContextGuard {
     fn drop(&mut self) {
         if let Some((e, saved)) = self.entered.take() {

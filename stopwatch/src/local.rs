@@ -326,8 +326,11 @@ impl Entry {
     /// Appends a plot value (type 7) to the thread's buffer.
     #[inline]
     pub(crate) fn emit_plot(&self, name: &str, value: f64, mode: PlotMode, unit: PlotUnit) {
-        if !self.gate.records_instants() || name.is_empty() {
+        if !self.gate.records_instants() {
             return;
+        }
+        if name.is_empty() || name.len() > formats::cut::MAX_NAME {
+            return self.emit_plot_renamed(name, value, mode, unit);
         }
         let rec = Plot {
             worker: self.worker,
@@ -338,6 +341,26 @@ impl Entry {
             name,
         };
         self.emit_other(&rec);
+    }
+
+    /// A plot value whose series name does not fit a record: recorded under the name cut
+    /// with a mark (`…`), or `(unnamed)` for an empty one, so it is seen, not lost.
+    #[cold]
+    #[inline(never)]
+    fn emit_plot_renamed(&self, name: &str, value: f64, mode: PlotMode, unit: PlotUnit) {
+        let name = if name.is_empty() {
+            std::borrow::Cow::Borrowed("(unnamed)")
+        } else {
+            formats::cut::name(name)
+        };
+        self.emit_other(&Plot {
+            worker: self.worker,
+            timestamp: self.now(),
+            value,
+            mode,
+            unit,
+            name: &name,
+        });
     }
 
     /// Appends a message (type 8) in `frame` and `context` (see [`Entry::message_frame`]);
@@ -354,7 +377,7 @@ impl Entry {
         if !self.gate.records_instants() {
             return;
         }
-        let mut rec = Message {
+        let rec = Message {
             frame,
             worker: self.worker,
             timestamp: self.now(),
@@ -363,10 +386,38 @@ impl Entry {
             text,
             fields: (!fields.is_empty()).then_some(fields),
         };
-        if formats::EXT_HEADER_LEN + rec.payload_len() > self.inner.pool.buf_size() {
-            rec.fields = None;
+        // The whole length (the encoder would leave out fields over a payload's 64 KiB).
+        let whole =
+            formats::EXT_HEADER_LEN + formats::instant::MESSAGE_FIXED + text.len() + fields.len();
+        if text.len() > formats::instant::MAX_MESSAGE_TEXT || whole > self.max_record() {
+            return self.emit_message_cut(rec);
         }
         self.emit_other(&rec);
+    }
+
+    /// The longest record a buffer of this recorder holds (and a payload's u16 allows).
+    fn max_record(&self) -> usize {
+        self.inner
+            .pool
+            .buf_size()
+            .min(formats::EXT_HEADER_LEN + u16::MAX as usize)
+    }
+
+    /// A message that does not fit a record as it is: its text cut with a mark saying how
+    /// much was cut, and only the fields that do not fit left out (named in `cut_fields`).
+    #[cold]
+    #[inline(never)]
+    fn emit_message_cut(&self, rec: Message<'_>) {
+        let text = formats::cut::message_text(rec.text);
+        let room = self
+            .max_record()
+            .saturating_sub(formats::EXT_HEADER_LEN + formats::instant::MESSAGE_FIXED + text.len());
+        let fields = formats::cut::fields(rec.fields.unwrap_or_default(), room);
+        self.emit_other(&Message {
+            text: &text,
+            fields: (!fields.is_empty()).then_some(&fields[..]),
+            ..rec
+        });
     }
 
     /// Appends what the thread allocated since `at` as frame `id`'s counts: out of the

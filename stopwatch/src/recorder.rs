@@ -479,7 +479,8 @@ impl Recorder {
     }
 
     /// Records one value of the plot series `name` (a count, set by the program); see
-    /// [`Recorder::series`] for units and summed series.
+    /// [`Recorder::series`] for units and summed series. A name over 255 bytes is cut, ending
+    /// with `…`; an empty one is recorded as `(unnamed)`.
     #[inline]
     pub fn plot(&self, name: &str, value: f64) {
         plot_on(&self.inner, name, value, PlotMode::Value, PlotUnit::COUNT);
@@ -491,7 +492,8 @@ impl Recorder {
         Series::on(self.inner.clone(), name.into())
     }
 
-    /// Records an info message in the calling thread's current frame (if any).
+    /// Records an info message in the calling thread's current frame (if any). A text over
+    /// 4,096 bytes is cut, ending with ` … (cut, N bytes more)`.
     #[inline]
     pub fn message(&self, text: &str) {
         message_on(&self.inner, Level::INFO, text);
@@ -504,7 +506,9 @@ impl Recorder {
     }
 
     /// Records a message with a level and fields (any `Serialize` value, stored as a BSON
-    /// document) in the calling thread's current frame (if any).
+    /// document) in the calling thread's current frame (if any). Fields that do not fit one
+    /// record (64 KiB, and the recorder's buffer) are left out largest first, and named with
+    /// their sizes in a `cut_fields` field; the text is cut as [`Recorder::message`]'s.
     pub fn message_with<T: Serialize + ?Sized>(&self, level: Level, text: &str, fields: &T) {
         message_with_on(&self.inner, level, text, fields);
     }
@@ -690,7 +694,8 @@ impl Stopwatch {
     }
 
     /// Records one value of the plot series `name` on the global recorder (a count, set
-    /// by the program); see [`Stopwatch::series`] for units and summed series.
+    /// by the program); see [`Stopwatch::series`] for units and summed series. A name over
+    /// 255 bytes is cut, ending with `…`; an empty one is recorded as `(unnamed)`.
     #[inline]
     pub fn plot(name: &str, value: f64) {
         if let Some(inner) = global() {
@@ -705,7 +710,7 @@ impl Stopwatch {
     }
 
     /// Records an info message on the global recorder, in the calling thread's current
-    /// frame (if any).
+    /// frame (if any). A text over 4,096 bytes is cut, ending with ` … (cut, N bytes more)`.
     #[inline]
     pub fn message(text: &str) {
         if let Some(inner) = global() {
@@ -723,6 +728,8 @@ impl Stopwatch {
 
     /// Records a message with a level and fields (any `Serialize` value, stored as a BSON
     /// document) on the global recorder, in the calling thread's current frame (if any).
+    /// Fields that do not fit one record are left out largest first and named in a
+    /// `cut_fields` field (see [`Recorder::message_with`]).
     pub fn message_with<T: Serialize + ?Sized>(level: Level, text: &str, fields: &T) {
         if let Some(inner) = global() {
             message_with_on(&inner, level, text, fields);

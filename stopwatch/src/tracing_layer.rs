@@ -26,7 +26,10 @@
 //!   either is created on. A span with `parent: None` opens a context of its own; a contextual
 //!   span with no current span is started where the thread is: a root opening a context, or
 //!   a child of the thread's current frame (a `Stopwatch::start` frame, an `in_frame`
-//!   future).
+//!   future). While a recorded span is entered on a thread, its frame is the thread's
+//!   current frame: a `Stopwatch::start` frame started then is the span's child, and a span
+//!   created inside that frame is the frame's child (the innermost of span and frame is the
+//!   parent, in code that mixes `#[instrument]` and the stopwatch).
 //! - Data: the span's fields and later `record`ed values, and the events inside it (the first
 //!   32, with `message`, fields, `level`, `target` and `time_unix_nano`, the event's time in
 //!   ns since the Unix epoch; the rest counted as `events_dropped`), attached when the span
@@ -60,6 +63,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context as LayerContext;
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::context::ContextGuard;
 use crate::counting_alloc::{self, AllocCounts, Span as AllocSpan};
 use crate::frame::Detached;
 use crate::inner::Inner;
@@ -233,7 +237,14 @@ impl TracingLayer {
         };
         while let Some(p) = ancestor {
             if let Some(f) = p.extensions().get::<SpanFrame>() {
-                parent = Parent::Span(f.frame.context());
+                // A contextual span under the span entered innermost on this thread starts
+                // where the thread is: a child of that span, or of a frame started inside
+                // it (the innermost of span and frame is the parent).
+                parent = if attrs.is_contextual() && self.is_current(&p.id()) {
+                    Parent::Thread
+                } else {
+                    Parent::Span(f.frame.context())
+                };
                 break;
             }
             ancestor = p.parent();
@@ -613,7 +624,83 @@ thread_local! {
     static ENTERED: RefCell<Vec<EnteredSpan>> = const { RefCell::new(Vec::new()) };
 }
 
+/// A recorded span entered on this thread: its frame is the thread's current frame until
+/// it is exited (a `Stopwatch::start` frame started meanwhile is its child).
+struct CurrentSpan {
+    layer: usize,
+    span: u64,
+    /// Restores the thread's state from before the enter.
+    guard: ContextGuard,
+}
+
+thread_local! {
+    /// The recorded spans entered on this thread, innermost last.
+    static CURRENT: RefCell<Vec<CurrentSpan>> = const { RefCell::new(Vec::new()) };
+}
+
 impl TracingLayer {
+    /// A span was entered: its frame's context becomes the thread's (the span is the parent
+    /// of frames started on the thread until it is exited).
+    fn make_current<S>(&self, id: &Id, ctx: &LayerContext<'_, S>)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let Some(context) = ctx
+            .span(id)
+            .and_then(|s| s.extensions().get::<SpanFrame>().map(|f| f.frame.context()))
+        else {
+            return;
+        };
+        // Entered after the span's extensions are released: entering runs no user code,
+        // but registering the thread may allocate (and a global allocator may log).
+        let guard = context.enter();
+        let _ = CURRENT.try_with(|stack| {
+            if let Ok(mut stack) = stack.try_borrow_mut() {
+                stack.push(CurrentSpan {
+                    layer: self.address(),
+                    span: id.into_u64(),
+                    guard,
+                });
+            }
+        });
+    }
+
+    /// Whether `id` is the span entered innermost on this thread.
+    fn is_current(&self, id: &Id) -> bool {
+        let (layer, span) = (self.address(), id.into_u64());
+        CURRENT
+            .try_with(|stack| {
+                stack.try_borrow().is_ok_and(|stack| {
+                    stack
+                        .last()
+                        .is_some_and(|c| c.layer == layer && c.span == span)
+                })
+            })
+            .unwrap_or(false)
+    }
+
+    /// A span was exited: the thread's state goes back to what it was before the enter
+    /// (out of order: the span entered after it takes over that state).
+    fn leave_current(&self, id: &Id) {
+        let (layer, span) = (self.address(), id.into_u64());
+        // Taken out under the borrow, dropped (restoring the thread's state) after it.
+        let left = CURRENT.try_with(|stack| {
+            let mut stack = stack.try_borrow_mut().ok()?;
+            let i = stack
+                .iter()
+                .rposition(|c| c.layer == layer && c.span == span)?;
+            let left = stack.remove(i);
+            match stack.get_mut(i) {
+                Some(next) => {
+                    left.guard.leave_under(&mut next.guard);
+                    None
+                }
+                None => Some(left),
+            }
+        });
+        drop(left);
+    }
+
     /// This layer, in `EnteredSpan::layer`.
     fn address(&self) -> usize {
         std::ptr::from_ref(self) as usize
@@ -814,7 +901,8 @@ where
         });
     }
 
-    fn on_enter(&self, id: &Id, _ctx: LayerContext<'_, S>) {
+    fn on_enter(&self, id: &Id, ctx: LayerContext<'_, S>) {
+        self.make_current(id, &ctx);
         // Without a counting allocator: one relaxed load.
         if counting_alloc::installed() {
             self.count_enter(id);
@@ -825,6 +913,7 @@ where
         if counting_alloc::installed() {
             self.count_exit(id, ctx);
         }
+        self.leave_current(id);
     }
 
     fn on_close(&self, id: Id, ctx: LayerContext<'_, S>) {

@@ -565,3 +565,55 @@ fn health_and_process_series_are_sampled_until_shutdown() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(read(dir.path()).plots.len(), n);
 }
+
+#[test]
+fn what_does_not_fit_a_record_is_cut_with_a_mark_never_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let big = "x".repeat(1 << 20);
+    rec.message(&big);
+    rec.message_with(
+        Level::WARN,
+        "with a blob",
+        &serde_json::json!({ "user": 42, "blob": big, "route": "/users/:id" }),
+    );
+    rec.plot(&"s".repeat(300), 1.0);
+    rec.plot("", 2.0);
+    drop(rec);
+    let log = read(dir.path());
+
+    let text = &log.messages[0].text;
+    assert!(text.len() <= 4096, "{}", text.len());
+    let kept = text.find(" … (cut, ").expect("the cut is marked");
+    let more: u64 = text[kept + " … (cut, ".len()..]
+        .trim_end_matches(" bytes more)")
+        .replace(',', "")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        kept as u64 + more,
+        big.len() as u64,
+        "the mark says how much is missing"
+    );
+
+    let with = &log.messages[1];
+    assert_eq!(with.text, "with a blob");
+    let fields = with.fields.as_ref().expect("the fields that fit are kept");
+    assert_eq!(
+        fields
+            .get_i64("user")
+            .or(fields.get_i32("user").map(i64::from)),
+        Ok(42)
+    );
+    assert_eq!(fields.get_str("route"), Ok("/users/:id"));
+    assert!(fields.get("blob").is_none());
+    let cut = fields
+        .get_str("cut_fields")
+        .expect("what was left out is named");
+    assert!(cut.starts_with("blob ("), "{cut}");
+
+    let names: Vec<&str> = log.plots.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].len() <= 255 && names[0].starts_with("sss") && names[0].ends_with('…'));
+    assert_eq!(names[1], "(unnamed)");
+}

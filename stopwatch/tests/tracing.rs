@@ -616,3 +616,71 @@ fn without_counting_alloc_a_span_that_allocates_records_no_frame_alloc() {
         "no FrameAlloc (type 9) record without CountingAlloc"
     );
 }
+
+#[test]
+fn an_event_with_a_field_too_big_for_a_record_keeps_its_other_fields_and_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let subscriber = tracing_subscriber::registry().with(TracingLayer::new(&rec));
+    let big = "b".repeat(1 << 20);
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::warn!(blob = %big, user = 7, "too big");
+    });
+    rec.flush(Duration::from_secs(10));
+    let mut got = Vec::new();
+    LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, r| {
+            if let Record::Message(m) = r {
+                got.push((
+                    m.text.to_owned(),
+                    m.fields.map(|f| bson::Document::from_reader(f).unwrap()),
+                ));
+            }
+        })
+        .unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (text, fields) = &got[0];
+    assert_eq!(text, "too big");
+    let fields = fields.as_ref().expect("the fields that fit are kept");
+    assert_eq!(fields.get_str("target"), Ok(module_path!()));
+    assert_eq!(fields.get_i64("user"), Ok(7));
+    assert!(fields.get("blob").is_none());
+    assert!(
+        fields.get_str("cut_fields").unwrap().starts_with("blob ("),
+        "{fields}"
+    );
+}
+
+#[test]
+fn a_stopwatch_frame_started_inside_an_entered_span_is_the_spans_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let subscriber = tracing_subscriber::registry().with(TracingLayer::new(&rec));
+    tracing::subscriber::with_default(subscriber, || {
+        let _outer = rec.start("outer frame");
+        let span = info_span!("instrumented");
+        span.in_scope(|| {
+            // Mixed code: an `#[instrument]` fn calling code that uses the stopwatch.
+            let inner = rec.start("inner frame");
+            drop(info_span!("span in frame").entered());
+            drop(inner);
+        });
+        // After the span is left, the thread's current frame is the outer one again.
+        drop(rec.start("after"));
+    });
+    let all = frames(&rec, dir.path(), 5);
+    let by: HashMap<&str, &F> = all.iter().map(|f| (f.label.as_str(), f)).collect();
+    let id = |l: &str| by[l].key.id;
+    assert_eq!(by["instrumented"].parent, Parent::Frame(id("outer frame")));
+    assert_eq!(
+        by["inner frame"].parent,
+        Parent::Frame(id("instrumented")),
+        "the innermost of span and frame is the parent"
+    );
+    assert_eq!(by["span in frame"].parent, Parent::Frame(id("inner frame")));
+    assert_eq!(by["after"].parent, Parent::Frame(id("outer frame")));
+    for f in &all {
+        assert_eq!(f.context, id("outer frame"), "one context: {f:?}");
+    }
+}
