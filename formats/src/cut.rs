@@ -85,17 +85,18 @@ pub fn fields(document: &[u8], max: usize) -> Vec<u8> {
     };
     // Each element's encoded size (type byte, key, NUL, value), largest first; later keys
     // win ties so the earlier fields (the ones written first) are kept.
-    let mut sizes: Vec<(usize, &String)> = doc
+    let mut sizes: Vec<(usize, usize, &String)> = doc
         .iter()
-        .map(|(k, v)| {
+        .enumerate()
+        .map(|(i, (k, v))| {
             let one = bson::to_vec(&bson::doc! { k.as_str(): v.clone() }).map_or(0, |b| b.len());
-            (one.saturating_sub(5), k)
+            (one.saturating_sub(5), i, k)
         })
         .collect();
-    sizes.sort_by(|a, b| b.0.cmp(&a.0));
+    sizes.sort_by_key(|&(n, i, _)| std::cmp::Reverse((n, i)));
+    let mut sizes = sizes.into_iter().map(|(n, _, k)| (n, k));
     let mut left_out: Vec<(&String, usize)> = Vec::new();
     let mut total = document.len();
-    let mut sizes = sizes.into_iter();
     loop {
         let named: Vec<String> = left_out
             .iter()
