@@ -75,16 +75,15 @@ impl<F: Future> Future for InFrame<F> {
             let Some(fut) = this.fut.as_mut().as_pin_mut() else {
                 panic!("`InFrame` polled after it completed");
             };
-            // The frame's allocations are summed over its polls, on whatever thread.
-            let span = counting(this.frame);
+            // The frame's allocations are summed over its polls, on whatever thread; a poll
+            // that panics counts too (the guard ends the count as the panic unwinds).
+            let counted = PollCount::begin(this.frame);
             let out = fut.poll(cx);
             if out.is_ready() {
                 // Drop the finished future inside its context too.
                 this.fut.set(None);
             }
-            if let Some(f) = this.frame.as_mut() {
-                span.end_into(&mut f.alloc);
-            }
+            drop(counted);
             out
         };
         if out.is_ready()
@@ -93,6 +92,30 @@ impl<F: Future> Future for InFrame<F> {
             frame.end();
         }
         out
+    }
+}
+
+/// Counts a poll's allocations into its frame when dropped: at the poll's end, or as a
+/// panic inside the poll unwinds.
+struct PollCount<'a> {
+    span: Span,
+    frame: &'a mut Option<Detached>,
+}
+
+impl<'a> PollCount<'a> {
+    fn begin(frame: &'a mut Option<Detached>) -> Self {
+        PollCount {
+            span: counting(frame),
+            frame,
+        }
+    }
+}
+
+impl Drop for PollCount<'_> {
+    fn drop(&mut self) {
+        if let Some(f) = self.frame.as_mut() {
+            std::mem::take(&mut self.span).end_into(&mut f.alloc);
+        }
     }
 }
 

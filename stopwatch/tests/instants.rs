@@ -617,3 +617,43 @@ fn what_does_not_fit_a_record_is_cut_with_a_mark_never_silently() {
     assert!(names[0].len() <= 255 && names[0].starts_with("sss") && names[0].ends_with('…'));
     assert_eq!(names[1], "(unnamed)");
 }
+
+/// Polls `fut` once on this thread with a waker that does nothing.
+fn poll_once<F: Future>(fut: Pin<&mut F>) -> Poll<F::Output> {
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let waker = Arc::new(Noop).into();
+    fut.poll(&mut TaskContext::from_waker(&waker))
+}
+
+#[test]
+fn a_future_that_panics_in_its_frame_still_records_what_it_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorder(dir.path());
+    let mut fut = Box::pin(
+        async {
+            let kept = std::hint::black_box(vec![7u8; 10_000]);
+            if kept.len() == 10_000 {
+                panic!("the handler failed");
+            }
+        }
+        .in_frame(rec.start("panics")),
+    );
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(fut.as_mut())));
+    assert!(caught.is_err(), "the future panicked");
+    drop(fut);
+    drop(rec);
+    let log = read(dir.path());
+    let (key, _) = log.starts["panics"];
+    assert!(log.ends.contains(&key), "the frame ended");
+    let a = log
+        .allocs
+        .get(&key)
+        .expect("the frame has its allocation record");
+    assert!(
+        a.allocs >= 1 && a.alloc_bytes >= 10_000,
+        "what the panicking poll allocated is counted: {a:?}"
+    );
+}
