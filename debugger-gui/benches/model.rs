@@ -290,10 +290,10 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
         ("10us", 10_000),
     ] {
         if width == 0 {
-            app.flame_mut().zoom_to_fit();
+            app.timeline_mut().zoom_to_fit();
         } else {
             let s = t_min + span / 2 - width / 2;
-            app.flame_mut().zoom_to(s, s + width);
+            app.timeline_mut().zoom_to(s, s + width);
         }
         // Hover in the middle so the tooltip and hit test are part of the frame.
         let hover = vec![egui::Event::PointerMoved(egui::pos2(600.0, 200.0))];
@@ -305,8 +305,8 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
             "ui frame (build + tessellate, 1600x1000, no GPU) at zoom {name}: mean {:.2} ms, worst {:.2} ms, {} boxes for {} frames",
             mean.as_secs_f64() * 1e3,
             worst.as_secs_f64() * 1e3,
-            app.flame().drawn.boxes,
-            app.flame().drawn.frames
+            app.timeline().drawn.boxes,
+            app.timeline().drawn.frames
         ));
         g.bench_function(BenchmarkId::from_parameter(name), |b| {
             b.iter(|| ui_frame(&ctx, &mut app, hover.clone()))
@@ -324,7 +324,7 @@ fn bench_big(c: &mut Criterion, summary: &mut Vec<String>) {
         first.as_secs_f64() * 1e3,
         mean.as_secs_f64() * 1e3,
         worst.as_secs_f64() * 1e3,
-        app.aggregated().drawn.len()
+        app.flame_graph().drawn.len()
     ));
 }
 

@@ -22,18 +22,18 @@ use crate::model::{FrameInfo, FrameRef, Model};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::recent::RecentLogs;
 use crate::source::LogSource;
-use crate::ui::aggregated::{self, AggregatedState, ScopeInput};
 use crate::ui::compare::{self as compare_tab, ComparePanel};
 use crate::ui::context_view::{self, ContextAction, ContextView};
 use crate::ui::contexts::{self, ContextsPanel};
 pub use crate::ui::data_panel::DataState;
 use crate::ui::data_panel::{DataPanel, PanelAction};
-use crate::ui::flamegraph::{self, FlameState};
+use crate::ui::flame_graph::{self, FlameGraphState, ScopeInput};
 use crate::ui::histogram::{self, HistogramPanel};
 use crate::ui::messages_panel::{self, MessagesPanel};
 use crate::ui::plot_tracks::{self, TracksState};
 use crate::ui::search_bar::SearchBar;
 use crate::ui::stats::{self, StatsPanel};
+use crate::ui::timeline::{self, TimelineState};
 use crate::ui::{category_color, status_bar};
 
 mod dialogs;
@@ -90,11 +90,11 @@ pub enum CentralView {
 pub struct DebuggerApp {
     log: Option<OpenLog>,
     view: CentralView,
-    flame: FlameState,
+    timeline: TimelineState,
     /// Whether the newly opened log was checked for live writers (Follow stays on only while
     /// the log is still growing).
     follow_checked: bool,
-    aggregated: AggregatedState,
+    flame_graph: FlameGraphState,
     context_view: ContextView,
     selected: Option<FrameRef>,
     selected_info: Option<FrameInfo>,
@@ -185,9 +185,9 @@ impl DebuggerApp {
         Self {
             log: None,
             view: CentralView::Timeline,
-            flame: FlameState::default(),
+            timeline: TimelineState::default(),
             follow_checked: false,
-            aggregated: AggregatedState::default(),
+            flame_graph: FlameGraphState::default(),
             context_view: ContextView::default(),
             selected: None,
             selected_info: None,
@@ -368,7 +368,7 @@ impl DebuggerApp {
             data,
             token_asked: std::cell::Cell::new(false),
         });
-        self.flame = FlameState::default();
+        self.timeline = TimelineState::default();
         self.follow_checked = false;
         self.finished = false;
         self.selected = None;
@@ -468,13 +468,13 @@ impl DebuggerApp {
     }
 
     /// The flamegraph's view state.
-    pub fn flame(&self) -> &FlameState {
-        &self.flame
+    pub fn timeline(&self) -> &TimelineState {
+        &self.timeline
     }
 
     /// The flamegraph's view state, mutable (zoom, follow).
-    pub fn flame_mut(&mut self) -> &mut FlameState {
-        &mut self.flame
+    pub fn timeline_mut(&mut self) -> &mut TimelineState {
+        &mut self.timeline
     }
 
     /// The selected frame.
@@ -582,8 +582,8 @@ impl DebuggerApp {
                     && !writing(l)
                 {
                     // Finished: shown whole, and said so (not "Following").
-                    self.flame.set_follow(false);
-                    self.flame.zoom_to_fit();
+                    self.timeline.set_follow(false);
+                    self.timeline.zoom_to_fit();
                     self.finished = true;
                 }
             } else if self.follow_checked {
@@ -595,7 +595,7 @@ impl DebuggerApp {
                     self.finished = model.record_count() == self.finished_at;
                 } else if status.caught_up && !listening && !writers_left(model, &status) {
                     self.finished = true;
-                    self.flame.set_follow(false);
+                    self.timeline.set_follow(false);
                 }
             }
             if self.finished {
@@ -650,7 +650,9 @@ impl DebuggerApp {
                         ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Wrap);
                         let info = self.selected_info.as_ref();
                         match self.data.ui(ui, model, info) {
-                            Some(PanelAction::Zoom(start, end)) => self.flame.zoom_to(start, end),
+                            Some(PanelAction::Zoom(start, end)) => {
+                                self.timeline.zoom_to(start, end)
+                            }
                             Some(PanelAction::Select(at)) => self.select_and_reveal(model, at),
                             Some(PanelAction::OpenContext(at)) => self.open_context(at),
                             None => {}
@@ -728,7 +730,7 @@ impl DebuggerApp {
                         let matches = self.search.matches();
                         let out = plot_tracks::timeline(
                             ui,
-                            &mut self.flame,
+                            &mut self.timeline,
                             &mut self.tracks,
                             model,
                             matches,
@@ -754,9 +756,9 @@ impl DebuggerApp {
                     CentralView::FlameGraph => {
                         let input = self.scope_input(model);
                         let base = self.compare.as_ref().map(|(_, i)| i.model());
-                        if let Some(label) = aggregated::show(
+                        if let Some(label) = flame_graph::show(
                             ui,
-                            &mut self.aggregated,
+                            &mut self.flame_graph,
                             model,
                             &input,
                             base.as_deref(),
@@ -841,7 +843,7 @@ impl DebuggerApp {
                 self.show_data = true;
             }
             None => self
-                .flame
+                .timeline
                 .zoom_to(e.time.saturating_sub(500_000), e.time + 500_000),
         }
     }
@@ -867,15 +869,15 @@ impl DebuggerApp {
     }
 
     /// The aggregated flame graph's state.
-    pub fn aggregated(&self) -> &AggregatedState {
-        &self.aggregated
+    pub fn flame_graph(&self) -> &FlameGraphState {
+        &self.flame_graph
     }
 
     /// The timeline's visible time range (ns since the epoch), once it has shown frames.
     fn view_range(&self) -> Option<(u64, u64)> {
-        self.flame.base.map(|b| {
-            let from = b as f64 + self.flame.start.max(0.0);
-            (from as u64, (from + self.flame.width.max(1.0)) as u64)
+        self.timeline.base.map(|b| {
+            let from = b as f64 + self.timeline.start.max(0.0);
+            (from as u64, (from + self.timeline.width.max(1.0)) as u64)
         })
     }
 
@@ -900,7 +902,7 @@ impl DebuggerApp {
         });
         ScopeInput {
             range,
-            selection: self.flame.selection,
+            selection: self.timeline.selection,
             context,
         }
     }
@@ -908,16 +910,16 @@ impl DebuggerApp {
     /// Whether the view keeps up with the log (following its newest time, or fitted to all
     /// of it, which grows with it).
     pub fn is_following(&self) -> bool {
-        self.flame.follow || self.flame.fitted
+        self.timeline.follow || self.timeline.fitted
     }
 
     fn toggle_follow(&mut self) {
         if self.is_following() {
             // Pause: the view stays where it is now.
-            self.flame.set_follow(false);
-            self.flame.fitted = false;
+            self.timeline.set_follow(false);
+            self.timeline.fitted = false;
         } else {
-            self.flame.set_follow(true);
+            self.timeline.set_follow(true);
         }
     }
 
@@ -966,13 +968,13 @@ impl DebuggerApp {
         let width = (dur * 4.0).max(1_000.0);
         let center = info.start as f64 + dur / 2.0;
         let start = (center - width / 2.0).max(0.0) as u64;
-        self.flame.zoom_to(start, start + width as u64);
+        self.timeline.zoom_to(start, start + width as u64);
         // Expand its lane and scroll it into view.
-        self.flame.collapsed.remove(&info.at.lane);
-        let (lanes, _) = flamegraph::layout(model, &self.flame.collapsed);
+        self.timeline.collapsed.remove(&info.at.lane);
+        let (lanes, _) = timeline::layout(model, &self.timeline.collapsed);
         if let Some(&(_, y, _)) = lanes.iter().find(|l| l.0 == info.at.lane) {
-            let row_y = y + flamegraph::LANE_HEADER_H + info.at.row as f32 * flamegraph::ROW_H;
-            self.flame.scroll_y = (row_y - 60.0).max(0.0);
+            let row_y = y + timeline::LANE_HEADER_H + info.at.row as f32 * timeline::ROW_H;
+            self.timeline.scroll_y = (row_y - 60.0).max(0.0);
         }
     }
 }

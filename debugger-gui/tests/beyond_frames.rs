@@ -232,7 +232,7 @@ fn the_messages_tab_lists_filters_and_a_click_selects_the_messages_frame() {
     assert_eq!(info.key, key);
     assert_eq!(info.label, "db query");
     let (a, b) = {
-        let f = app.flame();
+        let f = app.timeline();
         let base = f.base.unwrap() as f64;
         (base + f.start, base + f.start + f.width)
     };
@@ -258,9 +258,9 @@ fn message_markers_on_the_lane_show_their_text() {
     let mut h = harness(DebuggerApp::open(dir.path()));
     loaded(&mut h);
     step_until(&mut h, "markers", |h| {
-        !h.state().flame().drawn.markers.is_empty()
+        !h.state().timeline().drawn.markers.is_empty()
     });
-    let markers = h.state().flame().drawn.markers.clone();
+    let markers = h.state().timeline().drawn.markers.clone();
     // One per message (they are far apart at this zoom), the error's red one among them.
     let n: u32 = markers.iter().map(|m| m.2.count).sum();
     assert_eq!(n, 11);

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use debugger_gui::DebuggerApp;
 use debugger_gui::app::CentralView;
-use debugger_gui::ui::flamegraph;
+use debugger_gui::ui::timeline;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 
@@ -37,7 +37,7 @@ fn finished_demo(dir: &Path) -> Harness<'static, DebuggerApp> {
     step_until(&mut h, "the demo log loaded and drawn", |h| {
         h.state().ingest_status().caught_up
             && h.state().model().is_some_and(|m| m.frame_count() > 500)
-            && h.state().flame().drawn.boxes > 0
+            && h.state().timeline().drawn.boxes > 0
     });
     h
 }
@@ -48,10 +48,10 @@ fn the_flame_graph_rows_fill_their_pane() {
     let mut h = finished_demo(dir.path());
     h.state_mut().set_view(CentralView::FlameGraph);
     step_until(&mut h, "the flame graph drawn", |h| {
-        !h.state().aggregated().drawn.is_empty()
+        !h.state().flame_graph().drawn.is_empty()
     });
     h.run();
-    let agg = h.state().aggregated();
+    let agg = h.state().flame_graph();
     let (pane, rows) = (agg.pane, agg.painted);
     assert!(pane.height() > 300.0, "a real pane: {pane:?}");
     let covered = rows.height() / pane.height();
@@ -76,7 +76,7 @@ fn no_lane_has_an_empty_row() {
             .any(|&l| m.lanes()[l as usize].frame_count() == 0),
         "the demo still has a lane without frames to leave out"
     );
-    let (lanes, _) = flamegraph::layout(&m, &app.flame().collapsed);
+    let (lanes, _) = timeline::layout(&m, &app.timeline().collapsed);
     assert!(lanes.len() >= 5, "{lanes:?}");
     for (lane, _, rows) in lanes {
         let l = &m.lanes()[lane as usize];
@@ -115,14 +115,14 @@ fn the_overview_box_is_drawn_at_every_zoom() {
     let mid = t0 + span / 2;
     for (what, width) in [("fit", 0), ("1 %", span / 100), ("10 µs", 10_000)] {
         if width == 0 {
-            h.state_mut().flame_mut().zoom_to_fit();
+            h.state_mut().timeline_mut().zoom_to_fit();
         } else {
-            h.state_mut().flame_mut().zoom_to(mid, mid + width);
+            h.state_mut().timeline_mut().zoom_to(mid, mid + width);
         }
         h.run();
         let b = h
             .state()
-            .flame()
+            .timeline()
             .overview_box()
             .expect("the overview drawn");
         let strip = h.get_by_label("Overview").rect();
@@ -158,7 +158,7 @@ fn a_finished_log_says_finished() {
 #[test]
 fn follow_keeps_a_window_of_the_last_seconds() {
     let mut h = harness(DebuggerApp::demo());
-    h.state_mut().flame_mut().follow_window = 1e9;
+    h.state_mut().timeline_mut().follow_window = 1e9;
     step_until(&mut h, "3 s of the live demo", |h| {
         h.state()
             .model()
@@ -168,7 +168,7 @@ fn follow_keeps_a_window_of_the_last_seconds() {
     // A step draws the newest time: the view ends there and spans the last second.
     h.step();
     let hi = h.state().model().unwrap().time_range().unwrap().1;
-    let f = h.state().flame();
+    let f = h.state().timeline();
     assert!(h.state().is_following() && !h.state().is_finished());
     let base = f.base.unwrap() as f64;
     let end = base + f.start + f.width;
@@ -186,12 +186,12 @@ fn the_frame_panel_shows_start_and_thread_on_one_line() {
     let mut h = finished_demo(dir.path());
     let (t0, _) = h.state().model().unwrap().time_range().unwrap();
     h.state_mut()
-        .flame_mut()
+        .timeline_mut()
         .zoom_to(t0 + 500_000_000, t0 + 510_000_000);
     step_until(&mut h, "labeled frames", |h| {
-        !h.state().flame().drawn.labeled.is_empty()
+        !h.state().timeline().drawn.labeled.is_empty()
     });
-    let at = h.state().flame().drawn.labeled[0].0;
+    let at = h.state().timeline().drawn.labeled[0].0;
     h.state_mut().select(Some(at));
     step_until(&mut h, "the frame's start", |h| {
         h.query_by_label_contains("UTC)").is_some()

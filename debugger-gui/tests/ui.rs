@@ -197,7 +197,7 @@ fn opens_a_log_and_draws_its_frames() {
     assert_eq!(model.frame_count(), 6);
     assert_eq!(model.lanes().len(), 2);
     drop(model);
-    let drawn = &app.flame().drawn;
+    let drawn = &app.timeline().drawn;
     assert_eq!(drawn.frames, 6);
     // Status bar and lane titles.
     assert!(h.query_by_label_contains("6 frames").is_some());
@@ -290,7 +290,7 @@ fn search_highlights_matches_and_dims_the_rest() {
             );
         }
     }
-    let drawn = &h.state().flame().drawn;
+    let drawn = &h.state().timeline().drawn;
     let hits = drawn.labeled.iter().filter(|b| b.2).count();
     let dims = drawn.labeled.iter().filter(|b| b.3).count();
     assert_eq!((hits, dims), (2, 4));
@@ -378,8 +378,8 @@ fn follows_a_growing_log() {
     assert!(canvas(&h).contains_rect(late));
     h.get_by_label("⟲ Follow").click();
     h.step();
-    assert!(!h.state().flame().follow);
-    h.state_mut().flame_mut().zoom_to(T0, T0 + 1_000_000);
+    assert!(!h.state().timeline().follow);
+    h.state_mut().timeline_mut().zoom_to(T0, T0 + 1_000_000);
     h.step();
     h.step();
     write_request(&w, 1, T0 + 4_000_000, "GET /third");
@@ -415,7 +415,7 @@ fn contexts_and_statistics_panels() {
     let sel = h.state().selected().unwrap();
     let info = h.state().model().unwrap().info(sel).unwrap();
     assert_eq!(info.label, "GET /orders");
-    assert!(!h.state().flame().follow);
+    assert!(!h.state().timeline().follow);
     assert!(
         boxes(&h, "GET /users/:id").is_empty(),
         "zoomed to the selected context"
@@ -760,7 +760,7 @@ fn the_demo_records_and_shows_a_live_workload() {
         h.state()
             .model()
             .is_some_and(|m| m.frame_count() > 200 && m.closed_count() > 100)
-            && h.state().flame().drawn.boxes > 0
+            && h.state().timeline().drawn.boxes > 0
     });
     assert!(
         h.state().problems().is_empty(),
@@ -818,7 +818,7 @@ fn double_click_zooms_to_a_frame_and_fit_zooms_back_out() {
         "{before} -> {}",
         after[0].rect().width()
     );
-    assert!(!h.state().flame().follow);
+    assert!(!h.state().timeline().follow);
     assert!(boxes(&h, "GET /orders").is_empty());
     h.get_by_label("⛶ Zoom to fit").click();
     h.step();
@@ -871,7 +871,7 @@ fn a_finished_log_opens_paused_and_a_growing_one_following() {
                 && h.state().ingest_status().caught_up
         });
         h.step();
-        assert_eq!(h.state().flame().follow, growing, "{}", dir.display());
+        assert_eq!(h.state().timeline().follow, growing, "{}", dir.display());
         assert!(h.state().is_following(), "both show the whole log");
     }
     drop(w);
@@ -888,7 +888,7 @@ fn a_log_whose_writer_stops_says_finished_and_is_live_again_when_one_joins() {
             && h.state().ingest_status().caught_up
     });
     h.step();
-    assert!(!h.state().is_finished() && h.state().flame().follow);
+    assert!(!h.state().is_finished() && h.state().timeline().follow);
     assert!(h.query_by_label_contains("Following").is_some());
     // Its process goes (the writer's worker lock is released).
     drop(w);
@@ -919,23 +919,23 @@ fn zooming_with_the_pointer_zooms_there_and_pauses_following() {
         h.state().model().is_some_and(|m| m.frame_count() == 300)
     });
     h.step();
-    assert!(h.state().flame().follow, "opens following");
+    assert!(h.state().timeline().follow, "opens following");
     let c = canvas(&h);
     // The pointer at a fifth of the timeline (about 1 s), three zoom steps (ctrl+wheel).
     let pointer = egui::pos2(c.left() + c.width() * 0.2, c.center().y);
     let time_at = |h: &Harness<'_, DebuggerApp>| {
-        let f = h.state().flame();
+        let f = h.state().timeline();
         f.start + 0.2 * f.width
     };
     h.event(egui::Event::PointerMoved(pointer));
     h.step();
-    let before = (time_at(&h), h.state().flame().width);
+    let before = (time_at(&h), h.state().timeline().width);
     for _ in 0..3 {
         h.event(egui::Event::Zoom(1.5));
         h.step();
     }
     h.step();
-    let f = h.state().flame();
+    let f = h.state().timeline();
     assert!(!f.follow, "zooming at the pointer pauses following");
     assert!(
         f.width < before.1 / 3.0,
@@ -957,15 +957,15 @@ fn panning_stops_half_a_view_past_either_end_of_the_log() {
     write_request(&writer(dir.path()), 1, T0, "GET /users/:id");
     let mut h = harness(DebuggerApp::open(dir.path()));
     step_until(&mut h, "frames", |h| !boxes(h, "GET /users/:id").is_empty());
-    h.state_mut().flame_mut().zoom_to(T0, T0 + 100_000);
+    h.state_mut().timeline_mut().zoom_to(T0, T0 + 100_000);
     h.step();
     h.step();
-    let width = h.state().flame().width;
+    let width = h.state().timeline().width;
     // Far before the log, then far after it.
     for (start, what) in [(-1e12, "before"), (1e12, "after")] {
-        h.state_mut().flame_mut().start = start;
+        h.state_mut().timeline_mut().start = start;
         h.step();
-        let f = h.state().flame();
+        let f = h.state().timeline();
         let (lo, hi) = {
             let m = h.state().model().unwrap();
             let (a, b) = m.time_range().unwrap();
@@ -1108,18 +1108,18 @@ fn merged_boxes_say_what_they_stand_for_and_zoom_in_on_click() {
 
     let mut h = harness(DebuggerApp::open(dir.path()));
     step_until(&mut h, "a merged box", |h| {
-        !h.state().flame().drawn.merged_boxes.is_empty()
+        !h.state().timeline().drawn.merged_boxes.is_empty()
     });
     assert!(
         h.state()
-            .flame()
+            .timeline()
             .drawn
             .labeled
             .iter()
             .all(|(_, l, ..)| !l.starts_with("cache")),
         "a merged box of mixed labels carries none"
     );
-    let (rect, _, _, b) = h.state().flame().drawn.merged_boxes[0];
+    let (rect, _, _, b) = h.state().timeline().drawn.merged_boxes[0];
     assert!(b.count > 100, "{b:?}");
     h.hover_at(rect.center());
     let title = format!("{} frames (merged", b.count);
@@ -1141,7 +1141,7 @@ fn merged_boxes_say_what_they_stand_for_and_zoom_in_on_click() {
     });
     let span = (b.end - b.start) as f64;
     step_until(&mut h, "the view zoomed to the merged frames", |h| {
-        let f = h.state().flame();
+        let f = h.state().timeline();
         f.width <= span * 1.3 && f.width >= span
     });
 }
@@ -1162,7 +1162,7 @@ fn click_at(h: &mut Harness<'_, DebuggerApp>, pos: egui::Pos2) {
 /// The aggregated flame graph's box for `label`, if drawn.
 fn merged_box(h: &Harness<'_, DebuggerApp>, label: &str) -> Option<Rect> {
     h.state()
-        .aggregated()
+        .flame_graph()
         .drawn
         .iter()
         .find(|(_, l, _)| l == label)
@@ -1199,7 +1199,7 @@ fn flame_graph_merges_frames_by_call_path_and_focuses_on_click() {
     );
     assert!(a.right() <= b.left() + 1.0, "the heaviest first");
     // The three queries under GET /a merge into one box, a row below it, half its width.
-    let drawn = &h.state().aggregated().drawn;
+    let drawn = &h.state().flame_graph().drawn;
     let queries: Vec<Rect> = drawn
         .iter()
         .filter(|(_, l, _)| l == "User: Select")
@@ -1289,7 +1289,7 @@ fn next_match_starts_from_the_view_and_zooms_until_the_match_is_drawn_as_itself(
     });
     // The view: the second half of the log, still zoomed out, nothing selected.
     let half = T0 + 400_000_000;
-    h.state_mut().flame_mut().zoom_to(half, T0 + 800_000_000);
+    h.state_mut().timeline_mut().zoom_to(half, T0 + 800_000_000);
     h.step();
     h.step();
     h.get_by_label("Search").focus();
@@ -1314,13 +1314,13 @@ fn next_match_starts_from_the_view_and_zooms_until_the_match_is_drawn_as_itself(
     // Zoomed to it: the match is a quarter of the view and drawn as itself, labeled.
     step_until(&mut h, "the match drawn as itself", |h| {
         h.state()
-            .flame()
+            .timeline()
             .drawn
             .labeled
             .iter()
             .any(|(f, l, hit, _)| *f == at && l == "User: Select" && *hit)
     });
-    let width = h.state().flame().width;
+    let width = h.state().timeline().width;
     assert!(
         (1_500_000.0..=3_000_000.0).contains(&width),
         "about four times the 0.5 ms match: {width}"
@@ -1624,7 +1624,7 @@ fn dragging_on_the_ruler_selects_a_range_that_limits_the_panels_and_the_flame_gr
     });
     h.step();
     let c = canvas(&h);
-    let f = h.state().flame();
+    let f = h.state().timeline();
     let (base, start, width) = (f.base.unwrap(), f.start, f.width);
     let x = |t: u64| c.left() + ((t - base) as f64 - start) as f32 / width as f32 * c.width();
     let (from, to) = (T0 + 1_500_000, T0 + 5_500_000);
@@ -1633,11 +1633,11 @@ fn dragging_on_the_ruler_selects_a_range_that_limits_the_panels_and_the_flame_gr
         egui::pos2(x(from), c.top() + 6.0),
         egui::pos2(x(to), c.top() + 6.0),
     );
-    let (a, b) = h.state().flame().selection.expect("a selected range");
+    let (a, b) = h.state().timeline().selection.expect("a selected range");
     let px = (width / f64::from(c.width())) as u64 * 2;
     assert!(a.abs_diff(from) <= px && b.abs_diff(to) <= px, "{a} {b}");
     assert_eq!(
-        (h.state().flame().start, h.state().flame().width),
+        (h.state().timeline().start, h.state().timeline().width),
         (start, width),
         "selecting does not pan"
     );
@@ -1665,7 +1665,7 @@ fn dragging_on_the_ruler_selects_a_range_that_limits_the_panels_and_the_flame_gr
     });
     h.get_by_label("Clear").click();
     h.step();
-    assert_eq!(h.state().flame().selection, None);
+    assert_eq!(h.state().timeline().selection, None);
 }
 
 #[test]
@@ -1726,17 +1726,17 @@ fn clicking_the_overview_strip_moves_the_view_there() {
     step_until(&mut h, "the whole log", |h| {
         h.state().model().is_some_and(|m| m.frame_count() == 30)
     });
-    h.state_mut().flame_mut().zoom_to(T0, T0 + 1_000_000);
+    h.state_mut().timeline_mut().zoom_to(T0, T0 + 1_000_000);
     h.step();
     h.step();
-    let width = h.state().flame().width;
+    let width = h.state().timeline().width;
     let strip = h.get_by_role_and_label(Role::Canvas, "Overview").rect();
     click_at(
         &mut h,
         egui::pos2(strip.left() + strip.width() * 0.9, strip.center().y),
     );
     h.step();
-    let f = h.state().flame();
+    let f = h.state().timeline();
     let span = 91_000_000.0; // first start to last end
     let center = f.start + f.width / 2.0;
     assert!(
@@ -1800,31 +1800,31 @@ fn fit_keeps_following_pause_stops_it_and_contexts_name_their_thread() {
             && h.query_by_label_contains("· worker-7 (7)").is_some()
     });
     // Zoomed in, then F (fit): the whole log stays in view as it grows, and the status says so.
-    h.state_mut().flame_mut().zoom_to(T0, T0 + 100_000);
+    h.state_mut().timeline_mut().zoom_to(T0, T0 + 100_000);
     step_until(&mut h, "paused by zooming", |h| {
         h.query_by_label_contains("Paused").is_some()
     });
-    h.state_mut().flame_mut().zoom_to_fit();
+    h.state_mut().timeline_mut().zoom_to_fit();
     step_until(&mut h, "fitted to a growing log: following", |h| {
         h.query_by_label_contains("Following").is_some()
     });
     write_request(&w, 7, T0 + 5_000_000, "GET /b");
     step_until(&mut h, "the view grew with the log", |h| {
-        h.state().flame().width > 5_000_000.0
+        h.state().timeline().width > 5_000_000.0
     });
     // One click pauses: the view stops where it is.
     h.get_by_label_contains("Following").click();
     step_until(&mut h, "paused", |h| {
         h.query_by_label_contains("Paused").is_some()
     });
-    let width = h.state().flame().width;
+    let width = h.state().timeline().width;
     write_request(&w, 7, T0 + 20_000_000, "GET /c");
     step_until(&mut h, "the new request loaded", |h| {
         h.state().model().is_some_and(|m| m.frame_count() == 9)
     });
     h.step();
     assert_eq!(
-        h.state().flame().width,
+        h.state().timeline().width,
         width,
         "paused: the view does not grow"
     );
@@ -1915,12 +1915,12 @@ fn right_click_shows_the_sandwich_of_a_label() {
         });
     }
     step_until(&mut h, "the sandwich", |h| {
-        h.state().aggregated().sandwich.is_some()
+        h.state().flame_graph().sandwich.is_some()
             && h.query_by_label("Back to the flame graph").is_some()
     });
     h.step();
     // Both routes call the query: callers, each as wide as the query's time under it.
-    let drawn = &h.state().aggregated().drawn;
+    let drawn = &h.state().flame_graph().drawn;
     let width = |label: &str| {
         drawn
             .iter()
@@ -1941,7 +1941,7 @@ fn right_click_shows_the_sandwich_of_a_label() {
     );
     h.get_by_label("Back to the flame graph").click();
     step_until(&mut h, "the flame graph again", |h| {
-        h.state().aggregated().sandwich.is_none() && merged_box(h, "POST /b").is_some()
+        h.state().flame_graph().sandwich.is_none() && merged_box(h, "POST /b").is_some()
     });
 }
 
@@ -2201,7 +2201,7 @@ fn a_child_on_another_thread_follows_its_recorded_parent_in_every_view() {
     assert!(h.query_by_label("decode on worker-2").is_some());
     let (sel, links) = (
         h.state().selected().unwrap(),
-        h.state().flame().drawn.links.clone(),
+        h.state().timeline().drawn.links.clone(),
     );
     let parent = h
         .state()
@@ -2223,7 +2223,7 @@ fn a_child_on_another_thread_follows_its_recorded_parent_in_every_view() {
     });
     assert!(h.query_by_label("render on worker-1").is_some());
     assert!(h.query_by_label("Children (2)").is_some());
-    assert_eq!(h.state().flame().drawn.links, [(parent, sel)]);
+    assert_eq!(h.state().timeline().drawn.links, [(parent, sel)]);
     settle(&mut h);
     // The context view: the request as one tree across both threads; the unrelated
     // request is not in it.
@@ -2300,7 +2300,7 @@ fn a_log_without_parents_infers_them_as_before_and_says_so() {
         h.query_by_label("(inferred)").is_some()
     });
     assert!(h.query_by_label("none (a root)").is_some());
-    assert!(h.state().flame().drawn.links.is_empty());
+    assert!(h.state().timeline().drawn.links.is_empty());
     settle(&mut h);
     // The context view still gathers the request's frames from both threads, load_user as
     // a tree of its own.

@@ -1,10 +1,11 @@
-//! The byte layouts of a framelog log directory (format version 1).
+//! The byte layouts of a framelog log directory (format versions 1 to 5).
 //!
 //! This crate is the contract other tools read: file headers, frame-log records
 //! ([`FrameStart`], [`FrameEnd`], extension records), frame-data entries and index entries.
 //! It encodes into caller-provided buffers and decodes from byte slices; it never does I/O.
 //! The authoritative description is `docs/FORMAT.md` at the repository root; [`protocol`] holds
-//! the remote-session messages of `docs/PROTOCOL.md`.
+//! the remote-session messages of `docs/PROTOCOL.md`. Where this crate sits among the
+//! others, and the paths through them: `docs/ARCHITECTURE.md`.
 //!
 //! ```
 //! use formats::{Category, Decoded, FrameEnd, FrameStart, Parent, Record, decode_record};

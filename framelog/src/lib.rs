@@ -11,7 +11,9 @@
 //!   patterns (`label_match`) and statistics (`stats`).
 //! - Remote sessions: [`remote`] records programs that stream to it over TCP
 //!   (`docs/PROTOCOL.md`).
-//! - Export (feature `export`): [`export`] writes Chrome Trace Event JSON for Perfetto and others.
+//! - Export (feature `export`): [`export`] writes Chrome Trace Event JSON, speedscope and OTLP.
+//!
+//! The map of the crates and of both paths through them is `docs/ARCHITECTURE.md`.
 //! - Inspection and repair: [`check`] validates every file, [`recover`] copies what is valid.
 //! - Compaction (feature `compact`, which pulls zstd; the CLI has it): `compact` rewrites sealed
 //!   segments in their compact form, and the writer does it in the background

@@ -82,6 +82,8 @@ pub struct LogReader {
     watch: Option<DirWatch>,
     /// Segments found deleted (by retention) before this reader got to them.
     pruned: u32,
+    /// Their numbers, as ranges, until [`LogReader::take_pruned`] takes them.
+    pruned_ranges: Vec<std::ops::Range<u32>>,
     /// The current segment is compact (version 2): where its blocks are, and the next one.
     #[cfg(feature = "compact")]
     compact: Option<(Plan, usize)>,
@@ -119,6 +121,7 @@ impl LogReader {
             bytes_read: 0,
             watch: None,
             pruned: 0,
+            pruned_ranges: Vec::new(),
             #[cfg(feature = "compact")]
             compact: None,
             #[cfg(feature = "compact")]
@@ -255,6 +258,7 @@ impl LogReader {
                         match self.later_segment()? {
                             Some(n) => {
                                 self.pruned += n - self.pos.segment;
+                                self.pruned_ranges.push(self.pos.segment..n);
                                 self.pos = Position {
                                     segment: n,
                                     offset: 0,
@@ -529,6 +533,12 @@ impl LogReader {
     /// them: the log it reads now starts later than where it began.
     pub fn pruned_segments(&self) -> u32 {
         self.pruned
+    }
+
+    /// The frame-log segments found deleted (by retention) before this reader reached them,
+    /// as ranges of segment numbers, since the last call.
+    pub fn take_pruned(&mut self) -> Vec<std::ops::Range<u32>> {
+        std::mem::take(&mut self.pruned_ranges)
     }
 
     /// Whether the log has bytes this reader has not looked at yet (never blocks).

@@ -338,3 +338,163 @@ fn age_comes_from_the_times_inside_the_segments_not_the_files() {
         pruned.files
     );
 }
+
+/// Reads `child`'s stderr in a thread, into lines.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The first line `rx` gives that contains `what`, within a generous deadline.
+fn line_with(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(what) => return l,
+            Ok(_) => {}
+            Err(e) => panic!("no line with {what:?}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn dump_follow_says_which_segments_retention_deleted_before_it_read_them_and_about_how_many_records()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    // Segment 1: one append of 2,000 frames (far more text than a pipe holds); then 20
+    // segments of 100 frames each.
+    let w = small_segments(dir.path(), 0, Retention::default());
+    let first = w.reserve_ids(2_000).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first, 2_000, "job"))
+        .unwrap();
+    for _ in 0..20 {
+        let first = w.reserve_ids(100).unwrap();
+        w.append_frames(&frames_batch(w.worker(), first, 100, "job"))
+            .unwrap();
+    }
+    let numbers = segments::list(dir.path(), FileKind::FrameLog).unwrap();
+    assert!(numbers.len() >= 10, "{numbers:?}");
+    // Records per segment, read before anything is deleted.
+    let mut per_segment = std::collections::HashMap::<u32, u64>::new();
+    LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|pos, r| {
+            if matches!(r, Record::Start(_) | Record::End(_)) {
+                *per_segment.entry(pos.segment).or_default() += 1;
+            }
+        })
+        .unwrap();
+
+    let mut dump = Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(["dump", "--follow", dir.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let errors = stderr_lines(&mut dump);
+    // Its first line proves it is reading segment 1; the rest of its output waits in the
+    // pipe, so it cannot get past segment 1 until this test reads on.
+    let mut out = std::io::BufReader::new(dump.stdout.take().unwrap());
+    let mut first_line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first_line).unwrap();
+    assert!(!first_line.is_empty());
+    // Everything but the two newest segments goes.
+    let keep: u64 = numbers[numbers.len() - 2..]
+        .iter()
+        .map(|&n| {
+            std::fs::metadata(segments::segment_path(dir.path(), FileKind::FrameLog, n))
+                .unwrap()
+                .len()
+        })
+        .sum();
+    let pruned = framelog::retention::prune(
+        dir.path(),
+        &Retention {
+            max_bytes: Some(keep + (16 << 10)),
+            max_age: None,
+        },
+    )
+    .unwrap();
+    assert!(pruned.files.len() >= 5, "{pruned:?}");
+    let gone_after_first: Vec<u32> = numbers[1..]
+        .iter()
+        .copied()
+        .filter(|&n| !segments::exists(dir.path(), FileKind::FrameLog, n))
+        .collect();
+    let drain = std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let said = line_with(&errors, "deleted by retention");
+    dump.kill().unwrap();
+    dump.wait().unwrap();
+    let _ = drain.join();
+    // Where the reader was when they went depends on its pace: the range it names starts
+    // past what it had read and ends at the newest segment deleted.
+    let range = said
+        .split("segments ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .unwrap_or_else(|| panic!("names the segments: {said}"));
+    let (lo, hi): (u32, u32) = range
+        .split_once('-')
+        .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
+        .unwrap();
+    assert_eq!(hi, *gone_after_first.last().unwrap(), "{said}");
+    assert!(
+        gone_after_first.contains(&lo) && lo < hi,
+        "{gone_after_first:?}: {said}"
+    );
+    let estimate: f64 = said
+        .split("about ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("an estimate of the records: {said}"));
+    let actual: u64 = (lo..=hi)
+        .map(|n| per_segment.get(&n).copied().unwrap_or(0))
+        .sum();
+    assert!(
+        (estimate - actual as f64).abs() <= 0.2 * actual as f64,
+        "about {estimate} records, {actual} were in them: {said}"
+    );
+}
+
+#[test]
+fn dump_follow_waits_for_a_log_directory_that_does_not_exist_yet() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("later");
+    let mut dump = Command::new(env!("CARGO_BIN_EXE_framelog"))
+        .args(["dump", "--follow", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let errors = stderr_lines(&mut dump);
+    let said = line_with(&errors, "waiting for a program to write");
+    assert!(said.contains("does not exist yet"), "{said}");
+    let w = LogWriter::open(&dir).unwrap();
+    let first = w.reserve_ids(3).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first, 3, "late job"))
+        .unwrap();
+    let mut out = std::io::BufReader::new(dump.stdout.take().unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut line = String::new();
+    while !line.contains("late job") {
+        line.clear();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the frames are printed"
+        );
+    }
+    dump.kill().unwrap();
+    dump.wait().unwrap();
+}

@@ -39,9 +39,9 @@ impl DebuggerApp {
             ui.menu_button("View", |ui| {
                 ui.checkbox(&mut self.show_data, "Frame data panel");
                 ui.checkbox(&mut self.show_bottom, "Contexts and statistics");
-                ui.checkbox(&mut self.flame.wheel_zooms, "Wheel zooms (like Tracy)");
+                ui.checkbox(&mut self.timeline.wheel_zooms, "Wheel zooms (like Tracy)");
                 if ui.button("Zoom to fit").clicked() {
-                    self.flame.zoom_to_fit();
+                    self.timeline.zoom_to_fit();
                     ui.close();
                 }
             });
@@ -116,7 +116,7 @@ impl DebuggerApp {
 
     pub(super) fn toolbar(&mut self, ui: &mut Ui, model: &Model) {
         ui.horizontal(|ui| {
-            let follow = self.flame.follow;
+            let follow = self.timeline.follow;
             if ui
                 .selectable_label(follow, "⟲ Follow")
                 .on_hover_text("Keep the newest time in view (scrolling back pauses it)")
@@ -124,7 +124,7 @@ impl DebuggerApp {
             {
                 self.toggle_follow();
             }
-            let mut secs = self.flame.follow_window / 1e9;
+            let mut secs = self.timeline.follow_window / 1e9;
             if ui
                 .add(
                     egui::DragValue::new(&mut secs)
@@ -137,14 +137,14 @@ impl DebuggerApp {
                 .on_hover_text("How much of the newest time Follow shows")
                 .changed()
             {
-                self.flame.follow_window = secs * 1e9;
+                self.timeline.follow_window = secs * 1e9;
             }
             if ui
                 .button("⛶ Zoom to fit")
                 .on_hover_text("Show the whole log (F)")
                 .clicked()
             {
-                self.flame.zoom_to_fit();
+                self.timeline.zoom_to_fit();
             }
             ui.separator();
             if let Some(backward) = self.search.ui(ui)
@@ -157,12 +157,12 @@ impl DebuggerApp {
                 }
             }
             ui.separator();
-            ui.checkbox(&mut self.flame.wheel_zooms, "Wheel zooms")
+            ui.checkbox(&mut self.timeline.wheel_zooms, "Wheel zooms")
                 .on_hover_text(
                     "Tracy's wheel: the wheel zooms around the pointer; shift + wheel pans",
                 );
             ui.label(
-                RichText::new(if self.flame.wheel_zooms {
+                RichText::new(if self.timeline.wheel_zooms {
                     "wheel: zoom · drag: pan"
                 } else {
                     "ctrl + wheel: zoom · wheel, drag: pan"

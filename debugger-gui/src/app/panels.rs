@@ -39,7 +39,7 @@ impl DebuggerApp {
     }
 
     pub(super) fn bottom_panel(&mut self, ui: &mut Ui, model: &Model) {
-        let limit = self.flame.selection.filter(|_| self.limit_to_selection);
+        let limit = self.timeline.selection.filter(|_| self.limit_to_selection);
         self.stats.range = limit;
         self.contexts.query.range = limit;
         self.histogram.range = limit;
@@ -74,11 +74,11 @@ impl DebuggerApp {
                 }
                 if let Some(row) = picked {
                     self.select(Some(row.root));
-                    self.flame
+                    self.timeline
                         .zoom_to(row.start, row.start + row.duration.max(1));
                     if let Some(info) = model.info(row.root) {
                         self.reveal(model, info);
-                        self.flame
+                        self.timeline
                             .zoom_to(row.start, row.start + row.duration.max(1));
                     }
                 }
@@ -119,7 +119,7 @@ impl DebuggerApp {
 
     /// The selected range: its span, and whether the panels are limited to it.
     pub(super) fn selection_bar(&mut self, ui: &mut Ui, model: &Model) {
-        let Some((a, b)) = self.flame.selection else {
+        let Some((a, b)) = self.timeline.selection else {
             return;
         };
         ui.separator();
@@ -135,14 +135,14 @@ impl DebuggerApp {
             "Limit statistics and contexts to it",
         );
         if ui.button("Zoom to it").clicked() {
-            self.flame.zoom_to(a, b);
+            self.timeline.zoom_to(a, b);
         }
         if ui
             .button("Clear")
             .on_hover_text("Clear the selection (Esc)")
             .clicked()
         {
-            self.flame.selection = None;
+            self.timeline.selection = None;
         }
     }
 

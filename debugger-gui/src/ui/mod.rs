@@ -1,13 +1,12 @@
-//! The egui widgets: flamegraph (timeline), aggregated flame graph, frame-data tree, contexts list, statistics table, processes
+//! The egui widgets, one view a file, named as the window names them: the Timeline (`timeline`), the Flame graph (`flame_graph`), frame-data tree, contexts list, statistics table, processes
 //! (listening windows) and their quit dialog, status bar.
 
-pub mod aggregated;
 pub mod compare;
 pub mod context_view;
 pub mod contexts;
 pub mod data_panel;
 pub mod data_tree;
-pub mod flamegraph;
+pub mod flame_graph;
 pub mod frame_info;
 pub mod histogram;
 pub mod message_markers;
@@ -23,6 +22,7 @@ pub mod relatives;
 pub mod search_bar;
 pub mod stats;
 pub mod status_bar;
+pub mod timeline;
 
 use std::time::Duration;
 

@@ -12,7 +12,7 @@ use crate::model::Model;
 use crate::model::plots::{PlotBucket, Series, format_value};
 use crate::model::search::Matches;
 use crate::timefmt;
-use crate::ui::flamegraph::{self, FlameOutput, FlameState};
+use crate::ui::timeline::{self, TimelineOutput, TimelineState};
 
 /// Height of one track.
 pub const TRACK_H: f32 = 48.0;
@@ -34,12 +34,12 @@ pub struct TracksState {
 /// flamegraph reports.
 pub fn timeline(
     ui: &mut Ui,
-    flame: &mut FlameState,
+    flame: &mut TimelineState,
     tracks: &mut TracksState,
     model: &Model,
     matches: Option<&Matches>,
     selected: Option<crate::model::FrameRef>,
-) -> FlameOutput {
+) -> TimelineOutput {
     let n = model.plots().series().len();
     let avail = ui.available_rect_before_wrap();
     let h = if n == 0 {
@@ -51,7 +51,7 @@ pub fn timeline(
     let flame_rect = Rect::from_min_max(avail.min, pos2(avail.right(), split));
     let out = ui
         .scope_builder(UiBuilder::new().max_rect(flame_rect), |ui| {
-            flamegraph::show(ui, flame, model, matches, selected)
+            timeline::show(ui, flame, model, matches, selected)
         })
         .inner;
     tracks.drawn.clear();
@@ -66,7 +66,7 @@ pub fn timeline(
 }
 
 /// Draws every series' track into `ui` (scrolling when they do not fit).
-fn show(ui: &mut Ui, tracks: &mut TracksState, flame: &FlameState, model: &Model) {
+fn show(ui: &mut Ui, tracks: &mut TracksState, flame: &TimelineState, model: &Model) {
     let Some(base) = flame.base else {
         return;
     };
@@ -99,7 +99,7 @@ fn title(model: &Model, s: &Series) -> String {
 fn track(
     ui: &mut Ui,
     tracks: &mut TracksState,
-    flame: &FlameState,
+    flame: &TimelineState,
     base: u64,
     model: &Model,
     s: &Series,

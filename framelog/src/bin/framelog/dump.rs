@@ -52,6 +52,69 @@ fn parse_category(s: &str) -> Result<Category, String> {
     })
 }
 
+/// The sizes of the log's frame-log segments as last listed: what a segment held is known
+/// after retention deletes it only if it was seen before.
+#[derive(Default)]
+struct SegmentSizes {
+    bytes: std::collections::BTreeMap<u32, u64>,
+}
+
+impl SegmentSizes {
+    /// Lists the segments there now (sizes of deleted ones are kept).
+    fn refresh(&mut self, dir: &std::path::Path) {
+        let kind = formats::FileKind::FrameLog;
+        for n in framelog::segments::list(dir, kind).unwrap_or_default() {
+            if let Ok(m) = std::fs::metadata(framelog::segments::segment_path(dir, kind, n)) {
+                self.bytes.insert(n, m.len());
+            }
+        }
+    }
+
+    /// One line on segments `gone` deleted before they were read: which, their bytes, and
+    /// about how many records that was at the bytes per record read so far.
+    fn describe_pruned(
+        &self,
+        dir: &std::path::Path,
+        gone: std::ops::Range<u32>,
+        bytes_read: u64,
+        records: u64,
+    ) -> String {
+        let which = if gone.end - gone.start == 1 {
+            format!("segment {}", gone.start)
+        } else {
+            format!("segments {}-{}", gone.start, gone.end - 1)
+        };
+        let known: Vec<u64> = gone
+            .clone()
+            .filter_map(|n| self.bytes.get(&n).copied())
+            .collect();
+        let lost = if known.is_empty() {
+            "their size was never seen".to_owned()
+        } else {
+            let bytes: u64 = known.iter().sum();
+            let partly = if known.len() < gone.len() {
+                format!(" (of {} of them)", known.len())
+            } else {
+                String::new()
+            };
+            let estimate = if records > 0 && bytes_read > 0 {
+                let per = bytes_read as f64 / records as f64;
+                format!(
+                    ", about {} records at the {per:.0} bytes a record read so far",
+                    (bytes as f64 / per).round() as u64
+                )
+            } else {
+                String::new()
+            };
+            format!("{}{partly}{estimate}", output::bytes(bytes))
+        };
+        format!(
+            "{}: {which} deleted by retention before this reader got to them: {lost}",
+            dir.display()
+        )
+    }
+}
+
 /// Decides which records to print. Ends carry no label, so they follow their start.
 struct Filter {
     worker: Option<u8>,
@@ -119,11 +182,17 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode> {
         label,
         context: args.context,
     };
-    if args.follow && args.dir.is_dir() && !framelog::segments::is_log(&args.dir) {
-        // A directory a recorder (`framelog serve`) created and has not written yet: wait
-        // for its first segment, as following waits for growth.
+    let not_yet = !args.dir.exists() || args.dir.is_dir() && !framelog::segments::is_log(&args.dir);
+    if args.follow && not_yet {
+        // A directory a recorder (`framelog serve`, a program's first run) has not created
+        // or not written yet: wait for its first segment, as following waits for growth.
+        let why = if args.dir.exists() {
+            "no frames yet"
+        } else {
+            "does not exist yet"
+        };
         eprintln!(
-            "framelog: {}: no frames yet; waiting for a program to write",
+            "framelog: {}: {why}; waiting for a program to write",
             args.dir.display()
         );
         while !framelog::segments::is_log(&args.dir) {
@@ -134,9 +203,15 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut starts = Starts::default();
+    let mut sizes = SegmentSizes::default();
+    let mut records = 0u64;
     loop {
+        if args.follow {
+            sizes.refresh(&args.dir);
+        }
         let mut io_err = None;
         let result = reader.read_available(|_, rec| {
+            records += 1;
             if io_err.is_none()
                 && let Err(e) = print(&mut out, &filter, &mut starts, args.json, &rec)
             {
@@ -151,6 +226,13 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode> {
         // Damaged bytes are skipped; say where on stderr and keep going.
         for d in reader.take_damage() {
             eprintln!("framelog: warning: {d}");
+        }
+        // So are segments retention deleted before this reader got to them.
+        for gone in reader.take_pruned() {
+            eprintln!(
+                "framelog: warning: {}",
+                sizes.describe_pruned(&args.dir, gone, reader.bytes_read(), records)
+            );
         }
         if !args.follow {
             // Ends whose start is not in the log (dropped, or cut by retention).

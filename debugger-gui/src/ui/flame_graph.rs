@@ -1,4 +1,4 @@
-//! The aggregated flame graph: frames merged by call path, width = total time, for the whole
+//! The Flame graph view (the aggregated flame graph): frames merged by call path, width = total time, for the whole
 //! log, the visible time range, or a set of contexts. Click a box to focus its subtree, click
 //! one of the full-width rows above it (or Reset) to go back up.
 
@@ -56,7 +56,7 @@ pub struct ScopeInput {
 }
 
 /// The aggregated flame graph's state.
-pub struct AggregatedState {
+pub struct FlameGraphState {
     /// Which frames are merged.
     pub scope: ScopeChoice,
     /// The node shown full width.
@@ -94,7 +94,7 @@ struct Cache {
     sandwich: Option<(u32, Sandwich)>,
 }
 
-impl Default for AggregatedState {
+impl Default for FlameGraphState {
     fn default() -> Self {
         Self {
             scope: ScopeChoice::WholeLog,
@@ -111,7 +111,7 @@ impl Default for AggregatedState {
     }
 }
 
-impl AggregatedState {
+impl FlameGraphState {
     /// The scope to aggregate, or why there is none.
     fn resolve(&self, model: &Model, input: &ScopeInput) -> Result<Scope, &'static str> {
         match self.scope {
@@ -222,7 +222,7 @@ fn diff_color(change: f64) -> Color32 {
 /// double-clicked (to find its frames in the timeline).
 pub fn show(
     ui: &mut Ui,
-    state: &mut AggregatedState,
+    state: &mut FlameGraphState,
     model: &Model,
     input: &ScopeInput,
     base: Option<&Model>,

@@ -1,4 +1,4 @@
-//! The flamegraph: time on x with an adaptive ruler, one lane per worker + thread, rows by
+//! The Timeline view: time on x with an adaptive ruler, one lane per worker + thread, rows by
 //! depth. Zoom (ctrl/cmd + wheel, pinch, W/S, +/-) around the pointer, pan (drag, wheel,
 //! A/D, arrow keys), zoom to fit (F, Home), double-click a frame to zoom to it. Boxes are
 //! colored by category, labeled when wide enough; sub-pixel frames are merged per row by the
@@ -34,7 +34,7 @@ const MAX_A11Y_BOXES: usize = 400;
 
 /// Where the flamegraph looks and what it follows.
 #[derive(Clone, Debug)]
-pub struct FlameState {
+pub struct TimelineState {
     /// Time origin for the f64 view math (the first timestamp seen), ns since the Unix epoch.
     pub base: Option<u64>,
     /// View start, ns after `base`.
@@ -43,7 +43,7 @@ pub struct FlameState {
     pub width: f64,
     /// Vertical scroll offset of the lanes, points.
     pub scroll_y: f32,
-    /// Keep the newest time in view: the last [`FlameState::follow_window`] of the log.
+    /// Keep the newest time in view: the last [`TimelineState::follow_window`] of the log.
     pub follow: bool,
     /// How much of the log's newest time Follow shows, ns (10 s by default; zooming with the
     /// keys while following changes it).
@@ -93,7 +93,7 @@ pub struct Drawn {
 /// Merged boxes remembered per paint (for hovering); beyond this, they are drawn only.
 const MAX_MERGED_KEPT: usize = 8192;
 
-impl Default for FlameState {
+impl Default for TimelineState {
     fn default() -> Self {
         Self {
             base: None,
@@ -115,7 +115,7 @@ impl Default for FlameState {
     }
 }
 
-impl FlameState {
+impl TimelineState {
     /// Zooms to `[start, end]` (absolute ns) with a small margin, and stops following.
     pub fn zoom_to(&mut self, start: u64, end: u64) {
         self.pending_zoom_to = Some((start, end.max(start + 1)));
@@ -129,7 +129,7 @@ impl FlameState {
         self.scroll_y = 0.0;
     }
 
-    /// Turns following on or off (on: the view shows the last [`FlameState::follow_window`]).
+    /// Turns following on or off (on: the view shows the last [`TimelineState::follow_window`]).
     pub fn set_follow(&mut self, on: bool) {
         self.follow = on;
         if on {
@@ -155,7 +155,7 @@ impl FlameState {
 
 /// What happened in the flamegraph this frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct FlameOutput {
+pub struct TimelineOutput {
     /// A click selected this frame (or `Some(None)`: a click on empty space cleared it).
     pub clicked: Option<Option<FrameRef>>,
 }
@@ -186,12 +186,12 @@ pub fn layout(model: &Model, collapsed: &FxHashSet<u32>) -> (Vec<(u32, f32, usiz
 /// Draws the flamegraph into all of `ui`'s available space and handles its input.
 pub fn show(
     ui: &mut Ui,
-    state: &mut FlameState,
+    state: &mut TimelineState,
     model: &Model,
     matches: Option<&Matches>,
     selected: Option<FrameRef>,
-) -> FlameOutput {
-    let mut out = FlameOutput::default();
+) -> TimelineOutput {
+    let mut out = TimelineOutput::default();
     // A zoom asked for since the last paint is applied before the overview draws the view.
     if let (Some((tmin, _)), Some((s, e))) = (model.time_range(), state.pending_zoom_to) {
         state.pending_zoom_to = None;
@@ -243,7 +243,7 @@ pub fn show(
         state.start = s as f64 - base as f64 - d * 0.05;
     }
     // Following: the last `follow_window` of the log, or all of a shorter log.
-    let follow_width = |st: &FlameState| st.follow_window.clamp(1e3, 1e15).min(span * 1.02);
+    let follow_width = |st: &TimelineState| st.follow_window.clamp(1e3, 1e15).min(span * 1.02);
     if state.follow && !state.fitted {
         state.width = follow_width(state);
     }
@@ -271,7 +271,7 @@ pub fn show(
     // Zooming with the pointer over the timeline zooms around the pointer and pauses
     // following (as a drag does); without a pointer (keys, with focus) around the right edge.
     let pointer = hover.map(|p| ((p.x - rect.left()) as f64 / w).clamp(0.0, 1.0));
-    let zoom_at = |state: &mut FlameState, factor: f64| {
+    let zoom_at = |state: &mut TimelineState, factor: f64| {
         if let Some(anchor) = pointer {
             state.follow = false;
             state.apply_zoom(factor, anchor);
@@ -340,7 +340,7 @@ pub fn show(
         }
     }
     // A drag that starts on the ruler (or with shift) selects a time range instead of panning.
-    let t_at = |x: f32, st: &FlameState| {
+    let t_at = |x: f32, st: &TimelineState| {
         base as f64 + st.start + f64::from(x - rect.left()) / w * st.width
     };
     if response.drag_started() {
