@@ -12,7 +12,7 @@ pub enum ErrorKind {
         expected: &'static str,
     },
     /// The file was written by a newer, incompatible format version.
-    #[error("format version {0} is not one this reader knows (it reads versions 1-{NEWEST} of frame logs, 1-2 of data files): update the reader", NEWEST = crate::header::COMPACT_PLOTS_VERSION)]
+    #[error("format version {0} is not one this reader knows (it reads versions 1-{NEWEST} of frame logs, 1-2 of data files): update the reader", NEWEST = crate::version::COMPACT_PLOTS_VERSION)]
     UnsupportedVersion(u16),
     /// A header length shorter than the v1 header.
     #[error("header length {0} is shorter than 16 bytes")]

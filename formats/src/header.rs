@@ -5,19 +5,11 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use crate::error::{DecodeError, ErrorKind};
 
-/// The format version this crate writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
-/// The version of compact sealed segments (`docs/FORMAT.md`, *Compact sealed segments*): only
-/// readers that handle them accept it, through [`FileHeader::decode_any`].
-pub const COMPACT_VERSION: u16 = 2;
-/// The version of raw frame-log segments that may hold FrameStart with parent records
-/// (type 6, `docs/FORMAT.md`, *Parents: versions 3 and 4*). Data and index files never have it.
-pub const PARENTS_VERSION: u16 = 3;
-/// The version of compact frame-log segments that may hold FrameStart with parent records.
-pub const COMPACT_PARENTS_VERSION: u16 = 4;
-/// The version of compact frame-log segments that keep plot values in their own streams
-/// (`docs/FORMAT.md`, *Compact plots: version 5*): version 4 otherwise.
-pub const COMPACT_PLOTS_VERSION: u16 = 5;
+pub use crate::version::{
+    COMPACT_PARENTS_VERSION, COMPACT_PLOTS_VERSION, COMPACT_VERSION, FORMAT_VERSION,
+    PARENTS_VERSION,
+};
+
 /// Length of the v1 file header in bytes.
 pub const HEADER_LEN: usize = 16;
 

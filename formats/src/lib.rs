@@ -52,6 +52,7 @@ pub mod nesting;
 pub mod protocol;
 mod record;
 pub mod varint;
+mod version;
 
 pub use batch::{
     BATCH_RECORD_LEN, BatchHeader, DATA_BATCH_TARGET, DATA_MARKER_LEN, DamageKind, DataMarker,

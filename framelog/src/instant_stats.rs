@@ -1,5 +1,5 @@
 //! Summaries of what is not frames: each plot series' range and mean, messages by level.
-//! Pure logic over records, fed in file order (see [`crate::stats::StatsBuilder`]).
+//! Pure logic over records, fed in file order by the statistics builder (`stats`).
 
 use std::collections::BTreeMap;
 

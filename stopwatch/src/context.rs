@@ -8,14 +8,10 @@
 //! poll. The sampling decision travels with the context, and so does its current frame: frames
 //! started wherever a context is entered record that frame as their parent.
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use formats::Category;
-
-use crate::frame::Frame;
 use crate::inner::Inner;
 use crate::local::{self, CtxState, Entry};
 
@@ -25,9 +21,9 @@ use crate::local::{self, CtxState, Entry};
 /// started where it is entered, or with [`Context::child`], are that frame's children.
 #[derive(Clone)]
 pub struct Context {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     /// The state entered: `in_frame` is always true.
-    state: CtxState,
+    pub(crate) state: CtxState,
 }
 
 impl Context {
@@ -87,23 +83,6 @@ impl Context {
     pub fn run<R>(&self, f: impl FnOnce() -> R) -> R {
         let _g = self.enter();
         f()
-    }
-
-    /// Starts a frame in this context on the calling thread, a child of the context's frame
-    /// (the thread is in this context until it ends); with the default category.
-    pub fn child(&self, label: impl Into<Cow<'static, str>>) -> Frame {
-        self.child_with(label, self.inner.default_category)
-    }
-
-    /// Starts a frame in this context with a category (see [`Context::child`]).
-    pub fn child_with(&self, label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
-        match local::entry(&self.inner) {
-            Some(e) => Frame::start_entered(e, self.state, &label.into(), category),
-            None => {
-                self.inner.count_refused(2, 0);
-                Frame::inert()
-            }
-        }
     }
 }
 

@@ -350,3 +350,23 @@ impl Drop for Detached {
         self.end();
     }
 }
+
+// Starting a frame in a context is the frame's business: `context` does not know frames.
+impl Context {
+    /// Starts a frame in this context on the calling thread, a child of the context's frame
+    /// (the thread is in this context until it ends); with the default category.
+    pub fn child(&self, label: impl Into<Cow<'static, str>>) -> Frame {
+        self.child_with(label, self.inner.default_category)
+    }
+
+    /// Starts a frame in this context with a category (see [`Context::child`]).
+    pub fn child_with(&self, label: impl Into<Cow<'static, str>>, category: Category) -> Frame {
+        match local::entry(&self.inner) {
+            Some(e) => Frame::start_entered(e, self.state, &label.into(), category),
+            None => {
+                self.inner.count_refused(2, 0);
+                Frame::inert()
+            }
+        }
+    }
+}

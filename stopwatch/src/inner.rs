@@ -229,7 +229,7 @@ impl SinkStats {
 }
 
 impl Inner {
-    /// Counts what a call that got no thread entry ([`crate::local::entry`]: re-entered
+    /// Counts what a call that got no thread entry (`local::entry`: re-entered
     /// while the thread was being registered, or made during its teardown) would have
     /// written: `frame_records` starts and ends in the books (and the log's dropped markers,
     /// under thread 0), `others` among the other records.

@@ -62,6 +62,7 @@ pub mod demo;
 mod error;
 mod frame;
 mod gate;
+mod global;
 mod ids;
 mod inner;
 mod instrument;

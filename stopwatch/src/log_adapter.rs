@@ -20,9 +20,10 @@ use std::sync::Arc;
 use formats::Level;
 use serde::Serialize;
 
+use crate::global::with_global;
 use crate::inner::Inner;
 use crate::message::message_with_on;
-use crate::recorder::{Recorder, with_global};
+use crate::recorder::Recorder;
 
 /// A `log::Log` that records every enabled `log` record as a message.
 pub struct Logger {

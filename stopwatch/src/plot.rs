@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use formats::{PlotMode, PlotUnit};
 
+use crate::global::with_global;
 use crate::inner::Inner;
 use crate::local;
-use crate::recorder::with_global;
 
 /// Writes one value of series `name` on `inner` from the calling thread.
 #[inline]

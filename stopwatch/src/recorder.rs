@@ -1,15 +1,14 @@
 //! Recorders (one log each, one writer thread each), their builder, and the process-global
-//! recorder behind `Stopwatch::start`.
+//! API, `Stopwatch` (the global recorder itself is kept in `global`).
 
-// The global recorder is an `AtomicPtr` (a load per frame, no lock): see the SAFETY comments
-// below.
+// The install guard drops its recorder by hand (`ManuallyDrop`): see the SAFETY comment below.
 #![allow(unsafe_code)]
 
 use std::borrow::Cow;
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use parking_lot::Mutex;
 use std::time::Duration;
@@ -25,6 +24,7 @@ use crate::context::Context;
 use crate::error::{Error, ErrorCallback, Reporter};
 use crate::frame::Frame;
 use crate::gate::Gate;
+use crate::global::{self, global, with_global};
 use crate::ids::IdSource;
 use crate::inner::{Inner, Stats};
 use crate::message::{message_on, message_with_on};
@@ -391,18 +391,7 @@ impl Builder {
     /// `RUST_LOG` overrides code.
     pub fn install(self) -> Result<InstallGuard, Error> {
         let recorder = self.connect_from_env().build()?;
-        let raw = Arc::into_raw(recorder.inner.clone()) as *mut Inner;
-        if GLOBAL
-            .compare_exchange(
-                std::ptr::null_mut(),
-                raw,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            // SAFETY: `raw` came from `Arc::into_raw` just above and was not published.
-            drop(unsafe { Arc::from_raw(raw) });
+        if !global::publish(&recorder.inner) {
             return Err(Error::AlreadyInstalled);
         }
         Ok(InstallGuard {
@@ -417,34 +406,6 @@ fn process_name() -> String {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| format!("pid {}", std::process::id()))
-}
-
-/// The process-global recorder. It holds one strong count that is never released: a thread
-/// may have loaded the pointer just before `uninstall`, so the `Inner` must outlive it. That
-/// leaks one small struct per install (buffers are freed at shutdown).
-static GLOBAL: AtomicPtr<Inner> = AtomicPtr::new(std::ptr::null_mut());
-
-/// The global recorder, if one is installed (borrowed: the result never releases the strong
-/// count `GLOBAL` holds).
-#[inline(always)]
-fn global() -> Option<ManuallyDrop<Arc<Inner>>> {
-    // One relaxed load decides the no-recorder case (a plain load, nothing else).
-    let p = GLOBAL.load(Ordering::Relaxed);
-    if p.is_null() {
-        return None;
-    }
-    // Pairs with `install`'s Release (its compare-exchange): the `Inner` behind `p` is seen
-    // fully initialised. Free on x86 (a compiler barrier).
-    std::sync::atomic::fence(Ordering::Acquire);
-    // SAFETY: `p` came from `Arc::into_raw` and its strong count is never released (see
-    // `GLOBAL`), so it is alive; `ManuallyDrop` keeps this borrow from releasing it.
-    Some(ManuallyDrop::new(unsafe { Arc::from_raw(p) }))
-}
-
-/// Runs `f` with the global recorder, if one is installed.
-#[inline(always)]
-pub(crate) fn with_global<R>(f: impl FnOnce(&Arc<Inner>) -> R) -> Option<R> {
-    global().map(|inner| f(&inner))
 }
 
 /// A recorder: frames started on it go to its own log through its own writer thread.
@@ -638,7 +599,7 @@ impl InstallGuard {
     /// Uninstalls the global stopwatch, writes everything (or sends it, in connect mode) and
     /// returns the final counters: recorded = written + `dropped` + `unsent`.
     pub fn finish(mut self) -> Stats {
-        GLOBAL.store(std::ptr::null_mut(), Ordering::Release);
+        global::withdraw();
         self.recorder.close();
         // Dropping the guard after this closes an already closed recorder: nothing happens.
         self.recorder.stats()
@@ -648,7 +609,7 @@ impl InstallGuard {
 impl Drop for InstallGuard {
     fn drop(&mut self) {
         // New frames become no-ops first, then everything recorded so far is written.
-        GLOBAL.store(std::ptr::null_mut(), Ordering::Release);
+        global::withdraw();
         // SAFETY: dropped exactly once, here.
         unsafe { ManuallyDrop::drop(&mut self.recorder) };
     }
@@ -738,7 +699,7 @@ impl Stopwatch {
 
     /// Whether a global recorder is installed.
     pub fn is_installed() -> bool {
-        !GLOBAL.load(Ordering::Acquire).is_null()
+        global::is_installed()
     }
 
     /// The calling thread's current context in the global recorder.

@@ -66,8 +66,9 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::context::ContextGuard;
 use crate::counting_alloc::{self, AllocCounts, Span as AllocSpan};
 use crate::frame::Detached;
+use crate::global::with_global;
 use crate::inner::Inner;
-use crate::recorder::{Recorder, with_global};
+use crate::recorder::Recorder;
 
 /// Events kept per span.
 const MAX_EVENTS: u32 = 32;

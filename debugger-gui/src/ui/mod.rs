@@ -31,18 +31,18 @@ use formats::Category;
 
 /// The fill color of a category's boxes (unknown categories are gray).
 pub fn category_color(c: Category) -> Color32 {
-    match c.0 {
-        0 => Color32::from_rgb(78, 121, 167),   // http
-        1 => Color32::from_rgb(118, 183, 178),  // rpc
-        2 => Color32::from_rgb(156, 117, 95),   // cli
-        3 => Color32::from_rgb(242, 142, 43),   // job
-        4 => Color32::from_rgb(89, 161, 79),    // function
-        5 => Color32::from_rgb(225, 87, 89),    // lock
-        6 => Color32::from_rgb(176, 122, 161),  // workflow
-        7 => Color32::from_rgb(255, 157, 167),  // event
-        8 => Color32::from_rgb(237, 201, 72),   // database
-        9 => Color32::from_rgb(160, 203, 232),  // email
-        10 => Color32::from_rgb(134, 112, 214), // template
+    match c {
+        Category::HTTP => Color32::from_rgb(78, 121, 167),
+        Category::RPC => Color32::from_rgb(118, 183, 178),
+        Category::CLI => Color32::from_rgb(156, 117, 95),
+        Category::JOB => Color32::from_rgb(242, 142, 43),
+        Category::FUNCTION => Color32::from_rgb(89, 161, 79),
+        Category::LOCK => Color32::from_rgb(225, 87, 89),
+        Category::WORKFLOW => Color32::from_rgb(176, 122, 161),
+        Category::EVENT => Color32::from_rgb(255, 157, 167),
+        Category::DATABASE => Color32::from_rgb(237, 201, 72),
+        Category::EMAIL => Color32::from_rgb(160, 203, 232),
+        Category::TEMPLATE => Color32::from_rgb(134, 112, 214),
         _ => Color32::from_rgb(150, 150, 150),
     }
 }
