@@ -74,7 +74,7 @@ pub use label::{LabelKey, truncate_label};
 pub use record::{
     Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
     FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordIter, RecordType,
-    ThreadInfo, WorkerInfo, decode_record,
+    ThreadInfo, WorkerInfo, decode_record, end_bytes, start_with_parent_head,
 };
 
 /// Names one frame within a log: the writing process's worker id and the frame's id.

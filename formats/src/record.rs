@@ -483,6 +483,35 @@ fn ext_payload_len(n: usize) -> U16 {
     U16::new(u16::try_from(n).expect("payload fits u16 by construction"))
 }
 
+/// A FrameStart with parent's bytes before its label (type 6, *Parents* in `docs/FORMAT.md`):
+/// what [`FrameStart::encode`] writes, for a writer that copies the label itself (the
+/// stopwatch's hot path). `parent` 0 is a recorded root; `label_len` is at most 255.
+#[inline(always)]
+pub fn start_with_parent_head(
+    id: u32,
+    worker: u8,
+    timestamp: u64,
+    context: u32,
+    parent: u32,
+    category: Category,
+    label_len: u8,
+) -> [u8; FRAME_START_PARENT_HEADER_LEN] {
+    let raw = RawStartParent {
+        common: common(id, worker, RecordType::StartWithParent as u8, timestamp),
+        payload_size: ext_payload_len(PARENT_START_FIXED + usize::from(label_len)),
+        context: U32::new(context),
+        parent: U32::new(parent),
+        category: category.0,
+    };
+    zerocopy::transmute!(raw)
+}
+
+/// A FrameEnd's bytes: what [`FrameEnd::encode`] writes.
+#[inline(always)]
+pub fn end_bytes(id: u32, worker: u8, timestamp: u64) -> [u8; FRAME_END_LEN] {
+    zerocopy::transmute!(common(id, worker, RecordType::End as u8, timestamp))
+}
+
 impl FrameStart<'_> {
     /// Bytes this record takes when encoded (the label cut to 255 bytes).
     #[inline]
@@ -511,19 +540,16 @@ impl FrameStart<'_> {
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let label = truncate_label(self.label);
         if let Parent::Root | Parent::Frame(_) = self.parent {
-            let raw = RawStartParent {
-                common: common(
-                    self.id,
-                    self.worker,
-                    RecordType::StartWithParent as u8,
-                    self.timestamp,
-                ),
-                payload_size: ext_payload_len(PARENT_START_FIXED + label.len()),
-                context: U32::new(self.context),
-                parent: U32::new(self.parent.id().unwrap_or(0)),
-                category: self.category.0,
-            };
-            return put(out, raw.as_bytes(), label.as_bytes());
+            let head = start_with_parent_head(
+                self.id,
+                self.worker,
+                self.timestamp,
+                self.context,
+                self.parent.id().unwrap_or(0),
+                self.category,
+                label.len() as u8,
+            );
+            return put(out, &head, label.as_bytes());
         }
         let raw = RawStart {
             common: common(
@@ -544,11 +570,7 @@ impl FrameEnd {
     /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
     #[inline]
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
-        put(
-            out,
-            common(self.id, self.worker, RecordType::End as u8, self.timestamp).as_bytes(),
-            &[],
-        )
+        put(out, &end_bytes(self.id, self.worker, self.timestamp), &[])
     }
 }
 

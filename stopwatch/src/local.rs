@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use formats::{
     Category, FRAME_END_LEN, FRAME_START_PARENT_HEADER_LEN, FrameAlloc, FrameEnd, FrameStart,
-    Level, Message, Parent, Plot, PlotMode, PlotUnit, RecordType,
+    Level, Message, Parent, Plot, PlotMode, PlotUnit,
 };
 
 use crate::buffer::{Buf, Encode, ONE_OTHER, ONE_RECORD, Pos, pos_frames, pos_len, pos_others};
@@ -561,16 +561,16 @@ impl Entry {
                 label,
             });
         }
-        let mut head = [0u8; FRAME_START_PARENT_HEADER_LEN];
-        head[0..4].copy_from_slice(&id.to_le_bytes());
-        head[4] = self.worker;
-        head[5] = RecordType::StartWithParent as u8;
-        head[6..14].copy_from_slice(&timestamp.to_le_bytes());
-        // payload_size: context, parent, category and the label (at most 9 + 255).
-        head[14..16].copy_from_slice(&(PARENT_START_FIXED + label.len() as u16).to_le_bytes());
-        head[16..20].copy_from_slice(&context.to_le_bytes());
-        head[20..24].copy_from_slice(&parent.to_le_bytes());
-        head[24] = category.0;
+        // The layout is `formats`' (one home): built in registers, stored with one copy.
+        let head = formats::start_with_parent_head(
+            id,
+            self.worker,
+            timestamp,
+            context,
+            parent,
+            category,
+            label.len() as u8,
+        );
         // SAFETY: `base..base+cap` is the current buffer (checked above: `len + n <= cap`, so
         // a buffer exists and the record fits); this thread is the only writer above `len`
         // (the committed length it published), and the writer thread only reads below it.
@@ -595,11 +595,7 @@ impl Entry {
                 timestamp,
             });
         }
-        let mut rec = [0u8; FRAME_END_LEN];
-        rec[0..4].copy_from_slice(&id.to_le_bytes());
-        rec[4] = self.worker;
-        rec[5] = RecordType::End as u8;
-        rec[6..14].copy_from_slice(&timestamp.to_le_bytes());
+        let rec = formats::end_bytes(id, self.worker, timestamp);
         // SAFETY: as in `emit_start`: `len + FRAME_END_LEN <= cap` was checked above.
         unsafe {
             ptr::copy_nonoverlapping(
@@ -796,9 +792,6 @@ pub(crate) const ENTERED: u8 = 8;
 pub(crate) const SAVED_IN_FRAME: u8 = 16;
 /// Frame flag (with `ENTERED`): the thread's context before the frame was sampled.
 pub(crate) const SAVED_SAMPLED: u8 = 32;
-
-/// The payload of a FrameStart with parent without its label: context, parent, category.
-const PARENT_START_FIXED: u16 = (FRAME_START_PARENT_HEADER_LEN - 16) as u16;
 
 /// The thread's state before an entered frame (`ENTERED`): its context and current frame.
 #[derive(Clone, Copy, Default)]
@@ -1033,7 +1026,8 @@ unsafe fn copy_short(src: &[u8], dst: *mut u8) {
 mod tests {
     use super::*;
 
-    /// The hot path's hand-written FrameStart/FrameEnd bytes are exactly the encoder's.
+    /// The hot path's records (formats' fixed bytes, the label copied beside them) are exactly
+    /// the encoder's.
     #[test]
     fn hand_written_records_match_the_encoder() {
         let sink = Arc::new(crate::mem_sink::MemSink::new(7));
