@@ -409,7 +409,7 @@ fn bench_stress_load(summary: &mut Vec<String>) {
     // Where the time goes: the reader's share (decode, intern labels, index contexts, pair,
     // carry ends) and the model's (layout, rows, call tree, statistics, contexts), one after
     // the other on this thread, a slice at a time into a reused batch as the ingest does.
-    let mut digest = debugger_gui::feed::Digest::default();
+    let mut digest = debugger_gui::feed::ReaderStage::default();
     let mut labels = debugger_gui::feed::LabelMap::default();
     let mut batch = debugger_gui::feed::Batch::default();
     let mut model = Model::new();
@@ -435,7 +435,7 @@ fn bench_stress_load(summary: &mut Vec<String>) {
     drop(model);
     // The same log as if its starts recorded their parents (type 6, each naming the frame it
     // nests in on its thread, as a recording program names them): model building again.
-    let mut digest = debugger_gui::feed::Digest::default();
+    let mut digest = debugger_gui::feed::ReaderStage::default();
     let mut labels = debugger_gui::feed::LabelMap::default();
     let mut model = Model::new();
     model.expect_frames(frames);

@@ -411,7 +411,7 @@ mod tests {
         };
         // The model already knows a label the reader never saw: their ids are one apart.
         shared.model.lock().intern_label("seen only by the model");
-        let mut digest = crate::feed::Digest::default();
+        let mut digest = crate::feed::ReaderStage::default();
         let mut batch = Batch::default();
         let mut bytes = Vec::new();
         let mut log = crate::model::test_log::Log::default();

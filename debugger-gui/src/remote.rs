@@ -78,7 +78,7 @@ pub(crate) fn start(
     shared: Arc<Shared>,
 ) -> (Arc<Link>, Option<JoinHandle<()>>) {
     let link = Arc::new(Link::default());
-    let (sink, handle) = Sink::new(&shared, &link);
+    let (sink, handle) = Handoff::new(&shared, &link);
     shared.status().waiting = Some(format!("Connecting to {url}…"));
     let session = Mutex::new(Session::new(url, token, sink, &shared, &link));
     // Held while connecting, so the socket thread's first event (which sends Hello) finds
@@ -104,7 +104,7 @@ pub(crate) fn start(
 #[allow(clippy::arc_with_non_send_sync)]
 pub(crate) fn start(url: &str, token: &str, shared: Arc<Shared>) -> (Arc<Link>, Option<Driver>) {
     let link = Arc::new(Link::default());
-    let (sink, _) = Sink::new(&shared, &link);
+    let (sink, _) = Handoff::new(&shared, &link);
     shared.status().waiting = Some(format!("Connecting to {url}…"));
     let session = Session::new(url, token, sink, &shared, &link);
     // The driver's timer takes in what arrives; nothing to wake.
@@ -194,7 +194,7 @@ fn options() -> ewebsock::Options {
 }
 
 /// Where digested batches go: the applier thread (natively), or straight into the model.
-enum Sink {
+enum Handoff {
     #[cfg(not(target_arch = "wasm32"))]
     Thread {
         tx: std::sync::mpsc::SyncSender<(Batch, ReadState)>,
@@ -204,10 +204,10 @@ enum Sink {
     Inline { applier: Box<Applier>, spare: Batch },
 }
 
-impl Sink {
+impl Handoff {
     /// Natively, starts the applier thread; in the browser, applies inline.
     #[cfg(not(target_arch = "wasm32"))]
-    fn new(shared: &Arc<Shared>, link: &Arc<Link>) -> (Sink, Option<JoinHandle<()>>) {
+    fn new(shared: &Arc<Shared>, link: &Arc<Link>) -> (Handoff, Option<JoinHandle<()>>) {
         use std::sync::atomic::Ordering;
         let (tx, rx) = std::sync::mpsc::sync_channel::<(Batch, ReadState)>(3);
         let (recycle_tx, recycle) = std::sync::mpsc::channel::<Batch>();
@@ -221,12 +221,12 @@ impl Sink {
                 crate::apply::applier(&shared, rx, recycle_tx, &stopped, &grant);
             })
             .expect("spawn the remote applier thread");
-        (Sink::Thread { tx, recycle }, Some(handle))
+        (Handoff::Thread { tx, recycle }, Some(handle))
     }
 
     #[cfg(target_arch = "wasm32")]
-    fn new(_: &Arc<Shared>, _: &Arc<Link>) -> (Sink, Option<JoinHandle<()>>) {
-        let sink = Sink::Inline {
+    fn new(_: &Arc<Shared>, _: &Arc<Link>) -> (Handoff, Option<JoinHandle<()>>) {
+        let sink = Handoff::Inline {
             applier: Box::default(),
             spare: Batch::default(),
         };
@@ -237,8 +237,8 @@ impl Sink {
     fn batch(&mut self) -> Batch {
         let mut batch = match self {
             #[cfg(not(target_arch = "wasm32"))]
-            Sink::Thread { recycle, .. } => recycle.try_recv().unwrap_or_default(),
-            Sink::Inline { spare, .. } => std::mem::take(spare),
+            Handoff::Thread { recycle, .. } => recycle.try_recv().unwrap_or_default(),
+            Handoff::Inline { spare, .. } => std::mem::take(spare),
         };
         batch.clear();
         batch
@@ -249,8 +249,8 @@ impl Sink {
         match self {
             // Blocks while the applier is behind: what waits is bounded by the credit.
             #[cfg(not(target_arch = "wasm32"))]
-            Sink::Thread { tx, .. } => tx.send((batch, state)).is_ok(),
-            Sink::Inline { applier, spare } => {
+            Handoff::Thread { tx, .. } => tx.send((batch, state)).is_ok(),
+            Handoff::Inline { applier, spare } => {
                 applier.take(shared, &batch, state, &|| false);
                 if batch.credit > 0 {
                     link.grant(batch.credit);
@@ -270,7 +270,7 @@ struct Session {
     url: String,
     token: String,
     feed: ViewerFeed,
-    sink: Sink,
+    sink: Handoff,
     shared: Arc<Shared>,
     link: Arc<Link>,
     /// The WebSocket handshake succeeded.
@@ -280,7 +280,7 @@ struct Session {
 }
 
 impl Session {
-    fn new(url: &str, token: &str, sink: Sink, shared: &Arc<Shared>, link: &Arc<Link>) -> Self {
+    fn new(url: &str, token: &str, sink: Handoff, shared: &Arc<Shared>, link: &Arc<Link>) -> Self {
         Session {
             url: url.to_owned(),
             token: token.to_owned(),

@@ -98,7 +98,7 @@ pub use append::{DamageHook, DataBatch, SyncPolicy};
 pub use damage::{Damage, DamageLog};
 pub use data_store::DataStore;
 pub use error::{Error, Result};
-pub use reader::{LogReader, Position, Sink};
+pub use reader::{LogReader, Position, RecordHandler};
 pub use retention::{Pruned, Retention};
 pub use worker::is_writing;
 pub use writer::{LogWriter, WriterOptions};

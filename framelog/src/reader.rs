@@ -31,19 +31,19 @@ pub struct Position {
 
 /// What takes the records [`LogReader::read_some_labelled`] reads: any
 /// `FnMut(Position, Record, LabelKey)`, or a reader's own type.
-pub trait Sink {
+pub trait RecordHandler {
     /// One record, where it is, with its [`LabelKey`].
     fn record(&mut self, pos: Position, rec: Record<'_>, key: LabelKey);
 }
 
-impl<F: FnMut(Position, Record<'_>, LabelKey)> Sink for F {
+impl<F: FnMut(Position, Record<'_>, LabelKey)> RecordHandler for F {
     #[inline(always)]
     fn record(&mut self, pos: Position, rec: Record<'_>, key: LabelKey) {
         self(pos, rec, key)
     }
 }
 
-/// A [`Sink`] fed by the compact decoder of one segment.
+/// A [`RecordHandler`] fed by the compact decoder of one segment.
 #[cfg(feature = "compact")]
 struct AtSegment<'a, S> {
     sink: &'a mut S,
@@ -51,7 +51,7 @@ struct AtSegment<'a, S> {
 }
 
 #[cfg(feature = "compact")]
-impl<S: Sink> formats::compact::frames::RecordSink for AtSegment<'_, S> {
+impl<S: RecordHandler> formats::compact::frames::RecordHandler for AtSegment<'_, S> {
     #[inline(always)]
     fn record(&mut self, offset: u64, rec: Record<'_>, key: LabelKey) {
         let segment = self.segment;
@@ -231,9 +231,13 @@ impl LogReader {
 
     /// [`LogReader::read_some`], with a [`LabelKey`] beside each record: a reader that
     /// interns labels looks each label of a compact block up once, not at every start. `f` is
-    /// any `FnMut(Position, Record, LabelKey)`, or a [`Sink`] whose `record` is
+    /// any `FnMut(Position, Record, LabelKey)`, or a [`RecordHandler`] whose `record` is
     /// `#[inline(always)]` (then its work runs inside the compact decoder's loop).
-    pub fn read_some_labelled(&mut self, max_bytes: usize, mut f: impl Sink) -> Result<u64> {
+    pub fn read_some_labelled(
+        &mut self,
+        max_bytes: usize,
+        mut f: impl RecordHandler,
+    ) -> Result<u64> {
         let mut delivered = 0u64;
         let mut budget = max_bytes;
         loop {
@@ -451,7 +455,11 @@ impl LogReader {
     /// Delivers records of the current compact segment's blocks until about `budget` raw
     /// bytes went by; returns (records, raw bytes, whether the segment is done).
     #[cfg(feature = "compact")]
-    fn read_compact(&mut self, budget: usize, f: &mut impl Sink) -> Result<(u64, usize, bool)> {
+    fn read_compact(
+        &mut self,
+        budget: usize,
+        f: &mut impl RecordHandler,
+    ) -> Result<(u64, usize, bool)> {
         let (file, path) = self.file.as_ref().expect("opened before");
         let (plan, next) = self.compact.as_mut().expect("compact segment");
         let mut delivered = 0u64;

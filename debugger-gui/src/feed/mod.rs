@@ -7,7 +7,7 @@
 //! runs: the file ingest digests on its reader thread and applies on a second one, holding the
 //! model lock one chunk at a time.
 //!
-//! - [`Digest`] (the reader stage) decodes nothing itself: it takes decoded records, interns
+//! - [`ReaderStage`] (the reader stage) decodes nothing itself: it takes decoded records, interns
 //!   their labels, numbers plot series, indexes their contexts and pairs starts with ends, into
 //!   a [`Batch`] the model applies without hashing a key. A frame that ends within its batch
 //!   has its start carry the end, so the applier has half the records to apply.
@@ -317,20 +317,20 @@ struct DigestMaps {
 /// The reader stage's state: labels interned and frames paired so far, the newest time read,
 /// and the writers announced in the log.
 #[derive(Default)]
-pub struct Digest {
+pub struct ReaderStage {
     maps: DigestMaps,
     newest: u64,
     /// The log's writing processes.
     pub writers: WriterWatch,
 }
 
-impl Digest {
+impl ReaderStage {
     /// Adds one record (in log order) to `batch`.
     pub fn push(&mut self, rec: &Record<'_>, batch: &mut Batch) {
         self.push_keyed(rec, LabelKey::NONE, batch);
     }
 
-    /// [`Digest::push`] for a record read with its [`LabelKey`] (a compact block's start:
+    /// [`ReaderStage::push`] for a record read with its [`LabelKey`] (a compact block's start:
     /// its label is interned once per block, not compared at every start).
     #[inline(always)]
     pub fn push_keyed(&mut self, rec: &Record<'_>, key: LabelKey, batch: &mut Batch) {
@@ -634,7 +634,7 @@ mod tests {
             // The reader stage, in batches cut at random places.
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed + 100);
             let (mut digest, mut labels, mut model) =
-                (Digest::default(), LabelMap::default(), Model::new());
+                (ReaderStage::default(), LabelMap::default(), Model::new());
             let mut batch = Batch::default();
             for item in formats::RecordIter::new(&log.bytes, 0) {
                 digest.push(&item.unwrap().1, &mut batch);
@@ -726,7 +726,7 @@ mod tests {
                 }
             }
             direct.apply_bytes(&bytes);
-            let (mut digest, mut labels) = (Digest::default(), LabelMap::default());
+            let (mut digest, mut labels) = (ReaderStage::default(), LabelMap::default());
             let mut batch = Batch::default();
             for item in formats::RecordIter::new(&bytes, 0) {
                 digest.push(&item.unwrap().1, &mut batch);
@@ -862,7 +862,7 @@ mod tests {
         direct.apply_bytes(&after.bytes);
         // Through the reader stage, the stop found after the first process's records.
         let (mut digest, mut labels, mut model) =
-            (Digest::default(), LabelMap::default(), Model::new());
+            (ReaderStage::default(), LabelMap::default(), Model::new());
         for (i, log) in [&before, &after].into_iter().enumerate() {
             let mut batch = Batch::default();
             for item in formats::RecordIter::new(&log.bytes, 0) {
@@ -892,7 +892,7 @@ mod tests {
     fn a_label_key_names_its_label_within_its_block_only() {
         // Two compact blocks number the same two labels in opposite orders; a start without a
         // key (a raw segment's) is interned by its text.
-        let mut digest = Digest::default();
+        let mut digest = ReaderStage::default();
         let mut batch = Batch::default();
         let start = |id: u32, label: &'static str| {
             Record::Start(formats::FrameStart {

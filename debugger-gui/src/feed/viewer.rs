@@ -16,7 +16,7 @@ use formats::protocol::viewer::{
 };
 use rustc_hash::FxHashMap;
 
-use super::{Batch, Digest, ReadState};
+use super::{Batch, ReadState, ReaderStage};
 
 /// Record bytes granted at the start and kept in flight: enough to keep loopback and a LAN
 /// busy, small enough that a window that stops taking records in holds little.
@@ -62,7 +62,7 @@ pub enum Incoming {
 /// model.
 #[derive(Default)]
 pub struct ViewerFeed {
-    digest: Digest,
+    digest: ReaderStage,
     status: Option<StreamStatus>,
     /// Records arrived after the last Status (it is not caught up with them).
     records_since_status: bool,

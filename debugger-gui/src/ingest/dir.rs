@@ -10,7 +10,7 @@ use web_time::Instant;
 use framelog::{Error, LogReader};
 
 use crate::apply::{Shared, applier};
-use crate::feed::{Batch, Digest, ReadState, WriterWatch};
+use crate::feed::{Batch, ReadState, ReaderStage, WriterWatch};
 
 /// Bytes the reader delivers per `read_some` call.
 const SLICE_BYTES: usize = 4 << 20;
@@ -80,7 +80,7 @@ pub(super) fn run(dir: &Path, follow: bool, shared: &Shared) {
     // with eight.
     let (tx, rx) = sync_channel::<(Batch, ReadState)>(8);
     let (recycle_tx, recycle_rx) = channel::<Batch>();
-    let mut digest = Digest::default();
+    let mut digest = ReaderStage::default();
     std::thread::scope(|scope| {
         scope.spawn(|| applier(shared, rx, recycle_tx, &stopped, &|_| {}));
         let mut last_sent: Option<(ReadState, Instant)> = None;
@@ -208,11 +208,11 @@ fn is_empty_dir(dir: &Path) -> bool {
 /// `record` is always inlined, so a compact block's records are digested inside the decoder's
 /// hand-out loop, with no call per record.
 struct IntoBatch<'a> {
-    digest: &'a mut Digest,
+    digest: &'a mut ReaderStage,
     batch: &'a mut Batch,
 }
 
-impl framelog::Sink for IntoBatch<'_> {
+impl framelog::RecordHandler for IntoBatch<'_> {
     #[inline(always)]
     fn record(&mut self, _: framelog::Position, rec: formats::Record<'_>, key: formats::LabelKey) {
         self.digest.push_keyed(&rec, key, self.batch);

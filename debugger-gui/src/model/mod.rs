@@ -334,7 +334,7 @@ impl Model {
         let t = worker.last_time;
         let mut cut = 0;
         self.pairer.stop_worker(w);
-        // As the reader stage does (`Digest::stop_writers`).
+        // As the reader stage does (`ReaderStage::stop_writers`).
         self.context_index.forget_worker(w);
         self.stop_waiting(w);
         for slot in 0..self.open.len() {
@@ -526,9 +526,9 @@ pub(crate) mod tests {
     /// The model `bytes` make through the reader stage (as the ingest and viewers build it),
     /// in batches of 37 records.
     pub(crate) fn through_reader_stage(bytes: &[u8]) -> Model {
-        use crate::feed::{Batch, Digest, LabelMap, apply_batch};
+        use crate::feed::{Batch, LabelMap, ReaderStage, apply_batch};
         let (mut digest, mut labels, mut model) =
-            (Digest::default(), LabelMap::default(), Model::new());
+            (ReaderStage::default(), LabelMap::default(), Model::new());
         let mut batch = Batch::default();
         for (n, item) in formats::RecordIter::new(bytes, 0).enumerate() {
             digest.push(&item.unwrap().1, &mut batch);

@@ -1555,12 +1555,12 @@ impl BlockDecoder {
 /// What takes a decoded block's records in order ([`BlockDecoder::for_each_labelled_from`]):
 /// any `FnMut(offset, record, label key)`, or a reader's own type whose `record` is
 /// `#[inline(always)]`, so that its work is compiled into the decoder's hand-out loop.
-pub trait RecordSink {
+pub trait RecordHandler {
     /// One record, at raw offset `offset`, with its [`LabelKey`].
     fn record(&mut self, offset: u64, rec: Record<'_>, key: LabelKey);
 }
 
-impl<F: FnMut(u64, Record<'_>, LabelKey)> RecordSink for F {
+impl<F: FnMut(u64, Record<'_>, LabelKey)> RecordHandler for F {
     #[inline(always)]
     fn record(&mut self, offset: u64, rec: Record<'_>, key: LabelKey) {
         self(offset, rec, key)
@@ -1584,10 +1584,10 @@ impl BlockDecoder {
     /// [`BlockDecoder::for_each_from`], with each start's [`LabelKey`]: the label's index in
     /// the block's table and this decode's [`BlockDecoder::generation`], which name the label
     /// without comparing its bytes.
-    // Always inlined, as a `RecordSink`'s `record` should be: a reader's per-record work then
+    // Always inlined, as a `RecordHandler`'s `record` should be: a reader's per-record work then
     // sits in this loop, with no call and no `Record` built in memory per record.
     #[inline(always)]
-    pub fn for_each_labelled_from(&self, from: usize, mut f: impl RecordSink) {
+    pub fn for_each_labelled_from(&self, from: usize, mut f: impl RecordHandler) {
         let block = self.generation;
         let raw = &self.raw[..];
         let text = &self.text[..];
