@@ -183,7 +183,47 @@ pub fn layout(model: &Model, collapsed: &FxHashSet<u32>) -> (Vec<(u32, f32, usiz
     (out, y)
 }
 
-/// Draws the flamegraph into all of `ui`'s available space and handles its input.
+/// One paint's geometry: where the timeline and its lanes are on screen, and which times
+/// they show (`base` + `start` at the left edge, `width` ns across).
+#[derive(Clone, Copy)]
+struct Canvas {
+    rect: Rect,
+    /// Below the ruler: where the lanes are drawn.
+    body: Rect,
+    /// The y of the first lane's top (scrolled).
+    top: f32,
+    base: u64,
+    start: f64,
+    width: f64,
+}
+
+impl Canvas {
+    /// Nanoseconds a pixel stands for.
+    fn px_ns(&self) -> f64 {
+        self.width / self.rect.width() as f64
+    }
+
+    /// The x of time `t`.
+    fn x_of(&self, t: u64) -> f32 {
+        self.rect.left()
+            + ((t as f64 - self.base as f64 - self.start) / self.width * self.rect.width() as f64)
+                as f32
+    }
+
+    /// The time at `x`.
+    fn t_of(&self, x: f32) -> f64 {
+        self.base as f64
+            + self.start
+            + (x - self.rect.left()) as f64 / self.rect.width() as f64 * self.width
+    }
+}
+
+/// The lanes as laid out this paint: (lane, y from the content's top, rows shown).
+type Lanes = [(u32, f32, usize)];
+
+/// Draws the Timeline into all of `ui`'s available space and handles its input: the input
+/// first (it moves the view), then the ruler, the lanes, the links and the selected range,
+/// then what the pointer is over or clicked.
 pub fn show(
     ui: &mut Ui,
     state: &mut TimelineState,
@@ -231,10 +271,7 @@ pub fn show(
     let base = *state.base.get_or_insert(tmin);
     let lo = tmin as f64 - base as f64;
     let hi = tmax as f64 - base as f64;
-    let span = (hi - lo).max(1000.0);
 
-    // ---- input ----
-    let w = rect.width() as f64;
     let (lanes, content_h) = layout(model, &state.collapsed);
     let view_h = rect.height() - RULER_H;
     if let Some((s, e)) = state.pending_zoom_to.take() {
@@ -242,6 +279,80 @@ pub fn show(
         state.width = (d * 1.1).max(10.0);
         state.start = s as f64 - base as f64 - d * 0.05;
     }
+    let hover = response.hover_pos();
+    apply_input(
+        ui,
+        state,
+        &response,
+        rect,
+        base,
+        (lo, hi),
+        content_h - view_h,
+    );
+    let body = Rect::from_min_max(pos2(rect.left(), rect.top() + RULER_H), rect.max);
+    let canvas = Canvas {
+        rect,
+        body,
+        top: body.top() - state.scroll_y,
+        base,
+        start: state.start,
+        width: state.width,
+    };
+    draw_ruler(&painter, &visuals, &canvas, lo);
+    let lane_painter = painter.with_clip_rect(body);
+    let mut drawn = draw_lanes(
+        ui,
+        &response,
+        &lane_painter,
+        model,
+        &lanes,
+        &canvas,
+        matches,
+        selected,
+    );
+    if let Some(sel) = selected {
+        draw_links(&lane_painter, model, &lanes, &canvas, sel, &mut drawn);
+    }
+    state.drawn = drawn;
+    if let Some(range) = state.selection {
+        draw_selected_range(&painter, &visuals, &canvas, range);
+    }
+    out.clicked = pointer(
+        ui,
+        &response,
+        state,
+        model,
+        &lanes,
+        &canvas,
+        &lane_painter,
+        hover,
+    );
+    if content_h > view_h {
+        draw_scrollbar(
+            &painter,
+            &visuals,
+            &canvas,
+            state.scroll_y,
+            content_h,
+            view_h,
+        );
+    }
+    out
+}
+
+/// Zoom, pan, follow and range selection from this frame's input; then the view is kept
+/// within the log (`lo..hi`, ns from `base`) and the lanes' scroll within `overflow` pixels.
+fn apply_input(
+    ui: &Ui,
+    state: &mut TimelineState,
+    response: &Response,
+    rect: Rect,
+    base: u64,
+    (lo, hi): (f64, f64),
+    overflow: f32,
+) {
+    let span = (hi - lo).max(1000.0);
+    let w = rect.width() as f64;
     // Following: the last `follow_window` of the log, or all of a shorter log.
     let follow_width = |st: &TimelineState| st.follow_window.clamp(1e3, 1e15).min(span * 1.02);
     if state.follow && !state.fitted {
@@ -298,7 +409,7 @@ pub fn show(
             }
         }
         if scroll.y != 0.0 {
-            if content_h > view_h {
+            if overflow > 0.0 {
                 state.scroll_y -= scroll.y;
             } else {
                 state.start -= scroll.y as f64 / w * state.width;
@@ -385,9 +496,7 @@ pub fn show(
     state.start = state
         .start
         .clamp(lo - state.width * 0.5, hi - state.width * 0.5);
-    state.scroll_y = state
-        .scroll_y
-        .clamp(0.0, (content_h - view_h + 20.0).max(0.0));
+    state.scroll_y = state.scroll_y.clamp(0.0, (overflow + 20.0).max(0.0));
 
     let px_ns = state.width / w;
     if response.drag_stopped() && state.selecting.take().is_some() {
@@ -401,17 +510,19 @@ pub fn show(
     if !typing && ui.input(|i| i.key_pressed(Key::Escape)) {
         state.selection = None;
     }
-    let (view_start, view_w) = (state.start, state.width);
-    let x_of = |t: u64| -> f32 {
-        rect.left() + ((t as f64 - base as f64 - view_start) / view_w * w) as f32
-    };
-    let t_of = |x: f32| -> f64 { base as f64 + view_start + (x - rect.left()) as f64 / w * view_w };
+}
 
-    // ---- ruler ----
+/// The ruler: a tick every ~90 pixels with its time (from the log's start, `lo` ns after
+/// `base`), and the grid lines under it.
+fn draw_ruler(painter: &egui::Painter, visuals: &egui::Visuals, canvas: &Canvas, lo: f64) {
+    let rect = canvas.rect;
+    let w = rect.width() as f64;
+    let px_ns = canvas.px_ns();
+    let (start, width) = (canvas.start, canvas.width);
     let ruler = Rect::from_min_size(rect.min, vec2(rect.width(), RULER_H));
     painter.rect_filled(ruler, CornerRadius::ZERO, visuals.faint_bg_color);
     let step = timefmt::tick_step(px_ns * 90.0);
-    let first_tick = ((state.start - lo) / step).floor() * step;
+    let first_tick = ((start - lo) / step).floor() * step;
     let mut tick = first_tick;
     let grid = visuals
         .widgets
@@ -419,8 +530,8 @@ pub fn show(
         .bg_stroke
         .color
         .gamma_multiply(0.5);
-    while tick <= state.start - lo + state.width + step {
-        let x = rect.left() + ((tick + lo - state.start) / state.width * w) as f32;
+    while tick <= start - lo + width + step {
+        let x = rect.left() + ((tick + lo - start) / width * w) as f32;
         if x >= rect.left() - 1.0 && x <= rect.right() + 1.0 {
             painter.line_segment(
                 [pos2(x, rect.top() + RULER_H), pos2(x, rect.bottom())],
@@ -448,13 +559,28 @@ pub fn show(
         }
         tick += step;
     }
+}
 
-    // ---- lanes ----
-    let body = Rect::from_min_max(pos2(rect.left(), rect.top() + RULER_H), rect.max);
-    let lane_painter = painter.with_clip_rect(body);
-    let top = body.top() - state.scroll_y;
-    let t0 = t_of(rect.left()).max(0.0) as u64;
-    let t1 = t_of(rect.right()).max(0.0).ceil() as u64 + 1;
+/// The lanes: a header each (title, message markers), then each row's boxes at this zoom
+/// (merged below a pixel), coloured by category, dimmed outside a search, labelled where
+/// wide enough; returns what was drawn (for hit tests and tests).
+#[allow(clippy::too_many_arguments)]
+fn draw_lanes(
+    ui: &Ui,
+    response: &Response,
+    lane_painter: &egui::Painter,
+    model: &Model,
+    lanes: &Lanes,
+    canvas: &Canvas,
+    matches: Option<&Matches>,
+    selected: Option<FrameRef>,
+) -> Drawn {
+    let (rect, body, top) = (canvas.rect, canvas.body, canvas.top);
+    let visuals = ui.visuals();
+    let px_ns = canvas.px_ns();
+    let x_of = |t: u64| canvas.x_of(t);
+    let t0 = canvas.t_of(rect.left()).max(0.0) as u64;
+    let t1 = canvas.t_of(rect.right()).max(0.0).ceil() as u64 + 1;
     let mut drawn = Drawn::default();
     let mut boxes: Vec<LodBox> = Vec::with_capacity(1024);
     let label_font = FontId::proportional(12.0);
@@ -465,7 +591,7 @@ pub fn show(
         .ctx()
         .accesskit_node_builder(response.id, |_| ())
         .is_some();
-    for &(lane, y0, nrows) in &lanes {
+    for &(lane, y0, nrows) in lanes {
         let ly = top + y0;
         let lane_bottom = ly + LANE_HEADER_H + nrows as f32 * ROW_H;
         if lane_bottom < body.top() || ly > body.bottom() {
@@ -491,7 +617,7 @@ pub fn show(
         if !model.messages().is_empty() {
             let range = (t0, t1);
             message_markers::draw(
-                &lane_painter,
+                lane_painter,
                 model,
                 lane,
                 header,
@@ -637,61 +763,94 @@ pub fn show(
             }
         }
     }
-    let _ = a11y;
-    // ---- links between lanes: the selected frame's parent and children elsewhere ----
-    if let Some(sel) = selected {
-        let y_of = |at: FrameRef| -> Option<f32> {
-            let &(_, y0, nrows) = lanes.iter().find(|l| l.0 == at.lane)?;
-            Some(if nrows == 0 {
-                top + y0 + LANE_HEADER_H / 2.0
-            } else {
-                top + y0 + LANE_HEADER_H + (at.row as f32 + 0.5) * ROW_H
-            })
-        };
-        for (parent, child) in model.links_of(sel, 64) {
-            let (Some(py), Some(cy)) = (y_of(parent), y_of(child)) else {
-                continue;
-            };
-            let x = x_of(model.row(child).start(child.index as usize));
-            draw_link(&lane_painter, pos2(x, py), pos2(x, cy));
-            drawn.links.push((parent, child));
-        }
-    }
-    state.drawn = drawn;
+    drawn
+}
 
-    // ---- the selected range ----
-    if let Some((a, b)) = state.selection {
-        let x0 = x_of(a).max(rect.left());
-        let x1 = x_of(b).min(rect.right());
-        if x1 > x0 {
-            let sel = Rect::from_min_max(pos2(x0, rect.top()), pos2(x1, rect.bottom()));
-            let c = visuals.selection.bg_fill;
-            painter.rect_filled(sel, CornerRadius::ZERO, c.gamma_multiply(0.18));
-            for x in [x0, x1] {
-                painter.line_segment(
-                    [pos2(x, rect.top()), pos2(x, rect.bottom())],
-                    Stroke::new(1.0, c),
-                );
-            }
-            painter.text(
-                pos2((x0 + x1) / 2.0, rect.top() + RULER_H + 2.0),
-                Align2::CENTER_TOP,
-                timefmt::duration((b - a) as f64),
-                FontId::proportional(12.0),
-                visuals.strong_text_color(),
+/// Links from the selected frame to its parent and children on other lanes.
+fn draw_links(
+    lane_painter: &egui::Painter,
+    model: &Model,
+    lanes: &Lanes,
+    canvas: &Canvas,
+    sel: FrameRef,
+    drawn: &mut Drawn,
+) {
+    let top = canvas.top;
+    let y_of = |at: FrameRef| -> Option<f32> {
+        let &(_, y0, nrows) = lanes.iter().find(|l| l.0 == at.lane)?;
+        Some(if nrows == 0 {
+            top + y0 + LANE_HEADER_H / 2.0
+        } else {
+            top + y0 + LANE_HEADER_H + (at.row as f32 + 0.5) * ROW_H
+        })
+    };
+    for (parent, child) in model.links_of(sel, 64) {
+        let (Some(py), Some(cy)) = (y_of(parent), y_of(child)) else {
+            continue;
+        };
+        let x = canvas.x_of(model.row(child).start(child.index as usize));
+        draw_link(lane_painter, pos2(x, py), pos2(x, cy));
+        drawn.links.push((parent, child));
+    }
+}
+
+/// The selected time range: shaded, its edges, its duration.
+fn draw_selected_range(
+    painter: &egui::Painter,
+    visuals: &egui::Visuals,
+    canvas: &Canvas,
+    (a, b): (u64, u64),
+) {
+    let rect = canvas.rect;
+    let x0 = canvas.x_of(a).max(rect.left());
+    let x1 = canvas.x_of(b).min(rect.right());
+    if x1 > x0 {
+        let sel = Rect::from_min_max(pos2(x0, rect.top()), pos2(x1, rect.bottom()));
+        let c = visuals.selection.bg_fill;
+        painter.rect_filled(sel, CornerRadius::ZERO, c.gamma_multiply(0.18));
+        for x in [x0, x1] {
+            painter.line_segment(
+                [pos2(x, rect.top()), pos2(x, rect.bottom())],
+                Stroke::new(1.0, c),
             );
         }
+        painter.text(
+            pos2((x0 + x1) / 2.0, rect.top() + RULER_H + 2.0),
+            Align2::CENTER_TOP,
+            timefmt::duration((b - a) as f64),
+            FontId::proportional(12.0),
+            visuals.strong_text_color(),
+        );
     }
+}
 
-    // ---- hover, click, double-click ----
+/// What the pointer is over (a frame, a merged box, a message marker: tooltips and
+/// outlines) and what it did: a click on a marker selects its frame, on a lane header folds
+/// the lane, on a merged box zooms to it, on a frame selects it (`Some(None)`: on nothing);
+/// a double-click zooms to the frame.
+#[allow(clippy::too_many_arguments)]
+fn pointer(
+    ui: &Ui,
+    response: &Response,
+    state: &mut TimelineState,
+    model: &Model,
+    lanes: &Lanes,
+    canvas: &Canvas,
+    lane_painter: &egui::Painter,
+    hover: Option<Pos2>,
+) -> Option<Option<FrameRef>> {
+    let (rect, body, top) = (canvas.rect, canvas.body, canvas.top);
+    let visuals = ui.visuals();
+    let px_ns = canvas.px_ns();
+    let mut clicked = None;
     let pick = |p: Pos2| -> Option<FrameRef> {
         if !body.contains(p) {
             return None;
         }
         let y = p.y - top;
-        let t = t_of(p.x).max(0.0) as u64;
+        let t = canvas.t_of(p.x).max(0.0) as u64;
         let tol = (px_ns * 3.0) as u64;
-        for &(lane, y0, nrows) in &lanes {
+        for &(lane, y0, nrows) in lanes {
             let ry = y - y0 - LANE_HEADER_H;
             if ry >= 0.0 && ry < nrows as f32 * ROW_H {
                 return model.hit(lane, (ry / ROW_H) as u32, t, tol);
@@ -748,7 +907,7 @@ pub fn show(
             .get(m.first)
             .and_then(|e| model.message_frame(e));
         if frame.is_some() {
-            out.clicked = Some(frame);
+            clicked = Some(frame);
         }
     } else if let Some(lane) = clicked_header {
         let fold = !state.collapsed.contains(&lane);
@@ -779,7 +938,7 @@ pub fn show(
                 state.zoom_to(b.start.saturating_sub(pad), b.end + pad);
                 ui.ctx().request_repaint();
             }
-            None => out.clicked = Some(p.and_then(pick)),
+            None => clicked = Some(p.and_then(pick)),
         }
     }
     if let Some((brect, lane, row, b)) = hovered_merged
@@ -791,12 +950,12 @@ pub fn show(
             Stroke::new(1.0, visuals.strong_text_color()),
             StrokeKind::Inside,
         );
-        merged_tooltip(&response, model, lane, row, &b);
+        merged_tooltip(response, model, lane, row, &b);
     }
     if let Some((lane, m)) = hovered_marker
         && !response.dragged()
     {
-        message_markers::tooltip(&response, model, lane, &m, px_ns);
+        message_markers::tooltip(response, model, lane, &m, px_ns);
     }
     if response.double_clicked()
         && let Some(at) = response.interact_pointer_pos().and_then(pick)
@@ -808,10 +967,11 @@ pub fn show(
     if let Some(at) = state.hovered
         && !response.dragged()
     {
-        tooltip(&response, model, at);
+        tooltip(response, model, at);
         if let Some(info) = model.info(at) {
-            let x0 = x_of(info.start).max(rect.left());
-            let x1 = x_of(info.start + info.duration)
+            let x0 = canvas.x_of(info.start).max(rect.left());
+            let x1 = canvas
+                .x_of(info.start + info.duration)
                 .min(rect.right())
                 .max(x0 + 1.0);
             if let Some(&(_, y0, _)) = lanes.iter().find(|l| l.0 == at.lane) {
@@ -825,18 +985,27 @@ pub fn show(
             }
         }
     }
-    // Scrollbar hint when lanes overflow.
-    if content_h > view_h {
-        let frac = view_h / content_h;
-        let h = (body.height() * frac).max(20.0);
-        let y = body.top() + (state.scroll_y / content_h) * body.height();
-        painter.rect_filled(
-            Rect::from_min_size(pos2(rect.right() - 6.0, y), vec2(4.0, h)),
-            CornerRadius::same(2),
-            visuals.widgets.inactive.bg_fill,
-        );
-    }
-    out
+    clicked
+}
+
+/// A scrollbar's thumb where the lanes overflow the view.
+fn draw_scrollbar(
+    painter: &egui::Painter,
+    visuals: &egui::Visuals,
+    canvas: &Canvas,
+    scroll_y: f32,
+    content_h: f32,
+    view_h: f32,
+) {
+    let (rect, body) = (canvas.rect, canvas.body);
+    let frac = view_h / content_h;
+    let h = (body.height() * frac).max(20.0);
+    let y = body.top() + (scroll_y / content_h) * body.height();
+    painter.rect_filled(
+        Rect::from_min_size(pos2(rect.right() - 6.0, y), vec2(4.0, h)),
+        CornerRadius::same(2),
+        visuals.widgets.inactive.bg_fill,
+    );
 }
 
 /// Color of a link from a parent to its child on another lane.
