@@ -7,7 +7,7 @@
 //! when it started, else the context's root, else none.
 
 use formats::{FrameKey, Parent, Record};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A frame's parent and where the answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,12 +34,13 @@ const COMPACT_AT: usize = 4096;
 #[derive(Debug, Default)]
 pub struct Parents {
     /// Each worker's current thread (set by its `thread_info` records).
-    thread: HashMap<u8, u32>,
-    /// Per (worker, thread): frames started there with a type 0 start, innermost last, with
-    /// their contexts. Entries that ended are dropped lazily.
-    stacks: HashMap<(u8, u32), Vec<(u32, u32)>>,
+    thread: FxHashMap<u8, u32>,
+    /// Per (worker, thread): frames started there, innermost last, with their contexts.
+    /// Entries that ended are dropped lazily.
+    stacks: FxHashMap<(u8, u32), Vec<(u32, u32)>>,
     /// Frames of those stacks that have not ended.
-    open: HashSet<FrameKey>,
+    /// (A fast hash: every frame goes in and out once.)
+    open: FxHashSet<FrameKey>,
     recorded: u64,
     inferred: u64,
 }
@@ -59,7 +60,21 @@ impl Parents {
             }
             Record::Start(s) => {
                 let key = FrameKey::new(s.worker, s.id);
-                Some(match s.parent {
+                // Every frame open on a thread may enclose a later type 0 start there,
+                // whatever its own start recorded.
+                let thread = self.thread.get(&s.worker).copied().unwrap_or(u32::MAX);
+                let stack = self.stacks.entry((s.worker, thread)).or_default();
+                let open = &self.open;
+                while stack
+                    .last()
+                    .is_some_and(|&(id, _)| !open.contains(&FrameKey::new(s.worker, id)))
+                {
+                    stack.pop();
+                }
+                if stack.len() >= COMPACT_AT {
+                    stack.retain(|&(id, _)| open.contains(&FrameKey::new(s.worker, id)));
+                }
+                let parent = match s.parent {
                     Parent::Root => {
                         self.recorded += 1;
                         ParentOf::Recorded(None)
@@ -70,33 +85,21 @@ impl Parents {
                     }
                     Parent::NotRecorded => {
                         self.inferred += 1;
-                        let thread = self.thread.get(&s.worker).copied().unwrap_or(u32::MAX);
-                        let stack = self.stacks.entry((s.worker, thread)).or_default();
-                        let open = &self.open;
-                        while stack
-                            .last()
-                            .is_some_and(|&(id, _)| !open.contains(&FrameKey::new(s.worker, id)))
-                        {
-                            stack.pop();
-                        }
-                        if stack.len() >= COMPACT_AT {
-                            stack.retain(|&(id, _)| open.contains(&FrameKey::new(s.worker, id)));
-                        }
                         let innermost = stack.iter().rev().find(|&&(id, c)| {
                             c == s.context && open.contains(&FrameKey::new(s.worker, id))
                         });
-                        let parent = match innermost {
+                        ParentOf::Inferred(match innermost {
                             Some(&(id, _)) => Some(FrameKey::new(s.worker, id)),
                             None if s.context != s.id && s.context != 0 => {
                                 Some(FrameKey::new(s.worker, s.context))
                             }
                             None => None,
-                        };
-                        stack.push((s.id, s.context));
-                        self.open.insert(key);
-                        ParentOf::Inferred(parent)
+                        })
                     }
-                })
+                };
+                stack.push((s.id, s.context));
+                self.open.insert(key);
+                Some(parent)
             }
             Record::End(e) => {
                 self.open.remove(&FrameKey::new(e.worker, e.id));

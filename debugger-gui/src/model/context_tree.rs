@@ -249,7 +249,10 @@ mod tests {
     }
 
     #[test]
-    fn inferred_parents_leave_the_frames_of_other_threads_trees_of_their_own() {
+    fn inferred_parents_join_the_frames_of_other_threads_to_their_contexts_root() {
+        // `docs/FORMAT.md`, *Parents of type 0 starts*: with no frame of its context running
+        // on its thread, a frame's parent is its context's root (as `framelog stats` and the
+        // exports infer it).
         let m = log(false).model();
         let load = m.find(FrameKey::new(0, 2)).unwrap();
         let t = ContextTree::of_frame(&m, load);
@@ -257,10 +260,10 @@ mod tests {
             labels(&m, &t),
             rows(&[
                 ("request", 0, false),
+                ("load", 1, true),
+                ("decode", 2, false),
+                ("lost", 1, true),
                 ("render", 1, false),
-                ("load", 0, false),
-                ("decode", 1, false),
-                ("lost", 0, false),
             ])
         );
     }

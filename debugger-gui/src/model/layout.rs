@@ -381,6 +381,16 @@ impl Model {
         // this function on the stress log).
         let (mut far, mut far_node) = (Placed::None, calltree::ROOT);
         match s.parent_kind {
+            // Inferred (`docs/FORMAT.md`, *Parents of type 0 starts*): with no frame of its
+            // context running on its thread, the context's root is its parent.
+            PARENT_NOT_RECORDED if parent.is_none() && s.context != s.id && s.context != 0 => {
+                let as_recorded = StartRec {
+                    parent_kind: PARENT_FRAME,
+                    parent: s.context,
+                    ..*s
+                };
+                (parent, far, far_node) = self.recorded_parent(lane_id, &as_recorded, parent);
+            }
             PARENT_NOT_RECORDED => {}
             PARENT_ROOT => parent = None,
             // The common case of a recorded parent: the inferred one (checked inline: a log

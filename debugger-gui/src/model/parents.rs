@@ -534,17 +534,18 @@ mod tests {
     }
 
     #[test]
-    fn without_recorded_parents_the_same_log_is_inferred_as_before() {
+    fn without_recorded_parents_a_frame_on_another_thread_is_its_contexts_roots_child() {
         let m = hop(false).model();
         assert_eq!(m.parent_counts(), (0, 5));
         assert!(m.parents_inferred());
         let (req, db) = (m.find(key(1)).unwrap(), m.find(key(2)).unwrap());
-        // Inference sees no running frame of context 1 on thread 2: db is a root there.
-        assert_eq!(m.parent_of(db), None);
-        assert_eq!(total(&m, &["db", "decode"]), 10);
-        assert_eq!(node(&m, &["request", "db"]), None);
-        assert_eq!(m.children_of(req).len(), 1, "reply only");
-        assert_eq!(m.info(req).unwrap().self_ns, 90);
+        // Inference sees no running frame of context 1 on thread 2: db's parent is the
+        // context's root (`docs/FORMAT.md`, *Parents of type 0 starts*), as stats says.
+        assert_eq!(m.parent_of(db), Some(ParentOf::Frame(req)));
+        assert_eq!(total(&m, &["request", "db", "decode"]), 10);
+        assert_eq!(node(&m, &["db"]), None, "not a root");
+        assert_eq!(m.children_of(req).len(), 2, "db and reply");
+        assert_eq!(m.info(req).unwrap().self_ns, 100 - 40 - 10);
     }
 
     #[test]

@@ -258,8 +258,21 @@ impl<S> Thread<S> {
         (self.push(self.lanes.len(), end, key, true), false)
     }
 
-    /// The innermost frame of `context` open here at `start`; records this frame as one.
+    /// A type 0 start's parent: the innermost frame of `context` open here at `start`, else
+    /// the context's root (`docs/FORMAT.md`, *Parents of type 0 starts*); records this frame
+    /// as open here.
     fn parent(&mut self, key: FrameKey, context: u32, start: u64, end: u64) -> Option<FrameKey> {
+        let found = self.innermost(key, context, start, end);
+        if key.id == context {
+            None
+        } else {
+            Some(found.unwrap_or(FrameKey::new(key.worker, context)))
+        }
+    }
+
+    /// The innermost frame of `context` open here at `start` (whatever its start recorded);
+    /// records this frame as one.
+    fn innermost(&mut self, key: FrameKey, context: u32, start: u64, end: u64) -> Option<FrameKey> {
         let stack = self.contexts.entry(context).or_default();
         while stack
             .last()
@@ -282,11 +295,7 @@ impl<S> Thread<S> {
             self.context_entries = self.contexts.values().map(Vec::len).sum();
             self.sweep_at = (self.context_entries * 2).max(4096);
         }
-        if key.id == context {
-            None
-        } else {
-            Some(found.unwrap_or(FrameKey::new(key.worker, context)))
-        }
+        found
     }
 }
 
@@ -486,7 +495,11 @@ impl<S> Tracks<S> {
                 t.released = t.released.max(h.start);
                 let (parent, parent_inferred, (lane, under_parent)) =
                     match recorded(h.key, h.parent) {
-                        Some(p) => (p, false, t.lane_by_parent(h.key, h.start, h.end, p)),
+                        Some(p) => {
+                            // Open here for a later type 0 start of its context.
+                            t.innermost(h.key, h.context, h.start, h.end);
+                            (p, false, t.lane_by_parent(h.key, h.start, h.end, p))
+                        }
                         None => {
                             let p = t.parent(h.key, h.context, h.start, h.end);
                             (p, true, t.lane_by_time(h.key, h.start, h.end, p))
