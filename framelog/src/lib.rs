@@ -12,6 +12,7 @@
 //! - Remote sessions: [`remote`] records programs that stream to it over TCP
 //!   (`docs/PROTOCOL.md`).
 //! - Export (feature `export`): [`export`] writes Chrome Trace Event JSON for Perfetto and others.
+//! - SQL (feature `sql`): [`sql`] runs SQLite queries on virtual tables over the log.
 //! - Inspection and repair: [`check`] validates every file, [`recover`] copies what is valid.
 //! - Compaction (feature `compact`, which pulls zstd; the CLI has it): `compact` rewrites sealed
 //!   segments in their compact form, and the writer does it in the background
@@ -85,6 +86,9 @@ mod repair;
 pub mod retention;
 mod secret;
 pub mod segments;
+#[cfg(feature = "sql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sql")))]
+pub mod sql;
 #[cfg(feature = "analysis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "analysis")))]
 pub mod stats;
