@@ -11,9 +11,9 @@
 //!   patterns (`label_match`) and statistics (`stats`).
 //! - Remote sessions: [`remote`] records programs that stream to it over TCP
 //!   (`docs/PROTOCOL.md`).
-//! - Export (feature `export`): [`export`] writes Chrome Trace Event JSON, speedscope and OTLP.
-//!
-//! The map of the crates and of both paths through them is `docs/ARCHITECTURE.md`.
+//! - Export (feature `export`): [`export`] writes Chrome Trace Event JSON, speedscope and OTLP
+//!   (feature `parquet`: the SQL tables as Parquet files).
+//! - SQL (feature `sql`): [`sql`] runs SQLite queries on virtual tables over the log.
 //! - Inspection and repair: [`check`] validates every file, [`recover`] copies what is valid.
 //! - Compaction (feature `compact`, which pulls zstd; the CLI has it): `compact` rewrites sealed
 //!   segments in their compact form, and the writer does it in the background
@@ -21,7 +21,8 @@
 //!   segments stay raw, and every reader that meets a compact segment (written by a build with
 //!   it) returns [`Error::CompactUnsupported`] naming the file.
 //!
-//! The byte layouts live in the `formats` crate and are described in `docs/FORMAT.md`.
+//! The byte layouts live in the `formats` crate and are described in `docs/FORMAT.md`; the map
+//! of the crates and of both paths through them is `docs/ARCHITECTURE.md`.
 //!
 //! ```
 //! use formats::{Category, FrameEnd, FrameStart, Parent, Record};
@@ -87,6 +88,9 @@ mod repair;
 pub mod retention;
 mod secret;
 pub mod segments;
+#[cfg(feature = "sql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sql")))]
+pub mod sql;
 #[cfg(feature = "analysis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "analysis")))]
 pub mod stats;

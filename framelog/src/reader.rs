@@ -96,7 +96,14 @@ pub struct LogReader {
     /// Raw lengths of compact segments by (segment, inode, size), for progress.
     #[cfg(feature = "compact")]
     raw_lens: parking_lot::Mutex<std::collections::HashMap<u32, (u64, u64, u64)>>,
+    /// Which compact blocks to decode, by their (min_time, max_time) ([`LogReader::skip_blocks`]).
+    #[cfg(feature = "compact")]
+    block_filter: Option<BlockFilter>,
 }
+
+/// Says by a compact block's (min_time, max_time) whether to decode it.
+#[cfg(feature = "compact")]
+pub type BlockFilter = Box<dyn FnMut(u64, u64) -> bool + Send>;
 
 impl LogReader {
     /// Opens the log in `dir` at its first record.
@@ -130,7 +137,18 @@ impl LogReader {
             block_buf: Vec::new(),
             #[cfg(feature = "compact")]
             raw_lens: Default::default(),
+            #[cfg(feature = "compact")]
+            block_filter: None,
         })
+    }
+
+    /// From now on, decodes only the compact blocks for which `keep(min_time, max_time)`
+    /// holds (their records' smallest and largest timestamps); the others are passed over
+    /// undecoded, their records not delivered. Raw segments are read whole as always: a
+    /// reader that wants a time range still filters their records itself.
+    #[cfg(feature = "compact")]
+    pub fn skip_blocks(&mut self, keep: impl FnMut(u64, u64) -> bool + Send + 'static) {
+        self.block_filter = Some(Box::new(keep));
     }
 
     /// The log directory.
@@ -484,11 +502,28 @@ impl LogReader {
                     if next_first <= self.pos.offset {
                         continue;
                     }
+                    let skip = |filter: &mut Option<BlockFilter>, min: u64, max: u64| {
+                        filter.as_mut().is_some_and(|keep| !keep(min, max))
+                    };
+                    // Passed over by the block filter: known from the index without reading.
+                    if let Some(e) = entry
+                        && skip(&mut self.block_filter, e.min_time, e.max_time)
+                    {
+                        if next_first != u64::MAX && next_first > self.pos.offset {
+                            self.bytes_read += next_first - self.pos.offset;
+                            self.pos.offset = next_first;
+                        }
+                        continue;
+                    }
                     let Some(h) = read_block(file, path, at, len, entry, &mut self.block_buf)?
                     else {
                         self.damage.add(path, at, len, DamageKind::BadHeader);
                         continue;
                     };
+                    // No index: the header says the block's times.
+                    if entry.is_none() && skip(&mut self.block_filter, h.min_time, h.max_time) {
+                        continue;
+                    }
                     let body = &self.block_buf[formats::compact::frames::BLOCK_HEADER_LEN..];
                     if let Err(why) = self.decoder.decode(&h, body) {
                         self.damage.add(path, at, len, DamageKind::BadBlock(why));

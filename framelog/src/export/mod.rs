@@ -17,6 +17,9 @@ pub mod chrome;
 #[cfg(feature = "otlp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "otlp")))]
 pub mod otlp;
+#[cfg(feature = "parquet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "parquet")))]
+pub mod parquet;
 pub mod speedscope;
 pub mod tracks;
 

@@ -21,6 +21,9 @@ pub enum Format {
     Chrome,
     /// speedscope's own format (evented profiles, one per thread).
     Speedscope,
+    /// Parquet: one file per SQL table (`-o DIR`: slice.parquet, thread.parquet, …) for
+    /// DuckDB, Spark, Polars, ClickHouse.
+    Parquet,
 }
 
 /// Arguments of `framelog export`.
@@ -104,6 +107,9 @@ fn write_progress(path: &std::path::Path, url: &str, delivered: u64) -> std::io:
 
 /// Writes the export; a summary goes to stderr.
 pub fn run(a: &ExportArgs) -> Result<ExitCode> {
+    if matches!(a.format, Format::Parquet) {
+        return parquet(a);
+    }
     let label = match &a.label {
         Some(t) => LabelPattern::parse(t).map_err(anyhow::Error::msg)?,
         None => None,
@@ -236,6 +242,7 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             Box::new(ChromeTrace::new(out).with_context(|| format!("writing {shown}"))?)
         }
         Format::Speedscope => Box::new(Speedscope::new(out)),
+        Format::Parquet => unreachable!("written by parquet()"),
     };
     let summary = export(&a.dir, &opts, sink.as_mut()).map_err(|e| match e {
         ExportError::Output(io) => anyhow::Error::new(io).context(format!("writing {shown}")),
@@ -271,4 +278,21 @@ fn note_inferred(summary: &framelog::export::ExportSummary) {
             summary.inferred_parents
         );
     }
+}
+
+/// `--format parquet -o DIR`: every SQL table as a Parquet file in DIR.
+fn parquet(a: &ExportArgs) -> Result<ExitCode> {
+    let Some(out) = &a.output else {
+        anyhow::bail!("--format parquet writes one file per table: give the directory with -o DIR");
+    };
+    if a.context.is_some() || a.label.is_some() || a.from.is_some() || a.to.is_some() {
+        anyhow::bail!(
+            "--format parquet exports whole tables: filter with SQL on them (or `framelog sql`) instead of --context, --label, --from, --to"
+        );
+    }
+    let written = framelog::export::parquet::export_parquet(&a.dir, out, !a.no_data)?;
+    for w in &written {
+        eprintln!("{}: {} rows", w.path.display(), w.rows);
+    }
+    Ok(ExitCode::SUCCESS)
 }

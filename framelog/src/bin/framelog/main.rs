@@ -7,6 +7,7 @@ mod export;
 mod output;
 mod prune;
 mod serve;
+mod sql;
 mod stats;
 mod view;
 
@@ -57,6 +58,8 @@ enum Command {
     View(view::ViewArgs),
     /// Delete a log's oldest sealed segments to keep it within a size and an age.
     Prune(prune::PruneArgs),
+    /// Run SQL on the log where it lies (SQLite with tables slice, thread, process, counter, message, context …; see docs/SQL.md).
+    Sql(sql::SqlArgs),
     /// Rewrite sealed segments in compact form (a few bytes a frame); --all seals the newest too.
     Compact(compact::CompactArgs),
 }
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Prune(args) => prune::run(&args),
         Command::Compact(args) => compact::run(&args),
         Command::View(args) => view::run(&args),
+        Command::Sql(args) => sql::run(&args),
     };
     match result {
         Ok(code) => code,

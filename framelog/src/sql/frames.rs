@@ -1,0 +1,427 @@
+//! [`FrameScan`]: the log's frames as rows, streamed from the reader in file order, for the
+//! `slice` table and the tree functions. Records pair by the one pairing rule
+//! ([`crate::pairing`]), parents come from [`crate::parents`]; a frame becomes a row when its
+//! end is read (a frame still open when the log ends becomes one then, without a `dur`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use formats::{Category, FrameAlloc, FrameKey, Record};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+
+use super::Shared;
+use crate::LogReader;
+use crate::pairing::Pairing;
+use crate::parents::Parents;
+
+/// Raw bytes read per refill: enough to amortize a call, little enough to stay responsive.
+const BUDGET: usize = 1 << 20;
+/// Allocation records whose frame's start has not been read yet (its end came first), kept
+/// for it; past this many the oldest are dropped.
+const EARLY_ALLOCS: usize = 1 << 16;
+
+/// A frame as a row of `slice`.
+#[derive(Debug, Clone)]
+pub(crate) struct SliceRow {
+    /// Its key.
+    pub key: FrameKey,
+    /// Start, ns since the Unix epoch.
+    pub ts: u64,
+    /// Duration; `None` while it has not ended.
+    pub dur: Option<u64>,
+    /// Its label, as an index into [`FrameScan::labels`].
+    pub label: u32,
+    /// Category.
+    pub category: Category,
+    /// Ancestors open (started and not ended, in file order) when it started.
+    pub depth: u32,
+    /// Its parent (recorded, or inferred for a type 0 start), `None` for a root.
+    pub parent: Option<FrameKey>,
+    /// `parent` was inferred.
+    pub parent_inferred: bool,
+    /// Its context (the root frame's id, same worker).
+    pub context: u32,
+    /// The thread it started on.
+    pub thread: u32,
+    /// What its code allocated and freed, if recorded.
+    pub alloc: Option<FrameAlloc>,
+}
+
+/// The id SQL shows for a frame: worker in bits 32-39, id in bits 0-31.
+pub(crate) fn slice_id(k: FrameKey) -> i64 {
+    (i64::from(k.worker) << 32) | i64::from(k.id)
+}
+
+/// The frame an SQL id names, if it can name one.
+pub(crate) fn key_of(id: i64) -> Option<FrameKey> {
+    let worker = u8::try_from(id >> 32).ok()?;
+    let n = u32::try_from(id & 0xffff_ffff).ok()?;
+    Some(FrameKey::new(worker, n))
+}
+
+/// The id of a thread: worker in bits 32-39, thread number in bits 0-31.
+pub(crate) fn thread_id(worker: u8, thread: u32) -> i64 {
+    (i64::from(worker) << 32) | i64::from(thread)
+}
+
+/// Which frames a scan returns. Every frame is still paired and followed (depth and parents
+/// need them); only the rows are filtered.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Wanted {
+    /// Start at or after, ns.
+    pub ts_from: Option<u64>,
+    /// Start at or before, ns.
+    pub ts_to: Option<u64>,
+    /// Exactly this label.
+    pub name: Option<String>,
+    /// Only this frame (the scan stops once it is found).
+    pub key: Option<FrameKey>,
+    /// Only frames of this context (its root's key).
+    pub context: Option<FrameKey>,
+    /// Only these frames (the scan stops once all were found).
+    pub keys: Option<FxHashSet<FrameKey>>,
+    /// Only the descendants of this frame (see [`Mode::Descendants`]).
+    pub descendants_of: Option<FrameKey>,
+}
+
+impl Wanted {
+    fn in_range(&self, ts: u64) -> bool {
+        self.ts_from.is_none_or(|f| ts >= f) && self.ts_to.is_none_or(|t| ts <= t)
+    }
+}
+
+/// A frame started and not ended yet.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    label: u32,
+    category: Category,
+    depth: u32,
+    parent: Option<FrameKey>,
+    inferred: bool,
+    context: u32,
+    thread: u32,
+    /// It becomes a row.
+    wanted: bool,
+}
+
+/// What the scan does when it stops early: the ancestors of the target, found when its
+/// start is read.
+#[derive(Debug, Default)]
+pub(crate) struct Chain {
+    /// The target's ancestors, innermost first, as far as they were open at its start.
+    pub ancestors: Option<Vec<FrameKey>>,
+}
+
+/// The pairing state and the rows found, fed by the reader.
+struct State {
+    pairing: Pairing<Open, FxBuildHasher>,
+    parents: Parents,
+    thread: FxHashMap<u8, u32>,
+    allocs: FxHashMap<FrameKey, FrameAlloc>,
+    early_allocs: FxHashMap<FrameKey, FrameAlloc>,
+    labels: Vec<String>,
+    label_ids: FxHashMap<String, u32>,
+    wanted: Wanted,
+    /// Descendants found and open (for [`Wanted::descendants_of`]).
+    family: FxHashSet<FrameKey>,
+    family_open: u64,
+    /// The frame whose descendants are wanted has ended.
+    root_done: bool,
+    /// The target of `ancestors_of` ended or its chain was found: nothing more to read.
+    stop: bool,
+    ancestors_of: Option<FrameKey>,
+    chain: Chain,
+    /// Wanted frames open now (the block filter keeps reading while any is).
+    pending: Arc<AtomicU64>,
+    out: VecDeque<SliceRow>,
+}
+
+impl State {
+    fn label_id(&mut self, label: &str) -> u32 {
+        if let Some(&id) = self.label_ids.get(label) {
+            return id;
+        }
+        let id = self.labels.len() as u32;
+        self.labels.push(label.to_owned());
+        self.label_ids.insert(label.to_owned(), id);
+        id
+    }
+
+    #[inline]
+    fn record(&mut self, rec: Record<'_>) {
+        if self.stop {
+            return;
+        }
+        match rec {
+            Record::ThreadInfo(t) => {
+                self.parents.add(&rec);
+                self.thread.insert(t.worker, t.thread);
+            }
+            Record::Start(s) => {
+                let parent = self.parents.add(&rec).expect("a start has a parent answer");
+                let key = FrameKey::new(s.worker, s.id);
+                let parent_key = parent.key();
+                let parent_open = parent_key.and_then(|p| self.pairing.info(p).copied());
+                let depth = parent_open.map_or(0, |p| p.depth + 1);
+                if self.ancestors_of == Some(key) {
+                    let mut chain = Vec::new();
+                    let mut at = parent_open.and(parent_key);
+                    while let Some(p) = at {
+                        chain.push(p);
+                        at = self
+                            .pairing
+                            .info(p)
+                            .and_then(|o| o.parent)
+                            .filter(|q| self.pairing.info(*q).is_some());
+                    }
+                    self.chain.ancestors = Some(chain);
+                    self.stop = true;
+                    return;
+                }
+                let w = &self.wanted;
+                let mut wanted = w.in_range(s.timestamp)
+                    && w.key.is_none_or(|k| k == key)
+                    && w.context
+                        .is_none_or(|c| c == FrameKey::new(s.worker, s.context))
+                    && w.name.as_deref().is_none_or(|n| n == s.label)
+                    && w.keys.as_ref().is_none_or(|k| k.contains(&key));
+                if w.descendants_of.is_some() {
+                    let child = parent_key.is_some_and(|p| self.family.contains(&p));
+                    wanted &= child;
+                    if child {
+                        self.family.insert(key);
+                        self.family_open += 1;
+                    }
+                }
+                let label = self.label_id(s.label);
+                let open = Open {
+                    label,
+                    category: s.category,
+                    depth,
+                    parent: parent_key,
+                    inferred: matches!(parent, crate::parents::ParentOf::Inferred(_)),
+                    context: s.context,
+                    thread: self.thread.get(&s.worker).copied().unwrap_or(0),
+                    wanted,
+                };
+                match self.pairing.take_early_end(key) {
+                    Some(end) => self.completed(key, s.timestamp, Some(end), open),
+                    None => {
+                        if wanted {
+                            self.pending.fetch_add(1, Ordering::Relaxed);
+                        }
+                        self.pairing.wait_for_end(key, s.timestamp, open);
+                    }
+                }
+            }
+            Record::End(e) => {
+                let key = FrameKey::new(e.worker, e.id);
+                self.parents.add(&rec);
+                if let Some(p) = self.pairing.end(key, e.timestamp) {
+                    if p.start_info.wanted {
+                        self.pending.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    self.completed(key, p.start_ns, Some(p.end_ns), p.start_info);
+                }
+            }
+            Record::FrameAlloc(a) => {
+                let key = FrameKey::new(a.worker, a.id);
+                match self.pairing.info(key) {
+                    Some(o) if o.wanted => add_alloc(&mut self.allocs, key, a),
+                    Some(_) => {}
+                    None if self.early_allocs.len() < EARLY_ALLOCS => {
+                        add_alloc(&mut self.early_allocs, key, a)
+                    }
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn completed(&mut self, key: FrameKey, start: u64, end: Option<u64>, o: Open) {
+        let descendants_of = self.wanted.descendants_of;
+        if let Some(root) = descendants_of {
+            if key == root {
+                self.root_done = true;
+            } else if o.wanted {
+                self.family_open -= 1;
+            }
+            // Descendants start while the frame or one of them is open.
+            if self.root_done && self.family_open == 0 {
+                self.stop = true;
+            }
+        }
+        if !o.wanted {
+            return;
+        }
+        let alloc = if self.allocs.is_empty() && self.early_allocs.is_empty() {
+            None
+        } else {
+            self.allocs
+                .remove(&key)
+                .or_else(|| self.early_allocs.remove(&key))
+        };
+        self.out.push_back(SliceRow {
+            key,
+            ts: start,
+            dur: end.map(|e| e.saturating_sub(start)),
+            label: o.label,
+            category: o.category,
+            depth: o.depth,
+            parent: o.parent,
+            parent_inferred: o.inferred,
+            context: o.context,
+            thread: o.thread,
+            alloc,
+        });
+        if self.wanted.key == Some(key) {
+            self.stop = true;
+        }
+        if let Some(keys) = &mut self.wanted.keys {
+            keys.remove(&key);
+            if keys.is_empty() {
+                self.stop = true;
+            }
+        }
+    }
+}
+
+/// Adds one allocation record of `key` to what `map` holds for it.
+fn add_alloc(map: &mut FxHashMap<FrameKey, FrameAlloc>, key: FrameKey, a: FrameAlloc) {
+    use std::collections::hash_map::Entry;
+    match map.entry(key) {
+        Entry::Occupied(mut e) => {
+            let into = e.get_mut();
+            into.allocs += a.allocs;
+            into.alloc_bytes += a.alloc_bytes;
+            into.frees += a.frees;
+            into.freed_bytes += a.freed_bytes;
+        }
+        Entry::Vacant(v) => {
+            v.insert(a);
+        }
+    }
+}
+
+/// The frames of a log as rows, read as a cursor asks for them.
+pub(crate) struct FrameScan {
+    shared: Arc<Shared>,
+    reader: LogReader,
+    state: State,
+    /// The log's end was reached (and the frames still open were released).
+    finished: bool,
+}
+
+impl FrameScan {
+    /// Starts reading the log for the frames `wanted` selects. With `skip_blocks`, compact
+    /// blocks that cannot hold a wanted frame's start (outside the `ts` range) or the end of
+    /// one still open are not decoded: depth, parents and threads are then only right for
+    /// what was read, so a caller asks for it only when those columns are not used.
+    pub fn new(shared: &Arc<Shared>, wanted: Wanted, skip_blocks: bool) -> rusqlite::Result<Self> {
+        let mut reader = LogReader::open(shared.dir()).map_err(super::log_error)?;
+        let pending = Arc::new(AtomicU64::new(0));
+        let wanted_root = wanted.descendants_of;
+        if skip_blocks && (wanted.ts_from.is_some() || wanted.ts_to.is_some()) {
+            let (from, to) = (
+                wanted.ts_from.unwrap_or(0),
+                wanted.ts_to.unwrap_or(u64::MAX),
+            );
+            let pending = pending.clone();
+            // A wanted frame starts in the range; its end comes later in time (the same
+            // process's clock), anywhere later in the file.
+            reader.skip_blocks(move |min, max| {
+                max >= from && (min <= to || pending.load(Ordering::Relaxed) > 0)
+            });
+        }
+        Ok(Self {
+            shared: shared.clone(),
+            reader,
+            state: State {
+                pairing: Pairing::new(),
+                parents: Parents::new(),
+                thread: FxHashMap::default(),
+                allocs: FxHashMap::default(),
+                early_allocs: FxHashMap::default(),
+                labels: Vec::new(),
+                label_ids: FxHashMap::default(),
+                wanted,
+                family: wanted_root.into_iter().collect(),
+                family_open: 0,
+                root_done: false,
+                stop: false,
+                ancestors_of: None,
+                chain: Chain::default(),
+                pending,
+                out: VecDeque::new(),
+            },
+            finished: false,
+        })
+    }
+
+    /// A scan that reads until the start of `target` and finds its open ancestors.
+    pub fn ancestors_of(shared: &Arc<Shared>, target: FrameKey) -> rusqlite::Result<Chain> {
+        let mut scan = Self::new(shared, Wanted::default(), false)?;
+        scan.state.wanted.keys = Some(FxHashSet::default());
+        scan.state.ancestors_of = Some(target);
+        while !scan.finished && !scan.state.stop {
+            scan.fill()?;
+            scan.state.out.clear();
+        }
+        Ok(std::mem::take(&mut scan.state.chain))
+    }
+
+    /// Label `i`.
+    pub fn label(&self, i: u32) -> &str {
+        &self.state.labels[i as usize]
+    }
+
+    /// The next row, reading more of the log when none is ready; `None` at the end.
+    pub fn next_row(&mut self) -> rusqlite::Result<Option<SliceRow>> {
+        loop {
+            if let Some(r) = self.state.out.pop_front() {
+                return Ok(Some(r));
+            }
+            if self.finished {
+                return Ok(None);
+            }
+            self.fill()?;
+        }
+    }
+
+    /// Reads about [`BUDGET`] bytes of records; at the log's end, releases the wanted frames
+    /// still open (in start order) and marks the scan finished.
+    fn fill(&mut self) -> rusqlite::Result<()> {
+        self.shared.check_interrupt()?;
+        if self.state.stop {
+            self.finished = true;
+            return Ok(());
+        }
+        let before = self.reader.position();
+        let state = &mut self.state;
+        let n = self
+            .reader
+            .read_some(BUDGET, |_, rec| state.record(rec))
+            .map_err(super::log_error);
+        self.shared.add_damage(self.reader.take_damage());
+        let n = n?;
+        if self.state.stop {
+            self.finished = true;
+        } else if n == 0 && self.reader.position() == before {
+            let mut open: Vec<_> = self
+                .state
+                .pairing
+                .open()
+                .filter(|(_, _, o)| o.wanted)
+                .map(|(k, t, o)| (t, k, *o))
+                .collect();
+            open.sort_unstable_by_key(|&(t, k, _)| (t, k.worker, k.id));
+            for (t, k, o) in open {
+                self.state.completed(k, t, None, o);
+            }
+            self.finished = true;
+        }
+        Ok(())
+    }
+}
