@@ -252,10 +252,8 @@ fn read_loop(
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if exporter.is_none() {
-            match Exporter::open(dir, &opts) {
-                Ok(e) => exporter = Some(e),
-                Err(e) => read_error = Some(format!("reading the log: {e}")),
-            }
+            // Until a program has recorded, the log may hold nothing to open: not a failure.
+            exporter = Exporter::open(dir, &opts).ok();
         }
         if let Some(e) = &mut exporter
             && let Err(err) = e.step(&mut sender)
@@ -282,7 +280,7 @@ fn read_loop(
             let spans = books.of(Signal::Traces);
             let (batches, bytes) = queue.waiting();
             eprintln!(
-                "{prefix} {}: {}; so far {} spans forwarded, {dropped} items dropped past the {budget} queue budget, {failed} refused, {batches} batches ({}) waiting (said again every minute while it lasts)",
+                "{prefix} {}: {}; so far {} spans forwarded, {dropped} items dropped past the {budget} queue budget, {failed} refused, {batches} batches ({}) waiting; retrying with back-off (said again every minute while it lasts)",
                 if dropped > reported.0 {
                     "falls behind"
                 } else {

@@ -455,7 +455,15 @@ impl Books {
             ));
         }
         if t.unsent() > 0 {
-            parts.push(format!("{} still waiting when sending stopped", t.unsent()));
+            let last = self
+                .problem
+                .as_deref()
+                .map(|p| format!("; the last answer: {p}"))
+                .unwrap_or_default();
+            parts.push(format!(
+                "{} still waiting when sending stopped{last}",
+                t.unsent()
+            ));
         }
         parts.join(", ")
     }
@@ -554,10 +562,8 @@ impl Poster {
         }
         let url = self.url(s);
         let what = format!("{} {}", b.items, s.items());
-        self.books.lock().of_mut(s).in_flight += b.items;
-        let answer = self.post(&url, &b.body, &what);
+        let answer = self.post(&url, &b, &what);
         let mut books = self.books.lock();
-        books.of_mut(s).in_flight -= b.items;
         match answer {
             Ok((content_type, body)) => {
                 let rejected = match rejected_in(s, &content_type, &body) {
@@ -642,7 +648,7 @@ impl Poster {
     /// pass later (429, 502-504, no connection) with back-off, its `Retry-After` honoured,
     /// for at most the timeout and never past the deadline. The answer's content type and
     /// body; `what` names what is lost in the error otherwise.
-    fn post(&self, url: &str, body: &[u8], what: &str) -> Result<(String, Vec<u8>), Refusal> {
+    fn post(&self, url: &str, b: &Batch, what: &str) -> Result<(String, Vec<u8>), Refusal> {
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
         let mut tries = 0u32;
@@ -662,6 +668,8 @@ impl Poster {
                 request_timeout = request_timeout.min(left);
             }
             tries += 1;
+            // In flight while the request waits for its answer (not between tries).
+            self.books.lock().of_mut(b.signal).in_flight += b.items;
             let sent = self
                 .agent
                 .post(url)
@@ -669,7 +677,8 @@ impl Poster {
                 .timeout_global(Some(request_timeout))
                 .build()
                 .header("Content-Type", "application/x-protobuf")
-                .send(body);
+                .send(&b.body[..]);
+            self.books.lock().of_mut(b.signal).in_flight -= b.items;
             let (why, wait_asked) = match sent {
                 Ok(mut response) => {
                     let status = response.status().as_u16();
@@ -712,7 +721,7 @@ impl Poster {
                 }
                 Err(e) => (e.to_string(), None),
             };
-            self.books.lock().problem = Some(format!("{why} (retrying)"));
+            self.books.lock().problem = Some(why.clone());
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
