@@ -29,17 +29,21 @@
 //! - Status: error when the data or an event has an HTTP status ≥ 500 (`status`,
 //!   `status_code`, `http.status_code`, `http.response.status_code`), an `error` or
 //!   `exception.message` field, or an event of level `ERROR`.
-//! - Spans go in batches of [`BATCH`]. A batch the collector could not take now (connection
-//!   refused or reset, 429, 502, 503, 504: the OTLP exporter rules' retryable answers) is sent
-//!   again after the wait its `Retry-After` asks for, else after an exponential back-off with
-//!   jitter (0.1 s doubling, at most 30 s), until [`OtlpSender::with_timeout`]'s deadline (5
-//!   minutes by default) or a stop flag; the error then names the last answer and the
-//!   collector's own message. Any other status fails at once, with its message.
-//!   A collector's partial success (`rejected_spans` in its protobuf or JSON answer) is
-//!   counted in [`OtlpSender::rejected`] with its message, not as sent.
+//! - A span keeps at most [`MAX_EVENTS`] events (the earliest); the rest are counted in its
+//!   `dropped_events_count` and `framelog.events_dropped`.
+//! - Plot values (with [`Signal::Metrics`]) are gauge points: NaN (a gap) a point flagged as
+//!   having no recorded value, ±inf as it is.
+//! - Batches of [`BATCH`] spans (or [`OtlpSender::with_batch`]) are sent by a [`Poster`]
+//!   (its rules: signals not taken switched off, 413 split, retries until
+//!   [`OtlpSender::with_timeout`]'s time or a [`Deadline`]), or queued in a bounded [`Queue`]
+//!   for a sending thread ([`OtlpSender::forwarding`]). What became of every item is in
+//!   [`Books`], per signal.
 //! - Spans go in the same order for the same log, so a run that stopped can be continued:
 //!   [`OtlpSender::skip`] passes over the spans a previous run delivered
 //!   ([`OtlpSender::delivered`], reported after every batch).
+//! - Memory does not grow with the number of traces: frames sent are remembered with their
+//!   context for the last 64 Ki to 128 Ki spans, and as one bit per frame id for the last 16 M
+//!   ids of each worker (a child ending longer after its parent than that gets a stand-in).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
