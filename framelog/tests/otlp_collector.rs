@@ -36,12 +36,16 @@ enum Behaviour {
     BodyLimit(usize),
     /// Reads the request, never answers.
     Silent,
+    /// 200 to everything, counting spans without keeping them.
+    Counting,
 }
 
 /// What a receiver took (answered 200 for).
 #[derive(Default)]
 struct Taken {
     spans: Vec<Span>,
+    /// Spans taken by a [`Behaviour::Counting`] receiver.
+    counted: u64,
     logs: u64,
     points: Vec<NumberDataPoint>,
     /// (path, status) of every request answered.
@@ -125,7 +129,11 @@ fn serve_connection(conn: TcpStream, b: Behaviour, taken: &Mutex<Taken>) {
                         let r = ExportTraceServiceRequest::decode(&body[..]).unwrap();
                         for rs in r.resource_spans {
                             for ss in rs.scope_spans {
-                                t.spans.extend(ss.spans);
+                                if matches!(b, Behaviour::Counting) {
+                                    t.counted += ss.spans.len() as u64;
+                                } else {
+                                    t.spans.extend(ss.spans);
+                                }
                             }
                         }
                     }
@@ -492,7 +500,10 @@ struct Serve {
 
 fn serve(url: &str, extra: &[&str]) -> Serve {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_framelog"))
+    // A measurement may run a release build (`FRAMELOG_BIN`).
+    let bin =
+        std::env::var("FRAMELOG_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_framelog").into());
+    let mut child = Command::new(bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--dir"])
         .arg(dir.path().join("served"))
         .args(["--otlp", url])
@@ -534,12 +545,17 @@ fn serve(url: &str, extra: &[&str]) -> Serve {
 /// A program by hand: Advertise, accept StartSession, stream `n` frames (after `messages`
 /// messages outside frames) in messages of 1,000; the connection, kept open.
 fn stream(addr: &str, n: u32, messages: u32) -> TcpStream {
+    stream_as(addr, 7, n, messages)
+}
+
+/// [`stream`] as program instance `instance`.
+fn stream_as(addr: &str, instance: u64, n: u32, messages: u32) -> TcpStream {
     use formats::protocol::{self, Advertise, Kind, Reply};
     let mut s = TcpStream::connect(addr).unwrap();
     let mut out = Vec::new();
     Advertise {
         protocol: protocol::PROTOCOL_VERSION,
-        instance: 7,
+        instance,
         pid: 4242,
         suspended: false,
         records_locally: false,
@@ -580,6 +596,16 @@ fn wait_for(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Serve {
+    /// A test that failed leaves no server running.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -897,4 +923,63 @@ fn serve_stops_at_once_on_a_second_sigint() {
     drop(conn);
     assert_eq!(status.code(), Some(130));
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+/// Resident memory of process `pid`, bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kb * 1024
+}
+
+/// 10 M frames (`FRAMELOG_RSS_FRAMES` to change) through one `serve --otlp` to a healthy
+/// collector: its resident memory grows by at most 20 MB from the first million on. Minutes
+/// long in a debug build, so run on demand: `cargo test -p framelog --test otlp_collector
+/// -- --ignored`.
+#[test]
+#[ignore = "minutes long: a measurement, run on demand"]
+fn serve_forwarding_memory_does_not_grow_with_frames_forwarded() {
+    let total: u32 = std::env::var("FRAMELOG_RSS_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let r = receiver(Behaviour::Counting);
+    let mut s = serve(&r.url, &[]);
+    let counted = || r.taken.lock().unwrap().counted;
+    let step = 1_000_000u32.min(total);
+    let mut conns = Vec::new();
+    let mut sent = 0u32;
+    let mut first_rss = None;
+    let mut samples = Vec::new();
+    while sent < total {
+        // One program per million frames (ids of one program never repeat).
+        let n = step.min(total - sent);
+        conns.push(stream_as(&s.addr, 100 + u64::from(sent / step), n, 0));
+        sent += n;
+        let want = u64::from(sent);
+        wait_for(1200, "the receiver to take every span", || {
+            counted() >= want
+        });
+        let now = rss(s.child.id());
+        samples.push((sent, now >> 20));
+        first_rss.get_or_insert(now);
+    }
+    let last = samples.last().unwrap().1 << 20;
+    let (status, _) = s.interrupt();
+    assert!(status.success());
+    let growth = last.saturating_sub(first_rss.unwrap());
+    eprintln!(
+        "RSS (frames, MiB): {samples:?}; growth after the first million: {} MiB",
+        growth >> 20
+    );
+    assert!(growth <= 20 << 20, "grew {} MiB: {samples:?}", growth >> 20);
+    assert_eq!(counted(), u64::from(total));
 }

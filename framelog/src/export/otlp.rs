@@ -530,10 +530,11 @@ impl OtlpSender {
         self
     }
 
-    /// Queues batches (at most `budget` bytes, past it dropped and counted) instead of
-    /// posting them: the queue, and the poster a sending thread gives them to.
+    /// Queues batches (at most `budget` bytes: see [`Queue`]) instead of posting them: the
+    /// queue, and the poster a sending thread gives them to. Set the deadline first.
     pub fn forwarding(mut self, budget: usize) -> (Self, Arc<Queue>, Poster) {
-        let queue = Arc::new(Queue::new(budget, self.books.clone()));
+        let queue =
+            Arc::new(Queue::new(budget, self.books.clone()).with_deadline(self.deadline.clone()));
         self.outlet = Outlet::Queue(queue.clone());
         let poster = self.poster();
         (self, queue, poster)

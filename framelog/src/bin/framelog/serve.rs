@@ -249,6 +249,7 @@ fn read_loop(
     let mut read_error: Option<String> = None;
     let mut last_report: Option<Instant> = None;
     let mut reported = (0u64, 0u64);
+    let mut waited = Duration::ZERO;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if exporter.is_none() {
@@ -275,7 +276,10 @@ fn read_loop(
         let dropped: u64 = Signal::ALL.iter().map(|s| books.of(*s).dropped).sum();
         let failed: u64 = Signal::ALL.iter().map(|s| books.of(*s).failed).sum();
         let problem = books.problem.clone().or_else(|| read_error.take());
-        let worse = dropped > reported.0 || failed > reported.1;
+        // Waiting for room: the collector takes less than the programs record.
+        let behind = queue.waited() > waited + FORWARD_EVERY / 2;
+        waited = queue.waited();
+        let worse = dropped > reported.0 || failed > reported.1 || behind;
         if (worse || problem.is_some()) && last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
             let spans = books.of(Signal::Traces);
             let (batches, bytes) = queue.waiting();
