@@ -29,29 +29,28 @@
 //! - Status: error when the data or an event has an HTTP status ≥ 500 (`status`,
 //!   `status_code`, `http.status_code`, `http.response.status_code`), an `error` or
 //!   `exception.message` field, or an event of level `ERROR`.
-//! - Spans go in batches of [`BATCH`]. A batch the collector could not take now (connection
-//!   refused or reset, 429, 502, 503, 504: the OTLP exporter rules' retryable answers) is sent
-//!   again after the wait its `Retry-After` asks for, else after an exponential back-off with
-//!   jitter (0.1 s doubling, at most 30 s), until [`OtlpSender::with_timeout`]'s deadline (5
-//!   minutes by default) or a stop flag; the error then names the last answer and the
-//!   collector's own message. Any other status fails at once, with its message.
-//!   A collector's partial success (`rejected_spans` in its protobuf or JSON answer) is
-//!   counted in [`OtlpSender::rejected`] with its message, not as sent.
+//! - A span keeps at most [`MAX_EVENTS`] events (the earliest); the rest are counted in its
+//!   `dropped_events_count` and `framelog.events_dropped`.
+//! - Plot values (with [`Signal::Metrics`]) are gauge points: NaN (a gap) a point flagged as
+//!   having no recorded value, ±inf as it is.
+//! - Batches of [`BATCH`] spans (or [`OtlpSender::with_batch`]) are sent by a [`Poster`]
+//!   (its rules: signals not taken switched off, 413 split, retries until
+//!   [`OtlpSender::with_timeout`]'s time or a [`Deadline`]), or queued in a bounded [`Queue`]
+//!   for a sending thread ([`OtlpSender::forwarding`]). What became of every item is in
+//!   [`Books`], per signal.
 //! - Spans go in the same order for the same log, so a run that stopped can be continued:
 //!   [`OtlpSender::skip`] passes over the spans a previous run delivered
 //!   ([`OtlpSender::delivered`], reported after every batch).
+//! - Memory does not grow with the number of traces: frames sent are remembered with their
+//!   context for the last 64 Ki to 128 Ki spans, and as one bit per frame id for the last 16 M
+//!   ids of each worker (a child ending longer after its parent than that gets a stand-in).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::logs::v1::{
-    ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -64,23 +63,28 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{
     ResourceSpans, ScopeSpans, Span, Status, span, status,
 };
+use parking_lot::Mutex;
 use prost::Message;
 
 use formats::FrameKey;
 
 use super::{Frame, FrameSink};
 
-/// Spans per request.
+mod queue;
+mod send;
+
+pub use queue::Queue;
+pub use send::{
+    BadEndpoint, Batch, Books, Deadline, Poster, Signal, Signals, Tally, endpoint_base, split,
+};
+
+/// Spans per request, unless told otherwise ([`OtlpSender::with_batch`]).
 pub const BATCH: usize = 2048;
-const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-/// Longest wait between two tries (unless the collector's `Retry-After` asks for more).
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long one batch may keep being retried, unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-/// Longest one request may take (connect, send, answer).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// Rejection messages kept (the count is always complete).
-const MAX_MESSAGES: usize = 8;
+/// Events kept per span, unless told otherwise ([`OtlpSender::with_max_events`]); the rest
+/// are counted in the span's `dropped_events_count` (and `framelog.events_dropped`).
+pub const MAX_EVENTS: usize = 1024;
 
 /// A parent named by spans sent and not sent itself (yet): its trace and its children's
 /// extent, for a stand-in.
@@ -90,24 +94,77 @@ struct Awaited {
     end: u64,
 }
 
-/// Frames remembered as sent, per generation (two generations: a child sent up to twice
-/// this many spans after its parent still finds it).
-const SENT_GENERATION: usize = 1 << 20;
+/// Frames remembered as sent with their context, per generation (two generations: a child
+/// sent up to twice this many spans after its parent finds its context).
+const SENT_GENERATION: usize = 1 << 16;
 
-/// Sends frames to an OTLP/HTTP endpoint.
+/// Ids per block of [`SentSet`].
+const SENT_BLOCK: u32 = 1024;
+/// Blocks a [`SentSet`] keeps (16 M ids, at most ~2.5 MB): past it the oldest is forgotten.
+const SENT_BLOCKS: usize = 1 << 14;
+
+/// Which frames were sent, one bit per frame id in blocks of [`SENT_BLOCK`] ids of a worker,
+/// forgetting the oldest block past [`SENT_BLOCKS`]: memory stays bounded however long a
+/// forwarder runs (a worker's ids only grow), and a child sent millions of spans after its
+/// parent still finds it.
+#[derive(Default)]
+struct SentSet {
+    blocks: HashMap<(u8, u32), Box<[u64; SENT_BLOCK as usize / 64]>>,
+    order: VecDeque<(u8, u32)>,
+}
+
+impl SentSet {
+    fn insert(&mut self, k: FrameKey) {
+        let b = (k.worker, k.id / SENT_BLOCK);
+        let bits = match self.blocks.get_mut(&b) {
+            Some(bits) => bits,
+            None => {
+                if self.order.len() >= SENT_BLOCKS
+                    && let Some(old) = self.order.pop_front()
+                {
+                    self.blocks.remove(&old);
+                }
+                self.order.push_back(b);
+                self.blocks.entry(b).or_insert_with(|| Box::new([0; 16]))
+            }
+        };
+        let i = (k.id % SENT_BLOCK) as usize;
+        bits[i / 64] |= 1 << (i % 64);
+    }
+
+    fn contains(&self, k: FrameKey) -> bool {
+        let i = (k.id % SENT_BLOCK) as usize;
+        self.blocks
+            .get(&(k.worker, k.id / SENT_BLOCK))
+            .is_some_and(|bits| bits[i / 64] & (1 << (i % 64)) != 0)
+    }
+}
+
+/// OTLP's `DataPointFlags` bit: the point has no recorded value (a gap).
+const NO_RECORDED_VALUE: u32 = 1;
+
+/// Where finished batches go.
+enum Outlet {
+    /// Posted at once, on the caller's thread (`framelog export`).
+    Direct(Poster),
+    /// Queued for a sending thread (`framelog serve`), dropped past the queue's budget.
+    Queue(Arc<Queue>),
+}
+
+/// Turns frames, messages and plot values into OTLP batches and sends them to an OTLP/HTTP
+/// endpoint (or queues them for a sending thread: [`OtlpSender::forwarding`]).
 pub struct OtlpSender {
-    url: String,
     resources: HashMap<u8, Vec<KeyValue>>,
     /// Spans waiting, by worker.
     pending: HashMap<u8, Vec<Span>>,
     waiting: usize,
     /// Distinguishes this log's traces and spans from other logs' (the log's start time).
     salt: Option<u64>,
-    /// Contexts (worker, context) whose root frame was sent.
-    roots_sent: HashSet<(u8, u32)>,
     /// Frames sent recently, with their context (this generation, the one before).
     sent_now: HashMap<FrameKey, u32>,
     sent_before: HashMap<FrameKey, u32>,
+    /// Frames sent (far longer back than the two generations, without their context).
+    sent: SentSet,
     /// Parents (context roots included) named by spans sent, not sent themselves (yet).
     awaited: HashMap<FrameKey, Awaited>,
     /// Messages written in frames not sent yet: their spans' events.
@@ -116,33 +173,37 @@ pub struct OtlpSender {
     logs: Waiting<u8, Vec<LogRecord>>,
     /// Plot values waiting as gauge points, by (worker, series): its unit and the points.
     gauges: Waiting<(u8, String), (formats::PlotUnit, Vec<NumberDataPoint>)>,
-    /// Whether plot values go to `/v1/metrics`.
-    metrics: bool,
-    /// Log records the collector accepted.
-    pub logs_sent: u64,
-    /// Log records it rejected.
-    pub logs_rejected: u64,
-    /// Gauge points it accepted.
-    pub points_sent: u64,
-    /// Spans the collector accepted.
-    pub sent: u64,
-    /// Spans the collector answered it rejected (OTLP partial success).
-    pub rejected: u64,
-    /// The collector's messages about rejected spans (the first few).
-    pub rejections: Vec<String>,
+    /// The signals sent.
+    signals: Signals,
+    /// Items per request.
+    batch: usize,
+    /// Events kept per span.
+    max_events: usize,
+    /// Plot values that were NaN (a gap: sent as points with no recorded value).
+    pub gap_points: u64,
+    /// Plot values that were +inf or -inf (sent as they are).
+    pub infinite_points: u64,
+    /// Spans that had more events than kept (their events counted as dropped).
+    pub spans_with_dropped_events: u64,
+    /// Events left out of spans for the cap.
+    pub dropped_events: u64,
     /// Stand-in root spans sent for contexts whose root frame was not in the export.
     pub synthetic_roots: u64,
     /// Stand-in spans sent for other recorded parents not in the export.
     pub synthetic_parents: u64,
-    /// Spans delivered (accepted or rejected by the collector) or skipped, in order.
+    /// Spans delivered (accepted or rejected by the collector, or not sent for good: too
+    /// large) or skipped, in order.
     delivered: u64,
     /// Spans still to pass over (delivered by an earlier run).
     skip: u64,
     /// Called with [`OtlpSender::delivered`] after every batch.
     on_progress: Option<Box<dyn FnMut(u64) + Send>>,
+    books: Arc<Mutex<Books>>,
+    outlet: Outlet,
+    base: String,
     timeout: Duration,
-    stop: Option<Arc<AtomicBool>>,
-    agent: ureq::Agent,
+    deadline: Arc<Deadline>,
+    note: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
 /// When to try a batch again after a retryable failure: `retry_after` (the collector's ask)
@@ -363,59 +424,136 @@ fn partial_success(content_type: &str, body: &[u8]) -> Option<(u64, String)> {
 }
 
 impl OtlpSender {
-    /// A sender to `endpoint` (`http://HOST:4318`; `/v1/traces` is added unless given).
-    pub fn new(endpoint: &str) -> Self {
-        let e = endpoint.trim_end_matches('/');
-        let url = if e.ends_with("/v1/traces") {
-            e.to_owned()
-        } else {
-            format!("{e}/v1/traces")
-        };
-        Self {
-            url,
+    /// A sender to `endpoint` (`http://HOST:4318`; `/v1/traces`, `/v1/logs` and
+    /// `/v1/metrics` beside it), checked ([`endpoint_base`]).
+    pub fn new(endpoint: &str) -> Result<Self, BadEndpoint> {
+        let base = endpoint_base(endpoint)?;
+        let books = Arc::new(Mutex::new(Books::default()));
+        let deadline = Arc::new(Deadline::default());
+        let note: Arc<dyn Fn(&str) + Send + Sync> =
+            Arc::new(|line: &str| eprintln!("framelog: {line}"));
+        let outlet = Outlet::Direct(Poster::new(
+            base.clone(),
+            DEFAULT_TIMEOUT,
+            deadline.clone(),
+            books.clone(),
+            note.clone(),
+        ));
+        Ok(Self {
             resources: HashMap::new(),
             pending: HashMap::new(),
             waiting: 0,
             salt: None,
-            roots_sent: HashSet::new(),
             sent_now: HashMap::new(),
             sent_before: HashMap::new(),
+            sent: SentSet::default(),
             awaited: HashMap::new(),
             events: HashMap::new(),
             logs: Waiting::default(),
             gauges: Waiting::default(),
-            metrics: false,
-            logs_sent: 0,
-            logs_rejected: 0,
-            points_sent: 0,
-            sent: 0,
-            rejected: 0,
-            rejections: Vec::new(),
+            signals: Signals::default(),
+            batch: BATCH,
+            max_events: MAX_EVENTS,
+            gap_points: 0,
+            infinite_points: 0,
+            spans_with_dropped_events: 0,
+            dropped_events: 0,
             synthetic_roots: 0,
             synthetic_parents: 0,
             delivered: 0,
             skip: 0,
             on_progress: None,
+            books,
+            outlet,
+            base,
             timeout: DEFAULT_TIMEOUT,
-            stop: None,
-            agent: ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_global(Some(REQUEST_TIMEOUT))
-                .build()
-                .into(),
-        }
+            deadline,
+            note,
+        })
+    }
+
+    /// A poster with this sender's endpoint, books, retry time, deadline and notes.
+    fn poster(&self) -> Poster {
+        Poster::new(
+            self.base.clone(),
+            self.timeout,
+            self.deadline.clone(),
+            self.books.clone(),
+            self.note.clone(),
+        )
     }
 
     /// Keeps retrying a batch the collector cannot take now for at most `timeout`.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self.rebuild();
         self
     }
 
-    /// Gives up waiting to retry as soon as `stop` is set (a server shutting down).
-    pub fn with_stop(mut self, stop: Arc<AtomicBool>) -> Self {
-        self.stop = Some(stop);
+    /// Stops sending (waits and tries) once `deadline` passes (a server shutting down).
+    pub fn with_deadline(mut self, deadline: Arc<Deadline>) -> Self {
+        self.deadline = deadline;
+        self.rebuild();
         self
+    }
+
+    /// Tells `note` (instead of standard error) when a signal is switched off or an item is
+    /// refused as too large, once each.
+    pub fn with_note(mut self, note: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.note = Arc::new(note);
+        self.rebuild();
+        self
+    }
+
+    /// Sends only these signals (default: traces and logs). Without traces, messages written
+    /// in frames go as log records naming their frame's span.
+    pub fn with_signals(mut self, signals: Signals) -> Self {
+        self.signals = signals;
+        self
+    }
+
+    /// Sends plot values as OTLP gauges to `/v1/metrics` too (one gauge per series).
+    pub fn with_metrics(mut self) -> Self {
+        self.signals = self.signals.with(Signal::Metrics);
+        self
+    }
+
+    /// Puts at most `n` spans (log records; 8 times as many gauge points) in a request.
+    pub fn with_batch(mut self, n: usize) -> Self {
+        self.batch = n.max(1);
+        self
+    }
+
+    /// Keeps at most `n` events per span (the rest are counted as dropped).
+    pub fn with_max_events(mut self, n: usize) -> Self {
+        self.max_events = n;
+        self
+    }
+
+    /// Queues batches (at most `budget` bytes: see [`Queue`]) instead of posting them: the
+    /// queue, and the poster a sending thread gives them to. Set the deadline first.
+    pub fn forwarding(mut self, budget: usize) -> (Self, Arc<Queue>, Poster) {
+        let queue =
+            Arc::new(Queue::new(budget, self.books.clone()).with_deadline(self.deadline.clone()));
+        self.outlet = Outlet::Queue(queue.clone());
+        let poster = self.poster();
+        (self, queue, poster)
+    }
+
+    fn rebuild(&mut self) {
+        if let Outlet::Direct(_) = self.outlet {
+            self.outlet = Outlet::Direct(self.poster());
+        }
+    }
+
+    /// What became of everything sent so far.
+    pub fn books(&self) -> Books {
+        self.books.lock().clone()
+    }
+
+    /// The books, shared (a forwarder reads them while this sender works).
+    pub fn shared_books(&self) -> Arc<Mutex<Books>> {
+        self.books.clone()
     }
 
     /// Passes over the first `spans` spans (an earlier run delivered them) without sending.
@@ -436,31 +574,14 @@ impl OtlpSender {
         self.delivered
     }
 
-    /// Sleeps `d`, waking early (returning `false`) if the stop flag is set.
-    fn wait(&self, d: Duration) -> bool {
-        let until = Instant::now() + d;
-        loop {
-            if self
-                .stop
-                .as_ref()
-                .is_some_and(|s| s.load(Ordering::Relaxed))
-            {
-                return false;
-            }
-            let now = Instant::now();
-            if now >= until {
-                return true;
-            }
-            std::thread::sleep((until - now).min(Duration::from_millis(50)));
-        }
-    }
-
-    /// The context of frame `key` if it was sent (recently, for a frame that is not a root).
-    fn sent_context(&self, key: FrameKey) -> Option<u32> {
+    /// The context of frame `key` if it was sent (for a frame sent long ago, whose context
+    /// is forgotten: `context`, the asking child's).
+    fn sent_context(&self, key: FrameKey, context: u32) -> Option<u32> {
         self.sent_now
             .get(&key)
             .or_else(|| self.sent_before.get(&key))
             .copied()
+            .or_else(|| self.sent.contains(key).then_some(context))
     }
 
     /// Frame `key` of `context` is sent: remembered for its children.
@@ -469,6 +590,7 @@ impl OtlpSender {
             self.sent_before = std::mem::take(&mut self.sent_now);
         }
         self.sent_now.insert(key, context);
+        self.sent.insert(key);
         self.awaited.remove(&key);
     }
 
@@ -495,14 +617,34 @@ impl OtlpSender {
         }
         self.pending.entry(worker).or_default().push(span);
         self.waiting += 1;
-        if self.waiting >= BATCH {
-            self.flush()?;
+        if self.waiting >= self.batch {
+            self.flush_spans()?;
         }
         Ok(())
     }
 
-    /// Sends the spans waiting now (a live forwarder calls it after each pass).
+    /// Sends (or queues) everything waiting now: spans, log records, gauge points (a live
+    /// forwarder calls it after each pass, so records outside frames go as they arrive).
     pub fn flush(&mut self) -> std::io::Result<()> {
+        self.flush_spans()?;
+        self.flush_logs()?;
+        self.flush_metrics()
+    }
+
+    /// Hands `b` to the outlet, counted as made.
+    fn deliver(&mut self, b: Batch) -> std::io::Result<()> {
+        self.books.lock().tally[b.signal.index()].made += b.items;
+        match &self.outlet {
+            Outlet::Direct(p) => p.send(b),
+            Outlet::Queue(q) => {
+                q.push(b);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends the spans waiting now.
+    fn flush_spans(&mut self) -> std::io::Result<()> {
         if self.waiting == 0 {
             return Ok(());
         }
@@ -512,15 +654,7 @@ impl OtlpSender {
         for worker in workers {
             let spans = self.pending.remove(&worker).unwrap_or_default();
             resource_spans.push(ResourceSpans {
-                resource: Some(Resource {
-                    attributes: self.resources.get(&worker).cloned().unwrap_or_else(|| {
-                        vec![kv(
-                            "framelog.worker",
-                            any_value::Value::IntValue(i64::from(worker)),
-                        )]
-                    }),
-                    ..Default::default()
-                }),
+                resource: Some(self.resource(worker)),
                 scope_spans: vec![ScopeSpans {
                     spans,
                     ..Default::default()
@@ -531,109 +665,17 @@ impl OtlpSender {
         let body = ExportTraceServiceRequest { resource_spans }.encode_to_vec();
         let n = self.waiting as u64;
         self.waiting = 0;
-        let url = self.url.clone();
-        let (content_type, answer) = self.post(&url, &body, &format!("{n} spans"))?;
-        let rejected = match partial_success(&content_type, &answer) {
-            Some((r, msg)) => {
-                self.note_rejection(msg);
-                r.min(n)
-            }
-            None => 0,
-        };
-        self.rejected += rejected;
-        self.sent += n - rejected;
+        self.deliver(Batch {
+            signal: Signal::Traces,
+            items: n,
+            body,
+        })?;
         self.delivered += n;
         let delivered = self.delivered;
         if let Some(f) = &mut self.on_progress {
             f(delivered);
         }
         Ok(())
-    }
-
-    fn note_rejection(&mut self, msg: String) {
-        if !msg.is_empty() && self.rejections.len() < MAX_MESSAGES {
-            self.rejections.push(msg);
-        }
-    }
-
-    /// Posts `body` (protobuf) to `url` until the collector answers 2xx, retrying what may
-    /// pass later (429, 502-504, no connection) with back-off, its `Retry-After` honoured,
-    /// for at most the timeout. The answer's content type and body; `what` names what is
-    /// lost in the error otherwise.
-    fn post(&self, url: &str, body: &[u8], what: &str) -> std::io::Result<(String, Vec<u8>)> {
-        let started = Instant::now();
-        let mut backoff = FIRST_BACKOFF;
-        let mut tries = 0u32;
-        // Jitter from the clock: no two exporters retry in step.
-        let mut seed = started.elapsed().as_nanos() as u64 ^ u64::from(std::process::id()) << 32;
-        loop {
-            tries += 1;
-            let (why, wait_asked) = match self
-                .agent
-                .post(url)
-                .header("Content-Type", "application/x-protobuf")
-                .send(body)
-            {
-                Ok(mut response) => {
-                    let status = response.status().as_u16();
-                    let header = |name: &str| {
-                        response
-                            .headers()
-                            .get(name)
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("")
-                            .to_owned()
-                    };
-                    let content_type = header("content-type").to_ascii_lowercase();
-                    let asked = retry_after(&header("retry-after"));
-                    let answer = response
-                        .body_mut()
-                        .with_config()
-                        .limit(1 << 20)
-                        .read_to_vec()
-                        .unwrap_or_default();
-                    if (200..300).contains(&status) {
-                        return Ok((content_type, answer));
-                    }
-                    let message = server_message(&answer);
-                    let why = if message.is_empty() {
-                        format!("HTTP {status}")
-                    } else {
-                        format!("HTTP {status}: {message}")
-                    };
-                    if !retryable(status) {
-                        return Err(std::io::Error::other(format!(
-                            "{url} refused {what}: {why}"
-                        )));
-                    }
-                    (why, asked)
-                }
-                Err(e) => (e.to_string(), None),
-            };
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let jitter = (seed >> 11) as f64 / (1u64 << 53) as f64;
-            let remaining = self.timeout.saturating_sub(started.elapsed());
-            match next_wait(backoff, wait_asked, jitter, remaining) {
-                Some(d) if self.wait(d) => {}
-                stopped_or_late => {
-                    let when = if stopped_or_late.is_some() {
-                        "stopping".to_owned()
-                    } else {
-                        format!(
-                            "gave up after {tries} tries in {:.1} s (--timeout {})",
-                            started.elapsed().as_secs_f64(),
-                            humanize(self.timeout)
-                        )
-                    };
-                    return Err(std::io::Error::other(format!(
-                        "{url}: {what} not sent, {when}: {why}"
-                    )));
-                }
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
     }
 
     /// The resource of `worker`'s process (its service name and pid when known).
@@ -669,18 +711,11 @@ impl OtlpSender {
             .collect();
         let body = ExportLogsServiceRequest { resource_logs }.encode_to_vec();
         let n = std::mem::take(&mut self.logs.waiting) as u64;
-        let url = signal_url(&self.url, "logs");
-        let (_, answer) = self.post(&url, &body, &format!("{n} log records"))?;
-        let rejected = ExportLogsServiceResponse::decode(&answer[..])
-            .ok()
-            .and_then(|r| r.partial_success)
-            .map_or(0, |p| {
-                self.note_rejection(p.error_message);
-                u64::try_from(p.rejected_log_records).unwrap_or(0).min(n)
-            });
-        self.logs_rejected += rejected;
-        self.logs_sent += n - rejected;
-        Ok(())
+        self.deliver(Batch {
+            signal: Signal::Logs,
+            items: n,
+            body,
+        })
     }
 
     /// Sends the plot values waiting now to `/v1/metrics`, one gauge per series.
@@ -712,23 +747,11 @@ impl OtlpSender {
             .collect();
         let body = ExportMetricsServiceRequest { resource_metrics }.encode_to_vec();
         let n = std::mem::take(&mut self.gauges.waiting) as u64;
-        let url = signal_url(&self.url, "metrics");
-        let (_, answer) = self.post(&url, &body, &format!("{n} plot values"))?;
-        let rejected = ExportMetricsServiceResponse::decode(&answer[..])
-            .ok()
-            .and_then(|r| r.partial_success)
-            .map_or(0, |p| {
-                self.note_rejection(p.error_message);
-                u64::try_from(p.rejected_data_points).unwrap_or(0).min(n)
-            });
-        self.points_sent += n - rejected;
-        Ok(())
-    }
-
-    /// Sends plot values as OTLP gauges to `/v1/metrics` too (one gauge per series).
-    pub fn with_metrics(mut self) -> Self {
-        self.metrics = true;
-        self
+        self.deliver(Batch {
+            signal: Signal::Metrics,
+            items: n,
+            body,
+        })
     }
 
     /// A log record for message `m` (its frame's trace and span when it was written in one).
@@ -769,19 +792,16 @@ impl OtlpSender {
     }
 
     fn push_log(&mut self, worker: u8, record: LogRecord) -> std::io::Result<()> {
+        if !self.signals.contains(Signal::Logs) {
+            return Ok(());
+        }
         self.logs.pending.entry(worker).or_default().push(record);
         self.logs.waiting += 1;
-        if self.logs.waiting >= BATCH {
+        if self.logs.waiting >= self.batch {
             self.flush_logs()?;
         }
         Ok(())
     }
-}
-
-/// `/v1/<signal>` beside the traces URL.
-fn signal_url(traces: &str, signal: &str) -> String {
-    let base = traces.strip_suffix("/v1/traces").unwrap_or(traces);
-    format!("{base}/v1/{signal}")
 }
 
 /// OTLP's severity number for a level (SeverityNumber: TRACE 1, DEBUG 5, INFO 9, WARN 13,
@@ -846,15 +866,17 @@ impl FrameSink for OtlpSender {
     fn frame(&mut self, f: &Frame<'_>) -> std::io::Result<()> {
         use any_value::Value as V;
         let salt = self.salt(f);
+        if !self.signals.contains(Signal::Traces) {
+            return Ok(());
+        }
         let worker = f.key.worker;
-        let ctx = (worker, f.context);
         let root_key = FrameKey::new(worker, f.context);
         let mut links = Vec::new();
         let mut parent = f.parent;
         if let Some(p) = parent
             && p != root_key
         {
-            match self.sent_context(p) {
+            match self.sent_context(p, f.context) {
                 Some(c) if c != f.context => {
                     // Its parent went to another trace: a link, under this trace's root.
                     links.push(span::Link {
@@ -872,11 +894,8 @@ impl FrameSink for OtlpSender {
                 None => self.await_parent(p, f.context, f.start_unix_ns, f.end_unix_ns),
             }
         }
-        if parent == Some(root_key) && !self.roots_sent.contains(&ctx) {
+        if parent == Some(root_key) && self.sent_context(root_key, f.context).is_none() {
             self.await_parent(root_key, f.context, f.start_unix_ns, f.end_unix_ns);
-        }
-        if f.key == root_key {
-            self.roots_sent.insert(ctx);
         }
         self.mark_sent(f.key, f.context);
         let mut span = Span {
@@ -932,14 +951,40 @@ impl FrameSink for OtlpSender {
         if let Some(events) = self.events.remove(&f.key) {
             span.events.extend(events);
         }
+        if span.events.len() > self.max_events {
+            // The earliest are kept; the rest counted as OTLP counts dropped events.
+            span.events.sort_by_key(|e| e.time_unix_nano);
+            let cut = (span.events.len() - self.max_events) as u64;
+            span.events.truncate(self.max_events);
+            span.dropped_events_count = span
+                .dropped_events_count
+                .saturating_add(u32::try_from(cut).unwrap_or(u32::MAX));
+            self.spans_with_dropped_events += 1;
+            self.dropped_events += cut;
+        }
+        if span.dropped_events_count > 0 {
+            span.attributes.push(kv(
+                "framelog.events_dropped",
+                V::IntValue(i64::from(span.dropped_events_count)),
+            ));
+        }
         self.push(worker, span)
     }
 
-    /// With [`OtlpSender::with_metrics`], a plot value becomes a gauge point of its series.
+    /// With [`Signal::Metrics`], a plot value becomes a gauge point of its series: NaN (a
+    /// gap) a point flagged as having no recorded value, ±inf as it is (OTLP's doubles are
+    /// IEEE 754).
     fn plot(&mut self, p: &super::PlotPoint<'_>) -> std::io::Result<()> {
-        if !self.metrics || p.value.is_nan() {
+        if !self.signals.contains(Signal::Metrics) {
             return Ok(());
         }
+        let flags = if p.value.is_nan() {
+            self.gap_points += 1;
+            NO_RECORDED_VALUE
+        } else {
+            self.infinite_points += u64::from(p.value.is_infinite());
+            0
+        };
         let entry = match self.gauges.pending.get_mut(&(p.worker, p.name.to_owned())) {
             Some(e) => e,
             None => self
@@ -951,10 +996,11 @@ impl FrameSink for OtlpSender {
         entry.1.push(NumberDataPoint {
             time_unix_nano: p.unix_ns,
             value: Some(number_data_point::Value::AsDouble(p.value)),
+            flags,
             ..Default::default()
         });
         self.gauges.waiting += 1;
-        if self.gauges.waiting >= BATCH * 8 {
+        if self.gauges.waiting >= self.batch * 8 {
             self.flush_metrics()?;
         }
         Ok(())
@@ -963,8 +1009,8 @@ impl FrameSink for OtlpSender {
     /// A message written in a frame becomes an event of the frame's span (sent with it).
     fn message(&mut self, m: &super::ExportMessage<'_>) -> std::io::Result<()> {
         use any_value::Value as V;
-        let Some(frame) = m.frame else {
-            // Outside every frame: a log record of its own.
+        let Some(frame) = m.frame.filter(|_| self.signals.contains(Signal::Traces)) else {
+            // Outside every frame (or no spans sent): a log record of its own.
             let salt = self.salt.unwrap_or(m.unix_ns - m.at_ns);
             let record = self.log_record(m, salt);
             return self.push_log(m.thread.0, record);
@@ -1032,7 +1078,7 @@ impl FrameSink for OtlpSender {
                 roots.push((key, a));
                 continue;
             }
-            if !self.roots_sent.contains(&(key.worker, a.context)) {
+            if self.sent_context(root_key, a.context).is_none() {
                 roots.push((
                     root_key,
                     Awaited {
@@ -1077,9 +1123,10 @@ impl FrameSink for OtlpSender {
         }
         for (key, r) in merged {
             let (worker, context) = (key.worker, r.context);
-            if !self.roots_sent.insert((worker, context)) {
+            if self.sent_context(key, context).is_some() {
                 continue;
             }
+            self.mark_sent(key, context);
             let span = Span {
                 trace_id: trace_id(salt, worker, context),
                 span_id: span_id(salt, worker, context),

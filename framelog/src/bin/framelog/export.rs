@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use framelog::export::chrome::ChromeTrace;
-use framelog::export::otlp::OtlpSender;
+use framelog::export::otlp::{OtlpSender, Signal, Signals};
 use framelog::export::speedscope::Speedscope;
 use framelog::export::{ExportError, ExportOptions, FrameSink, export};
 use framelog::label_match::LabelPattern;
@@ -64,10 +64,20 @@ pub struct ExportArgs {
     /// killed): its progress is kept in the log directory while it sends.
     #[arg(long, requires = "otlp")]
     resume: bool,
-    /// With --otlp: also send plot values as OTLP gauges to `/v1/metrics` (messages outside
-    /// frames always go to `/v1/logs`, those in frames as their spans' events).
+    /// With --otlp: also send plot values as OTLP gauges to `/v1/metrics` (the same as
+    /// adding `metrics` to --signals).
     #[arg(long, requires = "otlp")]
     metrics: bool,
+    /// With --otlp: the signals to send, comma-separated: `traces` (frames as spans,
+    /// messages in frames as their events), `logs` (messages outside frames, or all of them
+    /// without traces), `metrics` (plot values as gauges). A signal the collector does not
+    /// take (404, 405, 415) is switched off with one line and the others go on.
+    #[arg(long, value_name = "LIST", default_value = "traces,logs", value_parser = Signals::parse, requires = "otlp")]
+    signals: Signals,
+    /// With --otlp: spans (or log records) per request; a request the collector finds too
+    /// large (413) is split in two and sent again.
+    #[arg(long, value_name = "N", default_value_t = framelog::export::otlp::BATCH, value_parser = clap::value_parser!(usize), requires = "otlp")]
+    batch_size: usize,
 }
 
 /// Where `export --otlp` keeps its progress for `--resume`: a hidden file in the log
@@ -132,10 +142,14 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         };
         let (path, u) = (progress.clone(), url.clone());
         let mut warned = false;
-        let mut sender = OtlpSender::new(url).with_timeout(a.timeout);
+        let mut signals = a.signals;
         if a.metrics {
-            sender = sender.with_metrics();
+            signals = signals.with(Signal::Metrics);
         }
+        let sender = OtlpSender::new(url)?
+            .with_timeout(a.timeout)
+            .with_signals(signals)
+            .with_batch(a.batch_size);
         let mut sender = sender.skip(skip).on_progress(move |n| {
             if let Err(e) = write_progress(&path, &u, n)
                 && !std::mem::replace(&mut warned, true)
@@ -164,35 +178,87 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         };
         // Done: nothing to resume.
         let _ = std::fs::remove_file(&progress);
-        eprintln!(
-            "sent {} spans to {url} ({} still open at the end, {} standing in for root frames and {} for parents not in the export)",
-            sender.sent, summary.open_frames, sender.synthetic_roots, sender.synthetic_parents
+        let books = sender.books();
+        let (spans, logs, points) = (
+            books.of(Signal::Traces),
+            books.of(Signal::Logs),
+            books.of(Signal::Metrics),
         );
-        if sender.logs_sent + sender.logs_rejected > 0 {
+        if signals.contains(Signal::Traces) {
             eprintln!(
-                "sent {} messages outside frames as log records",
-                sender.logs_sent
+                "sent {} spans to {url} ({} still open at the end, {} standing in for root frames and {} for parents not in the export)",
+                spans.sent, summary.open_frames, sender.synthetic_roots, sender.synthetic_parents
             );
         }
-        if a.metrics {
-            eprintln!("sent {} plot values as gauge points", sender.points_sent);
-        }
-        note_inferred(&summary);
-        if sender.rejected > 0 || !sender.rejections.is_empty() {
+        if sender.dropped_events > 0 {
             eprintln!(
-                "{url} rejected {} spans{}",
-                sender.rejected,
-                if sender.rejections.is_empty() {
+                "{} spans had more than {} events: their other {} events are counted in dropped_events_count (and framelog.events_dropped), not sent",
+                sender.spans_with_dropped_events,
+                framelog::export::otlp::MAX_EVENTS,
+                sender.dropped_events
+            );
+        }
+        if logs.sent > 0 {
+            eprintln!("sent {} messages as log records", logs.sent);
+        }
+        if signals.contains(Signal::Metrics) && points.made > points.off {
+            let mut odd = Vec::new();
+            if sender.gap_points > 0 {
+                odd.push(format!(
+                    "{} NaN (gaps) as points flagged as having no recorded value",
+                    sender.gap_points
+                ));
+            }
+            if sender.infinite_points > 0 {
+                odd.push(format!("{} infinite as ±inf", sender.infinite_points));
+            }
+            eprintln!(
+                "sent {} plot values as gauge points{}",
+                points.sent,
+                if odd.is_empty() {
                     String::new()
                 } else {
-                    format!(": {}", sender.rejections.join("; "))
+                    format!(" (of them {})", odd.join(", "))
                 }
             );
         }
-        if sender.logs_rejected > 0 {
-            eprintln!("{url} rejected {} log records", sender.logs_rejected);
+        note_inferred(&summary);
+        // Items the collector did not take though their signal was taken: rejected, or too
+        // large to send even alone. (A signal it does not take was said when switched off.)
+        let mut incomplete = false;
+        for s in Signal::ALL {
+            let t = books.of(s);
+            if t.rejected > 0 || t.too_large > 0 {
+                incomplete = true;
+                let mut why = Vec::new();
+                if t.rejected > 0 {
+                    why.push(format!(
+                        "{} rejected{}",
+                        t.rejected,
+                        if books.rejections.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", books.rejections.join("; "))
+                        }
+                    ));
+                }
+                if t.too_large > 0 {
+                    why.push(format!(
+                        "{} too large even alone ({})",
+                        t.too_large,
+                        books.too_large[s as usize].as_deref().unwrap_or("")
+                    ));
+                }
+                eprintln!(
+                    "{url}: {} of {} {} not delivered: {}",
+                    t.rejected + t.too_large,
+                    t.made,
+                    s.items(),
+                    why.join(", ")
+                );
+            }
         }
-        return Ok(if sender.rejected > 0 || sender.logs_rejected > 0 {
+        return Ok(if incomplete {
             ExitCode::FAILURE
         } else {
             ExitCode::SUCCESS
