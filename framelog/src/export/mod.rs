@@ -14,9 +14,11 @@
 //! that share a name are told apart (`"worker"`, `"worker #2"` …).
 
 pub mod chrome;
+pub mod links;
 #[cfg(feature = "otlp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "otlp")))]
 pub mod otlp;
+pub mod perfetto;
 pub mod speedscope;
 pub mod tracks;
 
