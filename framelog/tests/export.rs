@@ -1281,3 +1281,98 @@ fn otlp_export_gives_up_at_its_timeout_with_the_collectors_message_and_resume_se
     assert_eq!(spans.len(), 9000, "only the rest was sent: {err}");
     assert_eq!(unique.len(), 9000);
 }
+
+/// Plot values JSON cannot hold (NaN gaps, infinities) are left out of the Chrome export and
+/// said per series on stderr, never dropped silently; the Perfetto export keeps the
+/// infinities (a double holds them) and says which gaps it left out.
+#[test]
+fn plot_values_a_format_cannot_hold_are_counted_per_series_not_dropped_silently() {
+    use formats::{Plot, PlotMode, PlotUnit};
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let (nan, inf) = (f64::NAN, f64::INFINITY);
+    let series: [(&str, &[f64]); 3] = [
+        ("temp", &[1.0, nan, inf, -inf, 2.0, nan]),
+        ("load", &[3.0]),
+        ("ghost", &[nan, inf]),
+    ];
+    let mut buf = Vec::new();
+    let mut t = 1_700_000_000_000_000_000u64;
+    for (name, values) in series {
+        for &value in values {
+            t += 1000;
+            Record::Plot(Plot {
+                worker: w.worker(),
+                timestamp: t,
+                value,
+                mode: PlotMode::Value,
+                unit: PlotUnit::COUNT,
+                name,
+            })
+            .encode_to_vec(&mut buf);
+        }
+    }
+    w.append_frames(&buf).unwrap();
+    let worker = w.worker();
+    drop(w);
+
+    let (events, stderr) = export_json(dir.path(), &[]);
+    let count = |name: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == name)
+            .count()
+    };
+    assert_eq!((count("temp"), count("load"), count("ghost")), (2, 1, 0));
+    assert!(
+        stderr.contains(&format!(
+            "plot \"temp\" (worker {worker}): left out 2 NaN (gaps), 1 +inf, 1 -inf values that Chrome JSON cannot hold"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "plot \"ghost\" (worker {worker}): left out 1 NaN (gaps), 1 +inf values"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("\"load\""), "{stderr}");
+
+    let out = dir.path().join("out.pftrace");
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "plot \"temp\" (worker {worker}): left out 2 NaN (gaps) values that Perfetto cannot hold"
+        )) && stderr.contains("plot \"ghost\""),
+        "{stderr}"
+    );
+    let trace = perfetto_trace(&out);
+    let values: Vec<f64> = trace
+        .packet
+        .iter()
+        .filter_map(|p| p.track_event.as_ref()?.double_counter_value)
+        .collect();
+    assert_eq!(values, [1.0, inf, -inf, 2.0, 3.0, inf]);
+}
+
+/// A Perfetto trace file, decoded with the export's own message definitions.
+fn perfetto_trace(path: &std::path::Path) -> PerfettoFile {
+    use prost::Message;
+    PerfettoFile::decode(std::fs::read(path).unwrap().as_slice()).unwrap()
+}
+
+/// Perfetto's `Trace`: its packets.
+#[derive(Clone, PartialEq, prost::Message)]
+struct PerfettoFile {
+    #[prost(message, repeated, tag = "1")]
+    packet: Vec<framelog::export::perfetto::proto::TracePacket>,
+}
