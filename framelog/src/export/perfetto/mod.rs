@@ -784,3 +784,141 @@ impl<W: Write> FrameSink for PerfettoTrace<W> {
         self.out.flush()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Trace {
+        #[prost(message, repeated, tag = "1")]
+        packet: Vec<TracePacket>,
+    }
+
+    fn frame(id: u32, label: &'static str, lane: u32, start: u64, end: u64) -> Frame<'static> {
+        Frame {
+            key: FrameKey::new(0, id),
+            thread: (0, 1),
+            label,
+            category: formats::Category::HTTP,
+            context: id,
+            start_ns: start,
+            end_ns: end,
+            lane,
+            async_track: false,
+            open: false,
+            parent: None,
+            parent_inferred: false,
+            under_parent: false,
+            start_unix_ns: start,
+            end_unix_ns: end,
+            data: None,
+            allocs: None,
+        }
+    }
+
+    fn point(value: f64, at_ns: u64) -> PlotPoint<'static> {
+        PlotPoint {
+            worker: 0,
+            name: "queue",
+            unit: formats::PlotUnit::COUNT,
+            value,
+            at_ns,
+            unix_ns: at_ns,
+        }
+    }
+
+    /// Each packet's absolute time (as a reader rebuilds it from deltas and absolute
+    /// times), sequence, event type and name, in file order; and every sequence's interned
+    /// event names.
+    type Decoded = (
+        Vec<(u64, u32, i32, Option<String>)>,
+        HashMap<u32, Vec<String>>,
+    );
+
+    fn decode(bytes: &[u8]) -> Decoded {
+        let trace = Trace::decode(bytes).unwrap();
+        let mut clock: HashMap<u32, u64> = HashMap::default();
+        let mut names: HashMap<(u32, u64), String> = HashMap::default();
+        let mut interned: HashMap<u32, Vec<String>> = HashMap::default();
+        let mut out = Vec::new();
+        for p in trace.packet {
+            let seq = p.trusted_packet_sequence_id.unwrap_or(0);
+            if let Some(c) = &p.clock_snapshot {
+                let inc = c.clocks.iter().find(|c| c.is_incremental == Some(true));
+                clock.insert(seq, inc.unwrap().timestamp.unwrap());
+                assert!(p.trace_packet_defaults.is_some() && p.sequence_flags == Some(1));
+                continue;
+            }
+            if let Some(i) = &p.interned_data {
+                for n in &i.event_names {
+                    names.insert((seq, n.iid.unwrap()), n.name.clone().unwrap());
+                    interned
+                        .entry(seq)
+                        .or_default()
+                        .push(n.name.clone().unwrap());
+                }
+            }
+            let Some(e) = p.track_event else { continue };
+            let ts = match p.timestamp_clock_id {
+                Some(CLOCK_BOOTTIME) => p.timestamp.unwrap(),
+                None => {
+                    let c = clock.get_mut(&seq).expect("a clock before the first event");
+                    *c += p.timestamp.unwrap();
+                    *c
+                }
+                other => panic!("clock {other:?}"),
+            };
+            let name = e.name_iid.map(|i| names[&(seq, i)].clone());
+            out.push((ts, seq, e.r#type.unwrap(), name));
+        }
+        (out, interned)
+    }
+
+    #[test]
+    fn times_rebuild_exactly_and_names_are_interned_once_per_sequence() {
+        let mut t = PerfettoTrace::new(Vec::new());
+        t.thread(0, 1, "main").unwrap();
+        // Lane 0: a [10,100] with b [20,30] and b [40,50] inside; lane 1: b [60,150].
+        t.frame(&frame(1, "a", 0, 10, 100)).unwrap();
+        t.frame(&frame(2, "b", 0, 20, 30)).unwrap();
+        t.frame(&frame(3, "b", 0, 40, 50)).unwrap();
+        t.frame(&frame(4, "b", 1, 60, 150)).unwrap();
+        // Plot values out of time order: the one going back carries its absolute time.
+        t.plot(&point(1.0, 500)).unwrap();
+        t.plot(&point(2.0, 200)).unwrap();
+        t.plot(&point(3.0, 700)).unwrap();
+        t.finish().unwrap();
+        let (events, interned) = decode(&t.into_inner());
+        let lane0: Vec<_> = events
+            .iter()
+            .filter(|e| e.1 == events[0].1)
+            .map(|e| (e.0, e.2, e.3.as_deref()))
+            .collect();
+        assert_eq!(
+            lane0,
+            [
+                (10, TYPE_SLICE_BEGIN, Some("a")),
+                (20, TYPE_SLICE_BEGIN, Some("b")),
+                (30, TYPE_SLICE_END, None),
+                (40, TYPE_SLICE_BEGIN, Some("b")),
+                (50, TYPE_SLICE_END, None),
+                (100, TYPE_SLICE_END, None),
+            ]
+        );
+        let counters: Vec<u64> = events
+            .iter()
+            .filter(|e| e.2 == TYPE_COUNTER)
+            .map(|e| e.0)
+            .collect();
+        assert_eq!(counters, [500, 200, 700]);
+        // "b" once on lane 0's sequence and once on lane 1's.
+        let mut per_seq: Vec<Vec<String>> = interned.into_values().collect();
+        per_seq.sort();
+        assert_eq!(
+            per_seq,
+            [vec!["a".to_owned(), "b".to_owned()], vec!["b".to_owned()]]
+        );
+    }
+}
