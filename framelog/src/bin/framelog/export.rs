@@ -206,6 +206,14 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         .as_ref()
         .and_then(|p| std::fs::metadata(p).ok())
         .is_some_and(|m| !m.is_file());
+    if a.output.is_none()
+        && matches!(a.format, Format::Perfetto)
+        && std::io::IsTerminal::is_terminal(&std::io::stdout())
+    {
+        anyhow::bail!(
+            "a Perfetto trace is binary: give a file with -o FILE.pftrace (or redirect standard output)"
+        );
+    }
     let (out, shown): (Box<dyn Write>, String) = match &a.output {
         Some(p) if special => (
             Box::new(

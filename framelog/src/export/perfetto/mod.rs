@@ -8,9 +8,11 @@
 //!   placed in time order go on "THREAD (async N)" tracks under it, as many as keep them
 //!   from overlapping.
 //! - Frames are slices (a `TYPE_SLICE_BEGIN` and a `TYPE_SLICE_END` event, exact to the ns,
-//!   from the log's start) named by their label, in their category, with debug annotations:
-//!   `id` (the frame id; the worker is the process), `open` for a frame still running when
-//!   the log ended, `data` (the frame's data, `--no-data` leaves it out) and `allocs`.
+//!   from the log's start) named by their label, in their category; a frame with something
+//!   more to show has debug annotations: `id` (the frame id; the worker is the process),
+//!   `open` for a frame still running when the log ended, `data` (the frame's data,
+//!   `--no-data` leaves it out) and `allocs`. (An argument set per slice would cost
+//!   Perfetto's importer more than the slice.)
 //! - A child drawn apart from its recorded parent (another thread, lane or track) is linked
 //!   to it by a flow: the parent's begin lists the flow id in `flow_ids`, the child's begin
 //!   in `terminating_flow_ids`, one id per link; both are written only for links whose two
@@ -615,13 +617,19 @@ impl<W: Write> FrameSink for PerfettoTrace<W> {
             Some(n) => self.strings.id(n),
             None => self.strings.id(&f.category.to_string()),
         };
-        let mut annotations = vec![Annotation {
-            name: self.fixed.id,
-            value: DebugAnnotation {
-                uint_value: Some(u64::from(f.key.id)),
-                ..Default::default()
-            },
-        }];
+        // Only frames with something to show carry annotations, then with their id (for
+        // `framelog data`): an argument set per slice costs Perfetto's importer more than
+        // the slice itself.
+        let mut annotations = Vec::new();
+        if f.open || f.data.is_some() || f.allocs.is_some() {
+            annotations.push(Annotation {
+                name: self.fixed.id,
+                value: DebugAnnotation {
+                    uint_value: Some(u64::from(f.key.id)),
+                    ..Default::default()
+                },
+            });
+        }
         if f.open {
             annotations.push(Annotation {
                 name: self.fixed.open,
