@@ -1376,3 +1376,62 @@ struct PerfettoFile {
     #[prost(message, repeated, tag = "1")]
     packet: Vec<framelog::export::perfetto::proto::TracePacket>,
 }
+
+/// The Perfetto export links the same children as the Chrome export: one flow id per child
+/// drawn apart from a parent in the log, listed by the parent's begin (`flow_ids`) and the
+/// child's (`terminating_flow_ids`), each exactly once; the orphan, whose parent is not in
+/// the log, has none.
+#[test]
+fn perfetto_export_links_each_child_drawn_apart_to_its_parent_once() {
+    let dir = async_log(true);
+    let out = dir.path().join("out.pftrace");
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let trace = perfetto_trace(&out);
+    // Event names by (sequence, iid), to name each flow's two slices.
+    let mut names: HashMap<(u32, u64), String> = HashMap::new();
+    let (mut from, mut to): (HashMap<u64, String>, HashMap<u64, String>) = Default::default();
+    for p in &trace.packet {
+        let seq = p.trusted_packet_sequence_id.unwrap_or(0);
+        if let Some(i) = &p.interned_data {
+            for n in &i.event_names {
+                names.insert((seq, n.iid.unwrap()), n.name.clone().unwrap());
+            }
+        }
+        let Some(e) = &p.track_event else { continue };
+        let name = || names[&(seq, e.name_iid.unwrap())].clone();
+        for &f in &e.flow_ids {
+            assert!(from.insert(f, name()).is_none(), "flow {f} starts twice");
+        }
+        for &f in &e.terminating_flow_ids {
+            assert!(to.insert(f, name()).is_none(), "flow {f} ends twice");
+        }
+    }
+    let mut flows: Vec<(String, String)> = from
+        .iter()
+        .map(|(f, parent)| {
+            (
+                parent.clone(),
+                to.remove(f).expect("a flow without its end"),
+            )
+        })
+        .collect();
+    flows.sort();
+    assert!(to.is_empty(), "flow ends without a start: {to:?}");
+    let want: Vec<(String, String)> = [
+        ("GET /user", "load_user"),
+        ("GET /user", "prefetch"),
+        ("render", "audit"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(flows, want);
+}

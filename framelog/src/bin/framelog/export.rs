@@ -254,14 +254,14 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             let mut sink = ChromeTrace::new(out).with_context(|| format!("writing {shown}"))?;
             let summary = export(&a.dir, &opts, &mut sink).map_err(fail)?;
             not_written(&mut notes, "Chrome JSON", sink.not_written());
-            unlinked(&mut notes, sink.unlinked());
+            unlinked(&mut notes, sink.unlinked(), ", is on an async track");
             summary
         }
         Format::Perfetto => {
             let mut sink = PerfettoTrace::new(out);
             let summary = export(&a.dir, &opts, &mut sink).map_err(fail)?;
             not_written(&mut notes, "Perfetto", sink.not_written());
-            unlinked(&mut notes, sink.unlinked());
+            unlinked(&mut notes, sink.unlinked(), "");
             summary
         }
         Format::Speedscope => {
@@ -317,11 +317,12 @@ fn not_written(
     }
 }
 
-/// Says how many children drawn apart from their parent got no link.
-fn unlinked(notes: &mut Vec<String>, n: u64) {
+/// Says how many children drawn apart from their parent got no link (`also`: another reason
+/// the format has).
+fn unlinked(notes: &mut Vec<String>, n: u64, also: &str) {
     if n > 0 {
         notes.push(format!(
-            "{n} frames drawn apart from their recorded parent have no flow to it: the parent is not in the export, or was released over {} events away",
+            "{n} frames drawn apart from their recorded parent have no flow to it: the parent is not in the export{also}, or was released over {} events away",
             framelog::export::links::WINDOW
         ));
     }
