@@ -97,7 +97,8 @@ struct Annotation {
 
 /// What goes out, in order, once it leaves the link window.
 enum Item {
-    Descriptor(TrackDescriptor),
+    /// Boxed: every event moves through the window, and a descriptor is big and rare.
+    Descriptor(Box<TrackDescriptor>),
     /// A slice begins (or an instant) on sequence `seq`.
     Begin {
         seq: usize,
@@ -149,6 +150,8 @@ pub struct PerfettoTrace<W: Write> {
     not_written: BTreeMap<(u8, String), NotWritten>,
     /// String ids of the annotation names and categories used everywhere.
     fixed: Fixed,
+    /// Each category's string id, once used (`u32::MAX`: not yet).
+    category_ids: Vec<u32>,
 }
 
 struct Fixed {
@@ -195,6 +198,7 @@ impl<W: Write> PerfettoTrace<W> {
             open: HashMap::default(),
             not_written: BTreeMap::new(),
             fixed,
+            category_ids: vec![u32::MAX; 256],
         }
     }
 
@@ -280,14 +284,14 @@ impl<W: Write> PerfettoTrace<W> {
             None => self.uuid(),
         };
         self.processes.insert(worker, (uuid, shown.to_owned()));
-        self.push(Item::Descriptor(TrackDescriptor {
+        self.push(Item::Descriptor(Box::new(TrackDescriptor {
             uuid: Some(uuid),
             process: Some(ProcessDescriptor {
                 pid: Some(i32::from(worker)),
                 process_name: Some(shown.to_owned()),
             }),
             ..Default::default()
-        }))?;
+        })))?;
         Ok(uuid)
     }
 
@@ -306,7 +310,7 @@ impl<W: Write> PerfettoTrace<W> {
         };
         self.threads
             .insert((worker, thread), (uuid, name.to_owned()));
-        self.push(Item::Descriptor(TrackDescriptor {
+        self.push(Item::Descriptor(Box::new(TrackDescriptor {
             uuid: Some(uuid),
             thread: Some(ThreadDescriptor {
                 pid: Some(i32::from(worker)),
@@ -314,7 +318,7 @@ impl<W: Write> PerfettoTrace<W> {
                 thread_name: Some(name.to_owned()),
             }),
             ..Default::default()
-        }))?;
+        })))?;
         Ok(uuid)
     }
 
@@ -329,12 +333,12 @@ impl<W: Write> PerfettoTrace<W> {
         let parent = self.thread_track(worker, thread)?;
         let name = format!("{} ({what} {n})", self.threads[&(worker, thread)].1);
         let uuid = self.uuid();
-        self.push(Item::Descriptor(TrackDescriptor {
+        self.push(Item::Descriptor(Box::new(TrackDescriptor {
             uuid: Some(uuid),
             parent_uuid: Some(parent),
             name: Some(name),
             ..Default::default()
-        }))?;
+        })))?;
         Ok(self.new_seq(uuid))
     }
 
@@ -404,7 +408,7 @@ impl<W: Write> Writer<'_, W> {
         }
         let packet = match h.item {
             Item::Descriptor(d) => TracePacket {
-                track_descriptor: Some(d),
+                track_descriptor: Some(*d),
                 ..Default::default()
             },
             Item::Begin {
@@ -613,10 +617,14 @@ impl<W: Write> FrameSink for PerfettoTrace<W> {
             self.close_until(seq, f.start_ns, f.end_ns)?;
         }
         let name = self.strings.id(f.label);
-        let category = match f.category.name() {
-            Some(n) => self.strings.id(n),
-            None => self.strings.id(&f.category.to_string()),
-        };
+        let c = usize::from(f.category.0);
+        if self.category_ids[c] == u32::MAX {
+            self.category_ids[c] = match f.category.name() {
+                Some(n) => self.strings.id(n),
+                None => self.strings.id(&f.category.to_string()),
+            };
+        }
+        let category = self.category_ids[c];
         // Only frames with something to show carry annotations, then with their id (for
         // `framelog data`): an argument set per slice costs Perfetto's importer more than
         // the slice itself.
@@ -704,7 +712,7 @@ impl<W: Write> FrameSink for PerfettoTrace<W> {
             None => {
                 let parent = self.process_track(p.worker)?;
                 let uuid = self.uuid();
-                self.push(Item::Descriptor(TrackDescriptor {
+                self.push(Item::Descriptor(Box::new(TrackDescriptor {
                     uuid: Some(uuid),
                     parent_uuid: Some(parent),
                     name: Some(format!("{} {}", p.name, p.unit.name())),
@@ -712,7 +720,7 @@ impl<W: Write> FrameSink for PerfettoTrace<W> {
                         unit_name: Some(p.unit.name().into_owned()),
                     }),
                     ..Default::default()
-                }))?;
+                })))?;
                 let s = self.new_seq(uuid);
                 self.counters.insert((p.worker, p.name.to_owned()), s);
                 s
