@@ -152,6 +152,7 @@ pub struct PerfettoTrace<W: Write> {
     fixed: Fixed,
     /// Each category's string id, once used (`u32::MAX`: not yet).
     category_ids: Vec<u32>,
+    scratch: TrackEvent,
 }
 
 struct Fixed {
@@ -199,6 +200,7 @@ impl<W: Write> PerfettoTrace<W> {
             not_written: BTreeMap::new(),
             fixed,
             category_ids: vec![u32::MAX; 256],
+            scratch: TrackEvent::default(),
         }
     }
 
@@ -267,6 +269,7 @@ impl<W: Write> PerfettoTrace<W> {
                 error: &mut self.error,
                 seqs: &mut self.seqs,
                 strings: &self.strings,
+                scratch: &mut self.scratch,
             },
         )
     }
@@ -399,6 +402,8 @@ struct Writer<'a, W> {
     error: &'a mut Option<std::io::Error>,
     seqs: &'a mut [Seq],
     strings: &'a Strings,
+    /// A begin event's vectors, kept for the next one (no allocation per event).
+    scratch: &'a mut TrackEvent,
 }
 
 impl<W: Write> Writer<'_, W> {
@@ -421,22 +426,28 @@ impl<W: Write> Writer<'_, W> {
                 key,
             } => {
                 let mut interned = InternedData::default();
-                let mut event = TrackEvent {
-                    r#type: Some(if instant {
-                        TYPE_INSTANT
-                    } else {
-                        TYPE_SLICE_BEGIN
-                    }),
-                    name_iid: Some(self.intern(seq, Kind::Name, name, &mut interned)),
-                    category_iids: vec![self.intern(seq, Kind::Category, category, &mut interned)],
-                    ..Default::default()
-                };
+                let mut event = std::mem::take(self.scratch);
+                event.category_iids.clear();
+                event.flow_ids.clear();
+                event.terminating_flow_ids.clear();
+                event.debug_annotations.clear();
+                event.r#type = Some(if instant {
+                    TYPE_INSTANT
+                } else {
+                    TYPE_SLICE_BEGIN
+                });
+                event.name_iid = Some(self.intern(seq, Kind::Name, name, &mut interned));
+                event
+                    .category_iids
+                    .push(self.intern(seq, Kind::Category, category, &mut interned));
                 for a in annotations {
                     let mut v = a.value;
                     v.name_iid = Some(self.intern(seq, Kind::Annotation, a.name, &mut interned));
                     event.debug_annotations.push(v);
                 }
-                event.flow_ids = h.children.iter().map(|&c| flow_id(c)).collect();
+                event
+                    .flow_ids
+                    .extend(h.children.iter().map(|&c| flow_id(c)));
                 if let (Some(_), Some(k)) = (h.parent, key) {
                     event.terminating_flow_ids.push(flow_id(k));
                 }
@@ -445,7 +456,11 @@ impl<W: Write> Writer<'_, W> {
                 if interned != InternedData::default() {
                     p.interned_data = Some(interned);
                 }
-                p
+                self.write(&p);
+                if let Some(e) = p.track_event.take() {
+                    *self.scratch = e;
+                }
+                return;
             }
             Item::End { seq, ts } => {
                 let mut p = self.timed(seq, ts);
