@@ -1,4 +1,4 @@
-//! `framelog export` throughput (Chrome JSON and speedscope) on a 2 M-frame log, against reading the same
+//! `framelog export` throughput (Chrome JSON, Perfetto's protobuf and speedscope) on a 2 M-frame log, against reading the same
 //! log with `LogReader` (the floor: an export must read every record) in the same run; once
 //! with starts that record no parent (a log written before parents were recorded: nesting
 //! inferred), once with each start naming its parent (type 6: placed by parent, Chrome flow
@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use formats::{Category, FrameEnd, FrameStart, Record, ThreadInfo};
 use framelog::export::chrome::ChromeTrace;
+use framelog::export::perfetto::PerfettoTrace;
 use framelog::export::speedscope::Speedscope;
 use framelog::export::{ExportOptions, export};
 use framelog::{LogReader, LogWriter};
@@ -92,6 +93,8 @@ fn run(parents: bool) {
     let mut floor = Vec::new();
     let mut chrome = Vec::new();
     let mut speedscope = Vec::new();
+    let mut perfetto = Vec::new();
+    let (mut chrome_bytes, mut perfetto_bytes) = (0, 0);
     for _ in 0..3 {
         let t = Instant::now();
         let mut n = 0u64;
@@ -102,11 +105,19 @@ fn run(parents: bool) {
         floor.push(n as f64 / t.elapsed().as_secs_f64());
 
         let t = Instant::now();
-        let mut sink = ChromeTrace::new(std::io::BufWriter::new(std::io::sink())).unwrap();
+        let mut sink = ChromeTrace::new(std::io::BufWriter::new(Counted::default())).unwrap();
         let s = export(dir.path(), &ExportOptions::default(), &mut sink).unwrap();
         assert_eq!(s.frames, n);
         assert_eq!(s.inferred_parents, if parents { 0 } else { n });
         chrome.push(s.frames as f64 / t.elapsed().as_secs_f64());
+        chrome_bytes = sink.into_inner().into_inner().unwrap().0;
+
+        let t = Instant::now();
+        let mut sink = PerfettoTrace::new(std::io::BufWriter::new(Counted::default()));
+        let s = export(dir.path(), &ExportOptions::default(), &mut sink).unwrap();
+        assert_eq!(s.frames, n);
+        perfetto.push(s.frames as f64 / t.elapsed().as_secs_f64());
+        perfetto_bytes = sink.into_inner().into_inner().unwrap().0;
 
         let t = Instant::now();
         let mut sink = Speedscope::new(std::io::BufWriter::new(std::io::sink()));
@@ -117,6 +128,7 @@ fn run(parents: bool) {
     speedscope.sort_by(f64::total_cmp);
     floor.sort_by(f64::total_cmp);
     chrome.sort_by(f64::total_cmp);
+    perfetto.sort_by(f64::total_cmp);
     let runs = |v: &[f64]| {
         v.iter()
             .map(|r| (r / 1e4).round() / 100.0)
@@ -130,9 +142,35 @@ fn run(parents: bool) {
         chrome[1] / floor[1]
     );
     println!(
+        "[{what}] export perfetto: {:.2} M frames/s (median of 3: {:?}); ratio to the floor {:.3}, to chrome {:.2}; {} bytes ({:.1} a frame) against chrome's {} ({:.1} a frame): {:.3}",
+        perfetto[1] / 1e6,
+        runs(&perfetto),
+        perfetto[1] / floor[1],
+        perfetto[1] / chrome[1],
+        perfetto_bytes,
+        perfetto_bytes as f64 / FRAMES as f64,
+        chrome_bytes,
+        chrome_bytes as f64 / FRAMES as f64,
+        perfetto_bytes as f64 / chrome_bytes as f64
+    );
+    println!(
         "[{what}] export speedscope: {:.2} M frames/s (median of 3: {:?}); ratio to the floor {:.3}",
         speedscope[1] / 1e6,
         runs(&speedscope),
         speedscope[1] / floor[1]
     );
+}
+
+/// Discards what is written, counting the bytes.
+#[derive(Debug, Default)]
+struct Counted(u64);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len() as u64;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -894,12 +894,22 @@ fn chrome_nests_only_real_parents_and_links_children_that_ran_elsewhere() {
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
     assert_eq!(flows, want, "flows from a parent to each child drawn apart");
-    // The orphan's flow end names its absent parent and starts nowhere.
-    let orphan_end = events
-        .iter()
-        .find(|e| e["ph"] == "f" && e["id"] == (999u64))
-        .expect("the orphan's flow end");
-    assert_eq!(ns(&orphan_end["ts"]), 8_500);
+    // Flow events only where a flow is drawn: one start per parent with children apart, one
+    // end per such child, every end with its start (the orphan, whose parent is not in the
+    // log, has none; no frame starts a flow in case a child needs one).
+    let ids = |ph: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = events
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (starts, mut ends) = (ids("s"), ids("f"));
+    assert_eq!((starts.len(), ends.len()), (2, 3), "{starts:?} {ends:?}");
+    ends.dedup();
+    assert_eq!(starts, ends, "every flow start finishes, every end starts");
 }
 
 #[test]
@@ -922,8 +932,9 @@ fn chrome_export_of_a_log_without_parents_is_as_before_with_no_flows() {
     let summary = framelog::export::export(dir.path(), &Default::default(), &mut sink).unwrap();
     assert_eq!((summary.inferred_parents, summary.linked_children), (0, 4));
     assert_eq!(
-        sink.flows, 4,
-        "load_user's, prefetch's, audit's and the orphan's"
+        (sink.flows(), sink.unlinked()),
+        (3, 1),
+        "load_user's, prefetch's and audit's flows; the orphan's parent is not in the log"
     );
 }
 
@@ -1269,4 +1280,158 @@ fn otlp_export_gives_up_at_its_timeout_with_the_collectors_message_and_resume_se
     let unique: std::collections::HashSet<_> = spans.iter().collect();
     assert_eq!(spans.len(), 9000, "only the rest was sent: {err}");
     assert_eq!(unique.len(), 9000);
+}
+
+/// Plot values JSON cannot hold (NaN gaps, infinities) are left out of the Chrome export and
+/// said per series on stderr, never dropped silently; the Perfetto export keeps the
+/// infinities (a double holds them) and says which gaps it left out.
+#[test]
+fn plot_values_a_format_cannot_hold_are_counted_per_series_not_dropped_silently() {
+    use formats::{Plot, PlotMode, PlotUnit};
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let (nan, inf) = (f64::NAN, f64::INFINITY);
+    let series: [(&str, &[f64]); 3] = [
+        ("temp", &[1.0, nan, inf, -inf, 2.0, nan]),
+        ("load", &[3.0]),
+        ("ghost", &[nan, inf]),
+    ];
+    let mut buf = Vec::new();
+    let mut t = 1_700_000_000_000_000_000u64;
+    for (name, values) in series {
+        for &value in values {
+            t += 1000;
+            Record::Plot(Plot {
+                worker: w.worker(),
+                timestamp: t,
+                value,
+                mode: PlotMode::Value,
+                unit: PlotUnit::COUNT,
+                name,
+            })
+            .encode_to_vec(&mut buf);
+        }
+    }
+    w.append_frames(&buf).unwrap();
+    let worker = w.worker();
+    drop(w);
+
+    let (events, stderr) = export_json(dir.path(), &[]);
+    let count = |name: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == name)
+            .count()
+    };
+    assert_eq!((count("temp"), count("load"), count("ghost")), (2, 1, 0));
+    assert!(
+        stderr.contains(&format!(
+            "plot \"temp\" (worker {worker}): left out 2 NaN (gaps), 1 +inf, 1 -inf values that Chrome JSON cannot hold"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "plot \"ghost\" (worker {worker}): left out 1 NaN (gaps), 1 +inf values"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("\"load\""), "{stderr}");
+
+    let out = dir.path().join("out.pftrace");
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "plot \"temp\" (worker {worker}): left out 2 NaN (gaps) values that Perfetto cannot hold"
+        )) && stderr.contains("plot \"ghost\""),
+        "{stderr}"
+    );
+    let trace = perfetto_trace(&out);
+    let values: Vec<f64> = trace
+        .packet
+        .iter()
+        .filter_map(|p| p.track_event.as_ref()?.double_counter_value)
+        .collect();
+    assert_eq!(values, [1.0, inf, -inf, 2.0, 3.0, inf]);
+}
+
+/// A Perfetto trace file, decoded with the export's own message definitions.
+fn perfetto_trace(path: &std::path::Path) -> PerfettoFile {
+    use prost::Message;
+    PerfettoFile::decode(std::fs::read(path).unwrap().as_slice()).unwrap()
+}
+
+/// Perfetto's `Trace`: its packets.
+#[derive(Clone, PartialEq, prost::Message)]
+struct PerfettoFile {
+    #[prost(message, repeated, tag = "1")]
+    packet: Vec<framelog::export::perfetto::proto::TracePacket>,
+}
+
+/// The Perfetto export links the same children as the Chrome export: one flow id per child
+/// drawn apart from a parent in the log, listed by the parent's begin (`flow_ids`) and the
+/// child's (`terminating_flow_ids`), each exactly once; the orphan, whose parent is not in
+/// the log, has none.
+#[test]
+fn perfetto_export_links_each_child_drawn_apart_to_its_parent_once() {
+    let dir = async_log(true);
+    let out = dir.path().join("out.pftrace");
+    let o = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let trace = perfetto_trace(&out);
+    // Event names by (sequence, iid), to name each flow's two slices.
+    let mut names: HashMap<(u32, u64), String> = HashMap::new();
+    let (mut from, mut to): (HashMap<u64, String>, HashMap<u64, String>) = Default::default();
+    for p in &trace.packet {
+        let seq = p.trusted_packet_sequence_id.unwrap_or(0);
+        if let Some(i) = &p.interned_data {
+            for n in &i.event_names {
+                names.insert((seq, n.iid.unwrap()), n.name.clone().unwrap());
+            }
+        }
+        let Some(e) = &p.track_event else { continue };
+        let name = || names[&(seq, e.name_iid.unwrap())].clone();
+        for &f in &e.flow_ids {
+            assert!(from.insert(f, name()).is_none(), "flow {f} starts twice");
+        }
+        for &f in &e.terminating_flow_ids {
+            assert!(to.insert(f, name()).is_none(), "flow {f} ends twice");
+        }
+    }
+    let mut flows: Vec<(String, String)> = from
+        .iter()
+        .map(|(f, parent)| {
+            (
+                parent.clone(),
+                to.remove(f).expect("a flow without its end"),
+            )
+        })
+        .collect();
+    flows.sort();
+    assert!(to.is_empty(), "flow ends without a start: {to:?}");
+    let want: Vec<(String, String)> = [
+        ("GET /user", "load_user"),
+        ("GET /user", "prefetch"),
+        ("render", "audit"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(flows, want);
 }

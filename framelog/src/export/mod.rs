@@ -1,5 +1,6 @@
 //! Exporting a log to other viewers: Chrome Trace Event JSON ([`chrome`]: Perfetto UI,
-//! chrome://tracing, speedscope's and Tracy's importers) and speedscope's own format
+//! chrome://tracing, speedscope's and Tracy's importers), Perfetto's protobuf trace
+//! ([`perfetto`]: what the Perfetto UI loads fastest) and speedscope's own format
 //! ([`speedscope`]).
 //!
 //! [`export`] streams the log once, in file order: records are paired by key and become
@@ -7,19 +8,23 @@
 //! its parent: the one its start records, or, in a log written before parents were
 //! recorded, the one inferred from nesting on its thread ([`tracks`]). A slice only ever
 //! encloses frames it is the real parent of; a child drawn apart from its parent (on another
-//! thread or lane) is linked to it instead (Chrome flow events, OTLP's parent span id); filtered by context, label and time window,
-//! each with its frame data when asked, they go to a [`FrameSink`] as they are released.
+//! thread or lane) is linked to it instead (Chrome flow events and Perfetto flow ids, both
+//! ends found by [`links`]; OTLP's parent span id); filtered by context, label and time
+//! window, each with its frame data when asked, they go to a [`FrameSink`] as they are
+//! released.
 //! Memory holds the open frames and, per thread, the frames finished since its earliest
 //! open one started, not the log. Threads are named once each, and threads of one process
 //! that share a name are told apart (`"worker"`, `"worker #2"` …).
 
 pub mod chrome;
+pub mod links;
 #[cfg(feature = "otlp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "otlp")))]
 pub mod otlp;
 #[cfg(feature = "parquet")]
 #[cfg_attr(docsrs, doc(cfg(feature = "parquet")))]
 pub mod parquet;
+pub mod perfetto;
 pub mod speedscope;
 pub mod tracks;
 
