@@ -101,6 +101,9 @@ pub struct StatsBuilder {
     allocs: Vec<(u64, u64)>,
     /// Allocation counts of frames whose start was not read yet (at most [`RECENT`]).
     early_allocs: HashMap<FrameKey, (u64, u64)>,
+    /// Time of completed children whose parent's start was not read yet (a child on another
+    /// thread whose buffer reached the file first), by parent (at most [`RECENT`] parents).
+    early_children: HashMap<FrameKey, u64>,
 }
 
 /// Ended frames whose labels are kept for children that end later.
@@ -135,8 +138,15 @@ impl StatsBuilder {
                 .info(p)
                 .map(|i| i.0)
                 .or_else(|| self.recent.get(&p).copied());
-            if let Some(l) = parent_label {
-                self.children_ns[l as usize] += dur;
+            match parent_label {
+                Some(l) => self.children_ns[l as usize] += dur,
+                // Its parent may start later in the file: counted when it does.
+                None if self.early_children.len() < RECENT
+                    || self.early_children.contains_key(&p) =>
+                {
+                    *self.early_children.entry(p).or_default() += dur;
+                }
+                None => {}
             }
         }
         if self.recent.insert(key, label).is_none() {
@@ -169,6 +179,11 @@ impl StatsBuilder {
                     && let Some((n, bytes)) = self.early_allocs.remove(&key)
                 {
                     self.count_allocs(label, n, bytes);
+                }
+                if !self.early_children.is_empty()
+                    && let Some(children) = self.early_children.remove(&key)
+                {
+                    self.children_ns[label as usize] += children;
                 }
                 if let Some(f) = self.pairing.start(key, s.timestamp, (label, parent)) {
                     self.completed(key, label, parent, f.duration_ns());
@@ -429,6 +444,27 @@ mod self_time_tests {
         assert_eq!(self_of(&labels, "db"), 40);
         // The unrelated job around `load` on thread 2 keeps all its time.
         assert_eq!(self_of(&labels, "job"), 90);
+    }
+
+    #[test]
+    fn a_child_read_before_its_parent_still_counts_against_its_self_time() {
+        // Thread 2's buffer reached the file first: `load` started and ended before the
+        // request's start record.
+        let recs = vec![
+            thread(2),
+            start(2, 10, 1, "load", Parent::Frame(1)),
+            end(2, 90),
+            thread(1),
+            start(1, 0, 1, "request", Parent::Root),
+            end(1, 100),
+        ];
+        let mut b = StatsBuilder::new();
+        for r in recs {
+            b.add(&r);
+        }
+        let (_, labels) = b.finish();
+        assert_eq!(self_of(&labels, "request"), 100 - 80);
+        assert_eq!(self_of(&labels, "load"), 80);
     }
 
     #[test]
