@@ -498,7 +498,8 @@ pub fn start_with_parent_head(
 ) -> [u8; FRAME_START_PARENT_HEADER_LEN] {
     let raw = RawStartParent {
         common: common(id, worker, RecordType::StartWithParent as u8, timestamp),
-        payload_size: ext_payload_len(PARENT_START_FIXED + usize::from(label_len)),
+        // At most 9 + 255: no check needed, nothing out of line on the hot path.
+        payload_size: U16::new(PARENT_START_FIXED as u16 + u16::from(label_len)),
         context: U32::new(context),
         parent: U32::new(parent),
         category: category.0,
