@@ -141,7 +141,7 @@ fn a_child_on_another_thread_follows_its_recorded_parent_in_every_view() {
 }
 
 #[test]
-fn a_log_without_parents_infers_them_as_before_and_says_so() {
+fn a_log_without_parents_infers_them_as_docs_format_says_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let w = writer(dir.path());
     let [req, _, load, ..] = write_hopping_request(&w, false);
@@ -150,14 +150,25 @@ fn a_log_without_parents_infers_them_as_before_and_says_so() {
     {
         let m = h.state().model().unwrap();
         assert!(m.parents_inferred());
-        // As before parents: load_user ran where no frame of its context ran: a root there.
-        assert_eq!(call_path_total(&m, &["load_user"]), Some(400_000));
-        assert_eq!(call_path_total(&m, &["load_user", "decode"]), Some(100_000));
-        assert_eq!(call_path_total(&m, &["request", "load_user"]), None);
+        // `docs/FORMAT.md`, *Parents of type 0 starts*: load_user ran where no frame of its
+        // context ran, so its parent is the context's root, the request (as `framelog stats`
+        // and the exports infer it), read after it and moved under it when it came.
+        assert_eq!(
+            call_path_total(&m, &["request", "load_user"]),
+            Some(400_000)
+        );
+        assert_eq!(
+            call_path_total(&m, &["request", "load_user", "decode"]),
+            Some(100_000)
+        );
+        assert_eq!(call_path_total(&m, &["load_user"]).unwrap_or(0), 0);
         let at = m.find(FrameKey::new(w.worker(), req)).unwrap();
-        assert_eq!(m.info(at).unwrap().self_ns, 900_000);
+        assert_eq!(m.info(at).unwrap().self_ns, 1_000_000 - 400_000 - 100_000);
         let l = m.find(FrameKey::new(w.worker(), load)).unwrap();
-        assert_eq!(m.parent_of(l), None);
+        assert_eq!(
+            m.parent_of(l),
+            Some(debugger_gui::model::parents::ParentOf::Frame(at))
+        );
     }
     assert!(
         h.query_by_label("parents inferred").is_some(),
@@ -167,11 +178,14 @@ fn a_log_without_parents_infers_them_as_before_and_says_so() {
     step_until(&mut h, "the panel", |h| {
         h.query_by_label("(inferred)").is_some()
     });
-    assert!(h.query_by_label("none (a root)").is_some());
-    assert!(h.state().timeline().drawn.links.is_empty());
+    assert!(h.query_by_label("none (a root)").is_none());
     settle(&mut h);
-    // The context view still gathers the request's frames from both threads, load_user as
-    // a tree of its own.
+    assert_eq!(
+        h.state().timeline().drawn.links.len(),
+        1,
+        "linked to its parent on the other lane"
+    );
+    // The context view gathers the request's frames from both threads into one tree.
     h.get_by_label("Context view").click();
     step_until(&mut h, "the context view", |h| {
         h.state().context_view().tree().is_some()
@@ -190,9 +204,9 @@ fn a_log_without_parents_infers_them_as_before_and_says_so() {
         rows,
         [
             ("request", 0),
-            ("render", 1),
-            ("load_user", 0),
-            ("decode", 1)
+            ("load_user", 1),
+            ("decode", 2),
+            ("render", 1)
         ]
         .map(|(l, d)| (l.to_owned(), d))
     );
