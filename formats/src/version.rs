@@ -4,7 +4,7 @@
 /// The format version this crate writes and reads.
 pub const FORMAT_VERSION: u16 = 1;
 /// The version of compact sealed segments (`docs/FORMAT.md`, *Compact sealed segments*): only
-/// readers that handle them accept it, through [`FileHeader::decode_any`].
+/// readers that handle them accept it, through [`crate::FileHeader::decode_any`].
 pub const COMPACT_VERSION: u16 = 2;
 /// The version of raw frame-log segments that may hold FrameStart with parent records
 /// (type 6, `docs/FORMAT.md`, *Parents: versions 3 and 4*). Data and index files never have it.
