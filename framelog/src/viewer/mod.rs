@@ -2,10 +2,13 @@
 //! WebSocket to any number of viewers.
 //!
 //! [`session`] is one viewer's stream, free of sockets; [`http`] is the HTTP server that
-//! admits connections and routes requests, within the budgets of [`limits`]: who may connect
+//! admits connections and routes requests, within the budgets of [`limits`] and with the
+//! connection state of `admission` (which each viewer's loop shares): who may connect
 //! is `origin`'s rule, the viewer's page comes from `static_files`, and each WebSocket
 //! ([`ws`]) is bridged to a session on its own thread by `viewer_loop`.
 
+#[cfg(feature = "http")]
+mod admission;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "http")]

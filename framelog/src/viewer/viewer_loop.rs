@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 
 use super::ViewerSession;
-use super::http::{
+use super::admission::{
     CLOSE_HANDSHAKE, HELLO_DEADLINE, IDLE_LIMIT, PING_EVERY, POLL, QUEUE, STALL_LIMIT, Shared,
     Slot, VIEWER_QUEUE_BYTES,
 };
