@@ -3,6 +3,7 @@
 //!
 //! - [`Durations`]: count, total, maximum and percentiles (within 1 %) of frame durations.
 //! - [`LabelPattern`]: the one rule for matching frame labels (`dump --label`, search).
+//! - [`AsyncTime`]: busy, queued and waiting time of asynchronous frames.
 //!
 //! ```
 //! use analysis::{Durations, LabelPattern};
@@ -22,8 +23,10 @@
 //! # Ok::<(), String>(())
 //! ```
 
+pub mod async_time;
 pub mod durations;
 pub mod label_pattern;
 
+pub use async_time::{AsyncTime, FrameAsync};
 pub use durations::Durations;
 pub use label_pattern::LabelPattern;

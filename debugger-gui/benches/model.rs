@@ -551,8 +551,154 @@ fn bench_instants_load(summary: &mut Vec<String>) {
     ));
 }
 
+/// Async time on a 1 M-frame log (`ASYNC_ONLY=1` runs only this): the synthetic log with a
+/// frame-polls record for every context root (an asynchronous request), and a slow poll in
+/// every hundredth. Ingest with them against without; the flame graph's busy weight against
+/// its time weight, for the whole log, a range covering it and the contexts of one label.
+fn bench_async_time(summary: &mut Vec<String>) {
+    use formats::{FramePolls, Record, SlowPoll};
+    let plain = synth_bytes(1_000_000);
+    let mut probe = Model::new();
+    probe.apply_bytes(&plain);
+    let mut roots = Vec::new();
+    probe.for_each_frame(|_, row, i| {
+        if row.id(i) == row.context(i) && !row.is_open(i) {
+            roots.push((row.id(i), row.start(i), row.end(i)));
+        }
+    });
+    let worker = probe.lanes()[0].worker;
+    // Each root's records where a writer puts them: a slow poll as it ends (during the
+    // frame), the frame's polls right before its end.
+    let by_id: rustc_hash::FxHashMap<u32, (usize, u64, u64)> = roots
+        .iter()
+        .enumerate()
+        .map(|(k, &(id, start, end))| (id, (k, start, end)))
+        .collect();
+    let mut with_polls = Vec::with_capacity(plain.len() + roots.len() * 40);
+    for item in formats::RecordIter::new(&plain, 0) {
+        let rec = item.expect("the synthetic log decodes").1;
+        if let Record::End(e) = &rec
+            && e.worker == worker
+            && let Some(&(k, start, end)) = by_id.get(&e.id)
+        {
+            let d = end - start;
+            if k % 100 == 0 {
+                Record::SlowPoll(SlowPoll {
+                    id: e.id,
+                    worker,
+                    timestamp: start,
+                    duration_ns: d / 2,
+                })
+                .encode_to_vec(&mut with_polls);
+            }
+            Record::FramePolls(FramePolls {
+                id: e.id,
+                worker,
+                timestamp: end,
+                flags: 1,
+                polls: 4,
+                busy_ns: d / 3,
+                queued_ns: d / 10,
+                longest_poll_ns: d / 6,
+                first_poll_ns: d / 20,
+                slow_polls: u64::from(k % 100 == 0),
+            })
+            .encode_to_vec(&mut with_polls);
+        }
+        rec.encode_to_vec(&mut with_polls);
+    }
+    drop(probe);
+    let best_of = |n: usize, f: &mut dyn FnMut()| {
+        (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .min()
+            .unwrap()
+    };
+    let ingest = |bytes: &[u8]| {
+        best_of(3, &mut || {
+            let mut m = Model::new();
+            m.apply_bytes(bytes);
+            black_box(m.frame_count());
+        })
+    };
+    // Re-encoded as the polls' log is, so that the two differ only by the polls.
+    let mut reencoded = Vec::with_capacity(plain.len());
+    for item in formats::RecordIter::new(&plain, 0) {
+        item.expect("the synthetic log decodes")
+            .1
+            .encode_to_vec(&mut reencoded);
+    }
+    let (t_plain, t_polls) = (ingest(&reencoded), ingest(&with_polls));
+    // The window's way: the reader stage's batches, applied to the model.
+    let staged = |bytes: &[u8]| {
+        use debugger_gui::feed::{Batch, LabelMap, ReaderStage, apply_batch};
+        best_of(3, &mut || {
+            let (mut stage, mut labels, mut m) =
+                (ReaderStage::default(), LabelMap::default(), Model::new());
+            let mut batch = Batch::default();
+            for (n, item) in formats::RecordIter::new(bytes, 0).enumerate() {
+                stage.push(&item.unwrap().1, &mut batch);
+                if n % 4096 == 4095 {
+                    apply_batch(&mut m, &batch, &mut labels).unwrap();
+                    batch.clear();
+                }
+            }
+            apply_batch(&mut m, &batch, &mut labels).unwrap();
+            black_box(m.frame_count());
+        })
+    };
+    let (s_plain, s_polls) = (staged(&reencoded), staged(&with_polls));
+    let mut m = Model::new();
+    m.apply_bytes(&with_polls);
+    summary.push(format!(
+        "async time: ingest {} frames {:.0} ms, with {} frame-polls and {} slow-poll records {:.0} ms \
+         (Model::apply_bytes); through the reader stage {:.0} ms and {:.0} ms",
+        m.frame_count(),
+        t_plain.as_secs_f64() * 1e3,
+        m.polls().len(),
+        m.polls().slow_polls().len(),
+        t_polls.as_secs_f64() * 1e3,
+        s_plain.as_secs_f64() * 1e3,
+        s_polls.as_secs_f64() * 1e3
+    ));
+    let (lo, hi) = m.time_range().unwrap();
+    let label = m.label_of(m.find(formats::FrameKey::new(worker, roots[0].0)).unwrap());
+    let scopes = [
+        ("whole log", Scope::All),
+        ("range over all of it", Scope::Range(lo, hi + 1)),
+        (
+            "contexts of one root label",
+            Scope::Contexts(calltree::contexts_with_root_label(&m, label)),
+        ),
+    ];
+    for (name, scope) in scopes {
+        let time = best_of(5, &mut || {
+            black_box(Aggregate::build(&m, &scope));
+        });
+        let busy = best_of(5, &mut || {
+            black_box(Aggregate::build_busy(&m, &scope));
+        });
+        summary.push(format!(
+            "async time: flame graph of the {name}: busy weight {:.2} ms, time weight {:.2} ms",
+            busy.as_secs_f64() * 1e3,
+            time.as_secs_f64() * 1e3
+        ));
+    }
+}
+
 fn main() {
     let mut summary = Vec::new();
+    if std::env::var("ASYNC_ONLY").is_ok_and(|v| v == "1") {
+        bench_async_time(&mut summary);
+        for line in summary {
+            println!("{line}");
+        }
+        return;
+    }
     if std::env::var("INSTANTS_ONLY").is_ok_and(|v| v == "1") {
         bench_instants_load(&mut summary);
         for line in summary {
@@ -563,6 +709,7 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench_stress_load(&mut summary);
     bench_instants_load(&mut summary);
+    bench_async_time(&mut summary);
     bench_ingest(&mut c);
     bench_big(&mut c, &mut summary);
     c.final_summary();

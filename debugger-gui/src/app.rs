@@ -31,7 +31,9 @@ use crate::ui::flame_graph::{self, FlameGraphState, ScopeInput};
 use crate::ui::histogram::{self, HistogramPanel};
 use crate::ui::messages_panel::{self, MessagesPanel};
 use crate::ui::plot_tracks::{self, TracksState};
+use crate::ui::query::{self as query_tab, QueryPanel};
 use crate::ui::search_bar::SearchBar;
+use crate::ui::slow_polls::{self, SlowPollsPanel};
 use crate::ui::stats::{self, StatsPanel};
 use crate::ui::timeline::{self, TimelineState};
 use crate::ui::{category_color, status_bar};
@@ -69,6 +71,10 @@ pub enum BottomTab {
     Histogram,
     /// The log's messages.
     Messages,
+    /// The polls that blocked their thread, the longest first.
+    SlowPolls,
+    /// SQL over the open log directory (desktop only).
+    Query,
     /// The open log against a compared one (baseline).
     Compare,
     /// Connected programs (while listening).
@@ -104,6 +110,8 @@ pub struct DebuggerApp {
     stats: StatsPanel,
     histogram: HistogramPanel,
     messages_panel: MessagesPanel,
+    slow_polls_panel: SlowPollsPanel,
+    query_panel: QueryPanel,
     /// The plot tracks under the timeline.
     tracks: TracksState,
     /// A second log to compare the open one with (the baseline), read once.
@@ -197,6 +205,8 @@ impl DebuggerApp {
             stats: StatsPanel::default(),
             histogram: HistogramPanel::default(),
             messages_panel: MessagesPanel::default(),
+            slow_polls_panel: SlowPollsPanel::default(),
+            query_panel: QueryPanel::default(),
             tracks: TracksState::default(),
             compare: None,
             compare_panel: ComparePanel::default(),
@@ -377,6 +387,8 @@ impl DebuggerApp {
         self.search.clear();
         self.contexts = ContextsPanel::default();
         self.stats = StatsPanel::default();
+        self.slow_polls_panel = SlowPollsPanel::default();
+        self.query_panel.reset();
         self.messages.clear();
         #[cfg(not(target_arch = "wasm32"))]
         let opened = self.log_source().cloned();
@@ -548,6 +560,8 @@ impl DebuggerApp {
         }
         #[cfg(not(target_arch = "wasm32"))]
         self.handle_dropped_files(ui);
+        #[cfg(not(target_arch = "wasm32"))]
+        self.query_panel.poll(&ctx);
         let status = self.ingest_status();
         crate::ui::set_loading(
             &ctx,
@@ -630,9 +644,15 @@ impl DebuggerApp {
                     path: &path,
                     temporary,
                     parents_inferred: model.parents_inferred(),
+                    slow_polls: model.polls().slow_polls().len() as u64,
                 };
-                if status_bar::show(ui, &info) {
+                let clicks = status_bar::show(ui, &info);
+                if clicks.follow {
                     self.toggle_follow();
+                }
+                if clicks.slow_polls {
+                    self.tab = BottomTab::SlowPolls;
+                    self.show_bottom = true;
                 }
             });
             if self.show_data {
@@ -673,7 +693,7 @@ impl DebuggerApp {
                         let rect = ui.available_rect_before_wrap();
                         let mut tab = ui.new_child(egui::UiBuilder::new().max_rect(rect));
                         tab.set_clip_rect(rect.intersect(ui.clip_rect()));
-                        self.bottom_panel(&mut tab, model);
+                        self.bottom_panel(&mut tab, model, log.as_ref().and_then(OpenLog::dir));
                         ui.allocate_rect(rect, egui::Sense::hover());
                     });
             }
@@ -845,6 +865,60 @@ impl DebuggerApp {
             None => self
                 .timeline
                 .zoom_to(e.time.saturating_sub(500_000), e.time + 500_000),
+        }
+    }
+
+    /// Shows slow poll `s` on the timeline: the frame whose code blocked selected and
+    /// revealed (its panel shown), or, its frame not in the log, the time around it.
+    pub fn jump_to_slow_poll(&mut self, model: &Model, s: &crate::model::polls::SlowPollAt) {
+        self.view = CentralView::Timeline;
+        match s.frame {
+            Some(at) => {
+                self.select_and_reveal(model, at);
+                self.show_data = true;
+                // The thread it blocked may be another than the frame's first: its mark shows.
+                self.timeline.collapsed.remove(&s.lane);
+            }
+            None => {
+                let pad = s.duration_ns / 2 + 1;
+                self.timeline
+                    .zoom_to(s.start.saturating_sub(pad), s.end() + pad);
+            }
+        }
+    }
+
+    /// The Slow polls tab's state (the poll clicked last).
+    pub fn slow_polls_panel(&self) -> &SlowPollsPanel {
+        &self.slow_polls_panel
+    }
+
+    /// The Query tab's state (its SQL, the last result, the row clicked last).
+    pub fn query_panel(&self) -> &QueryPanel {
+        &self.query_panel
+    }
+
+    /// The Query tab's state, mutable (its SQL).
+    pub fn query_panel_mut(&mut self) -> &mut QueryPanel {
+        &mut self.query_panel
+    }
+
+    /// Shows the frame a query's row names: selected and revealed on the timeline (its
+    /// panel shown), or, not on the timeline (yet), a note in the tab.
+    pub fn jump_to_slice(&mut self, model: &Model, key: formats::FrameKey) {
+        match model.find(key) {
+            Some(at) => {
+                self.view = CentralView::Timeline;
+                self.select_and_reveal(model, at);
+                self.show_data = true;
+            }
+            None => {
+                self.query_panel.note = Some(format!(
+                    "Slice {} (worker {}, frame {}) is not on the timeline",
+                    (i64::from(key.worker) << 32) | i64::from(key.id),
+                    key.worker,
+                    key.id
+                ));
+            }
         }
     }
 

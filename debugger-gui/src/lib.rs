@@ -10,6 +10,7 @@
 //!   reader threads (desktop), or a remote log ([`remote`]).
 //! - [`data_loader`]: frame data on demand, off the UI thread.
 //! - [`export_job`]: File > Export… (Chrome JSON, speedscope) off the UI thread.
+//! - [`query`]: the Query tab's SQL over the log directory, on a thread of its own.
 //! - [`remote`]: a log served over a WebSocket (`debugger-gui ws://…`, and the page in a
 //!   browser).
 //! - [`listen`]: the window as a recording server for programs that connect to it.
@@ -32,14 +33,14 @@
 //!   [`model`], [`feed`], [`timefmt`]. The core imports only the core, and its docs name no
 //!   other module.
 //! - **Shell** (files, threads, sockets, processes; the browser's entry): [`apply`],
-//!   [`ingest`], [`remote`], [`data_loader`], [`source`], `memory`, `listen`, `export_job`,
+//!   [`ingest`], [`remote`], [`data_loader`], [`source`], `memory`, `listen`, `export_job`, `query`,
 //!   `recent`, `temp_log`, `demo`, `synth`, `web`. The shell imports the core.
 //! - **Views**: [`ui`] and [`app`] draw the core, driven by the shell.
 //!
 //! ```text
 //! views  web ──► app ──► ui
 //!        app ──► data_loader, ingest, listen, temp_log, recent, source, demo, export_job
-//!        ui  ──► data_loader, ingest, listen, temp_log
+//!        ui  ──► data_loader, ingest, listen, temp_log, query
 //! shell  data_loader ──► ingest ──► remote ──► apply ──► memory
 //!        data_loader ──► remote     ingest ──► apply, source (ingest/dir: the reader thread)
 //!        listen ──► temp_log        recent ──► source        demo, ingest (tests) ──► synth
@@ -98,6 +99,8 @@ pub mod ingest;
 pub mod listen;
 mod memory;
 pub mod model;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod query;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod recent;
 pub mod remote;

@@ -23,6 +23,7 @@ const SHELL: &[&str] = &[
     "memory",
     "listen",
     "export_job",
+    "query",
     "recent",
     "temp_log",
     "demo",

@@ -17,6 +17,8 @@ pub struct Strip {
     /// Write messages (type 8) with `id` and `context` 0, and leave frame allocation
     /// records (type 9) out.
     pub frame_refs: bool,
+    /// Leave frame polls and slow polls (types 10, 11) out (a session before v6).
+    pub polls: bool,
 }
 
 /// Whether `records` (records back to back) holds a FrameStart with parent, by type bytes
@@ -26,7 +28,7 @@ pub fn has_parents(records: &[u8]) -> bool {
         records,
         Strip {
             parents: true,
-            frame_refs: false,
+            ..Strip::default()
         },
     )
 }
@@ -41,6 +43,11 @@ pub fn needs_strip(records: &[u8], strip: Strip) -> bool {
         let r = &records[pos..];
         let kind = r[5];
         if strip.parents && kind == RecordType::StartWithParent as u8 {
+            return true;
+        }
+        if strip.polls
+            && (kind == RecordType::FramePolls as u8 || kind == RecordType::SlowPoll as u8)
+        {
             return true;
         }
         if strip.frame_refs
@@ -62,7 +69,7 @@ pub fn strip_parents(records: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeErro
         records,
         Strip {
             parents: true,
-            frame_refs: false,
+            ..Strip::default()
         },
         out,
     )
@@ -96,6 +103,11 @@ pub fn strip_records(records: &[u8], strip: Strip, out: &mut Vec<u8>) -> Result<
                 pos += len;
             }
             Ok(Decoded::Record(Record::FrameAlloc(_), len)) if strip.frame_refs => {
+                pos += len;
+            }
+            Ok(Decoded::Record(Record::FramePolls(_) | Record::SlowPoll(_), len))
+                if strip.polls =>
+            {
                 pos += len;
             }
             Ok(Decoded::Record(_, len)) => {
@@ -235,8 +247,8 @@ mod tests {
         })
         .encode_to_vec(&mut v);
         let refs = Strip {
-            parents: false,
             frame_refs: true,
+            ..Strip::default()
         };
         assert!(needs_strip(&v, refs));
         let mut out = Vec::new();
@@ -259,10 +271,50 @@ mod tests {
         let both = Strip {
             parents: true,
             frame_refs: true,
+            polls: false,
         };
         out.clear();
         strip_records(&v, both, &mut out).unwrap();
         assert!(!needs_strip(&out, both));
+    }
+
+    #[test]
+    fn polls_are_left_out_for_sessions_before_v6_and_nothing_else() {
+        use crate::{FramePolls, SlowPoll};
+        let mut v = records();
+        let before = RecordIter::new(&v, 0).count();
+        Record::FramePolls(FramePolls {
+            id: 2,
+            worker: 3,
+            timestamp: 5000,
+            polls: 2,
+            busy_ns: 10,
+            ..FramePolls::default()
+        })
+        .encode_to_vec(&mut v);
+        Record::SlowPoll(SlowPoll {
+            id: 2,
+            worker: 3,
+            timestamp: 4000,
+            duration_ns: 1_000_000,
+        })
+        .encode_to_vec(&mut v);
+        let polls = Strip {
+            polls: true,
+            ..Strip::default()
+        };
+        assert!(needs_strip(&v, polls));
+        assert!(!needs_strip(
+            &v,
+            Strip {
+                frame_refs: true,
+                ..Strip::default()
+            }
+        ));
+        let mut out = Vec::new();
+        strip_records(&v, polls, &mut out).unwrap();
+        assert_eq!(out, records(), "everything else kept byte for byte");
+        assert_eq!(RecordIter::new(&out, 0).count(), before);
     }
 
     #[test]

@@ -303,16 +303,10 @@ impl FrameAlloc {
     /// The payload: four varints, in a fixed buffer, and its length. Never allocates.
     pub fn payload(&self) -> ([u8; MAX_FRAME_ALLOC_PAYLOAD], usize) {
         let mut b = [0u8; MAX_FRAME_ALLOC_PAYLOAD];
-        let mut n = 0;
-        for mut v in [self.allocs, self.alloc_bytes, self.frees, self.freed_bytes] {
-            while v >= 0x80 {
-                b[n] = v as u8 | 0x80;
-                v >>= 7;
-                n += 1;
-            }
-            b[n] = v as u8;
-            n += 1;
-        }
+        let n = crate::varint::put_varints(
+            &mut b,
+            [self.allocs, self.alloc_bytes, self.frees, self.freed_bytes],
+        );
         (b, n)
     }
 }

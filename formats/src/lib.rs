@@ -49,6 +49,7 @@ mod header;
 pub mod instant;
 mod label;
 pub mod nesting;
+pub mod polls;
 pub mod protocol;
 mod record;
 pub mod varint;
@@ -71,6 +72,7 @@ pub use header::{
 };
 pub use instant::{FrameAlloc, Level, Message, Plot, PlotMode, PlotUnit};
 pub use label::{LabelKey, truncate_label};
+pub use polls::{Breakdown, FramePolls, SlowPoll};
 pub use record::{
     Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
     FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordIter, RecordType,

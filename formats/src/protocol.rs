@@ -27,14 +27,16 @@ pub const START_SESSION: u8 = 1;
 pub const STOP_SESSION: u8 = 2;
 /// Command code of Resume.
 pub const RESUME: u8 = 3;
-/// The newest StartSession version: v5, whose streams may carry messages naming their frame
-/// and frame allocation records.
-pub const LATEST_START_SESSION: u8 = 5;
+/// The newest StartSession version: v6, whose streams may carry frame polls and slow polls.
+pub const LATEST_START_SESSION: u8 = 6;
 /// The first StartSession version whose streams may carry FrameStart with parent (type 6).
 pub const PARENTS_START_SESSION: u8 = 4;
 /// The first StartSession version whose streams may carry messages (type 8) naming their
 /// frame and frame allocation records (type 9): the server rewrites their ids.
 pub const MESSAGES_START_SESSION: u8 = 5;
+/// The first StartSession version whose streams may carry frame polls (type 10) and slow
+/// polls (type 11): the server rewrites their ids.
+pub const POLLS_START_SESSION: u8 = 6;
 /// The first StartSession version whose streams are acknowledged.
 pub const ACKED_START_SESSION: u8 = 3;
 

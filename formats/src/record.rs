@@ -11,6 +11,7 @@ use crate::category::Category;
 use crate::error::{DecodeError, ErrorKind};
 use crate::instant::{FrameAlloc, Message, Plot};
 use crate::label::truncate_label;
+use crate::polls::{FramePolls, SlowPoll};
 
 /// Length of a FrameEnd record, and of the prefix every record shares.
 pub const FRAME_END_LEN: usize = 14;
@@ -82,11 +83,15 @@ pub enum RecordType {
     Message = 8,
     /// What a frame allocated and freed.
     FrameAlloc = 9,
+    /// Where an asynchronous frame's time went (polls, busy, queued).
+    FramePolls = 10,
+    /// One poll that held its thread at least the slow-poll threshold.
+    SlowPoll = 11,
 }
 
 impl RecordType {
     /// Every type this version defines, in type-byte order.
-    pub const ALL: [RecordType; 10] = [
+    pub const ALL: [RecordType; 12] = [
         RecordType::Start,
         RecordType::End,
         RecordType::Dropped,
@@ -97,6 +102,8 @@ impl RecordType {
         RecordType::Plot,
         RecordType::Message,
         RecordType::FrameAlloc,
+        RecordType::FramePolls,
+        RecordType::SlowPoll,
     ];
 
     /// The type for a type byte, if this version defines it.
@@ -112,6 +119,8 @@ impl RecordType {
             7 => Some(RecordType::Plot),
             8 => Some(RecordType::Message),
             9 => Some(RecordType::FrameAlloc),
+            10 => Some(RecordType::FramePolls),
+            11 => Some(RecordType::SlowPoll),
             _ => None,
         }
     }
@@ -129,6 +138,8 @@ impl RecordType {
             RecordType::Plot => "plot",
             RecordType::Message => "message",
             RecordType::FrameAlloc => "frame_alloc",
+            RecordType::FramePolls => "frame_polls",
+            RecordType::SlowPoll => "slow_poll",
         }
     }
 
@@ -285,6 +296,10 @@ pub enum Record<'a> {
     Message(Message<'a>),
     /// Type 9.
     FrameAlloc(FrameAlloc),
+    /// Type 10.
+    FramePolls(FramePolls),
+    /// Type 11.
+    SlowPoll(SlowPoll),
     /// Any other type ≥ 2.
     Unknown(Extension<'a>),
 }
@@ -329,6 +344,8 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     const PLOT: u8 = RecordType::Plot as u8;
     const MESSAGE: u8 = RecordType::Message as u8;
     const FRAME_ALLOC: u8 = RecordType::FrameAlloc as u8;
+    const FRAME_POLLS: u8 = RecordType::FramePolls as u8;
+    const SLOW_POLL: u8 = RecordType::SlowPoll as u8;
     match c.kind {
         START => {
             let Ok((s, rest)) = RawStart::ref_from_prefix(buf) else {
@@ -439,6 +456,14 @@ pub fn decode_record(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
                 FRAME_ALLOC => Record::FrameAlloc(
                     FrameAlloc::from_payload(id, worker, timestamp, payload)
                         .ok_or_else(|| bad("frame_alloc"))?,
+                ),
+                FRAME_POLLS => Record::FramePolls(
+                    FramePolls::from_payload(id, worker, timestamp, payload)
+                        .ok_or_else(|| bad("frame_polls"))?,
+                ),
+                SLOW_POLL => Record::SlowPoll(
+                    SlowPoll::from_payload(id, worker, timestamp, payload)
+                        .ok_or_else(|| bad("slow_poll"))?,
                 ),
                 _ => Record::Unknown(Extension {
                     id,
@@ -671,6 +696,40 @@ impl FrameAlloc {
     }
 }
 
+impl FramePolls {
+    /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let (payload, len) = self.payload();
+        let raw = RawExt {
+            common: common(
+                self.id,
+                self.worker,
+                RecordType::FramePolls as u8,
+                self.timestamp,
+            ),
+            payload_size: ext_payload_len(len),
+        };
+        put(out, raw.as_bytes(), &payload[..len])
+    }
+}
+
+impl SlowPoll {
+    /// Encodes into the front of `out`; `None` if `out` is too small. Never allocates.
+    pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
+        let (payload, len) = self.payload();
+        let raw = RawExt {
+            common: common(
+                self.id,
+                self.worker,
+                RecordType::SlowPoll as u8,
+                self.timestamp,
+            ),
+            payload_size: ext_payload_len(len),
+        };
+        put(out, raw.as_bytes(), &payload[..len])
+    }
+}
+
 impl Extension<'_> {
     /// Encodes into the front of `out`; `None` if `out` is too small or the payload exceeds
     /// 65,535 bytes.
@@ -696,6 +755,8 @@ impl<'a> Record<'a> {
             Record::Plot(r) => r.worker,
             Record::Message(r) => r.worker,
             Record::FrameAlloc(r) => r.worker,
+            Record::FramePolls(r) => r.worker,
+            Record::SlowPoll(r) => r.worker,
             Record::Unknown(r) => r.worker,
         }
     }
@@ -709,6 +770,8 @@ impl<'a> Record<'a> {
             Record::ThreadInfo(r) => r.thread,
             Record::Message(r) => r.frame,
             Record::FrameAlloc(r) => r.id,
+            Record::FramePolls(r) => r.id,
+            Record::SlowPoll(r) => r.id,
             Record::Unknown(r) => r.id,
         }
     }
@@ -724,6 +787,8 @@ impl<'a> Record<'a> {
             Record::Plot(r) => r.timestamp,
             Record::Message(r) => r.timestamp,
             Record::FrameAlloc(r) => r.timestamp,
+            Record::FramePolls(r) => r.timestamp,
+            Record::SlowPoll(r) => r.timestamp,
             Record::Unknown(r) => r.timestamp,
         }
     }
@@ -739,6 +804,8 @@ impl<'a> Record<'a> {
             Record::Plot(_) => RecordType::Plot as u8,
             Record::Message(_) => RecordType::Message as u8,
             Record::FrameAlloc(_) => RecordType::FrameAlloc as u8,
+            Record::FramePolls(_) => RecordType::FramePolls as u8,
+            Record::SlowPoll(_) => RecordType::SlowPoll as u8,
             Record::Unknown(r) => r.kind,
         }
     }
@@ -766,6 +833,8 @@ impl<'a> Record<'a> {
             Record::Plot(r) => r.encode(out),
             Record::Message(r) => r.encode(out),
             Record::FrameAlloc(r) => r.encode(out),
+            Record::FramePolls(r) => r.encode(out),
+            Record::SlowPoll(r) => r.encode(out),
             Record::Unknown(r) => r.encode(out),
         }
     }
@@ -781,6 +850,8 @@ impl<'a> Record<'a> {
             Record::Plot(r) => EXT_HEADER_LEN + crate::instant::PLOT_FIXED + r.encoded_name().len(),
             Record::Message(r) => EXT_HEADER_LEN + r.payload_len(),
             Record::FrameAlloc(r) => EXT_HEADER_LEN + r.payload().1,
+            Record::FramePolls(r) => EXT_HEADER_LEN + r.payload().1,
+            Record::SlowPoll(r) => EXT_HEADER_LEN + r.payload().1,
             Record::Unknown(r) => EXT_HEADER_LEN + r.payload.len(),
         }
     }
@@ -1047,7 +1118,7 @@ mod tests {
 
         #[test]
         fn extensions_round_trip(worker: u8, ts: u64, count: u64, pid: u32, thread: u32, name in arb_str(40),
-                                 kind in (5u8..).prop_filter("6-9 are known", |k| !(6..=9).contains(k)), id: u32, payload in proptest::collection::vec(any::<u8>(), 0..300)) {
+                                 kind in (5u8..).prop_filter("6-11 are known", |k| !(6..=11).contains(k)), id: u32, payload in proptest::collection::vec(any::<u8>(), 0..300)) {
             let name = truncate_label(&name).to_owned();
             round_trip(Record::Dropped(Dropped { worker, timestamp: ts, count }));
             round_trip(Record::WorkerInfo(WorkerInfo { worker, timestamp: ts, pid, name: &name }));
@@ -1058,7 +1129,7 @@ mod tests {
         #[test]
         fn plots_messages_and_allocations_round_trip(id: u32, worker: u8, ts: u64, bits: u64, summed: bool, unit: u8,
                                                     name in arb_str(300), ctx: u32, level: u8, text in arb_str(5000),
-                                                    with_fields: bool, counts: [u64; 4]) {
+                                                    with_fields: bool, counts: [u64; 4], polls: [u64; 7]) {
             let name = if name.is_empty() { "x".to_owned() } else { name };
             let mode = if summed { PlotMode::Summed } else { PlotMode::Value };
             let plot = Plot { worker, timestamp: ts, value: f64::from_bits(bits), mode, unit: PlotUnit(unit), name: truncate_label(&name) };
@@ -1069,6 +1140,9 @@ mod tests {
             round_trip(Record::Message(msg));
             let [allocs, alloc_bytes, frees, freed_bytes] = counts;
             round_trip(Record::FrameAlloc(FrameAlloc { id, worker, timestamp: ts, allocs, alloc_bytes, frees, freed_bytes }));
+            let [flags, polls, busy_ns, queued_ns, longest_poll_ns, first_poll_ns, slow_polls] = polls;
+            round_trip(Record::FramePolls(FramePolls { id, worker, timestamp: ts, flags, polls, busy_ns, queued_ns, longest_poll_ns, first_poll_ns, slow_polls }));
+            round_trip(Record::SlowPoll(SlowPoll { id, worker, timestamp: ts, duration_ns: busy_ns }));
         }
 
         #[test]

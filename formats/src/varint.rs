@@ -11,6 +11,23 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Writes `values` as LEB128 varints into the front of `out`, which must hold 10 bytes a
+/// value (a fixed buffer: never allocates); returns the length written.
+#[inline]
+pub fn put_varints<const N: usize>(out: &mut [u8], values: [u64; N]) -> usize {
+    let mut n = 0;
+    for mut v in values {
+        while v >= 0x80 {
+            out[n] = v as u8 | 0x80;
+            v >>= 7;
+            n += 1;
+        }
+        out[n] = v as u8;
+        n += 1;
+    }
+    n
+}
+
 /// Reads a varint from the front of `buf`, advancing it; `None` if cut short or over 10 bytes.
 #[inline]
 pub fn get_varint(buf: &mut &[u8]) -> Option<u64> {

@@ -6,12 +6,12 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use formats::{FrameKey, Record};
+use formats::{FrameKey, FramePolls, Record};
 
 use crate::pairing::Pairing;
 use crate::parents::Parents;
 
-pub use analysis::Durations;
+pub use analysis::{AsyncTime, Durations, FrameAsync};
 
 /// Per-label duration statistics (durations in ns, over frames with both start and end).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,81 @@ pub struct LabelStats {
     pub allocs: u64,
     /// Bytes those allocations asked for.
     pub alloc_bytes: u64,
+    /// Where its asynchronous frames' time went (frames with a frame-polls record), if any.
+    pub async_time: Option<AsyncSummary>,
+}
+
+/// Busy, queued and waiting time of one label's asynchronous frames (ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AsyncSummary {
+    /// Frames with a breakdown.
+    pub frames: u64,
+    /// Total, p50 and p99 of busy time (running on a thread).
+    pub busy: Spread,
+    /// Total, p50 and p99 of queued time (ready, not running).
+    pub queued: Spread,
+    /// Total, p50 and p99 of waiting time (for something else).
+    pub waiting: Spread,
+    /// Polls over all its frames.
+    pub polls: u64,
+    /// Slow polls over all its frames.
+    pub slow_polls: u64,
+    /// The longest single poll.
+    pub longest_poll_ns: u64,
+    /// Frames whose queued time is only the delay to their first poll (a `tracing` span:
+    /// its wakes cannot be seen, so the rest counts as waiting).
+    pub queued_unmeasured: u64,
+}
+
+/// Total, median and 99th percentile of one part of frames' time (ns, within 1 %).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Spread {
+    /// Sum over the frames.
+    pub total_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+}
+
+impl Spread {
+    fn of(d: &Durations) -> Spread {
+        Spread {
+            total_ns: d.total_ns(),
+            p50_ns: d.percentile_ns(50.0),
+            p99_ns: d.percentile_ns(99.0),
+        }
+    }
+}
+
+impl AsyncSummary {
+    fn of(a: &AsyncTime) -> AsyncSummary {
+        AsyncSummary {
+            frames: a.frames(),
+            busy: Spread::of(&a.busy),
+            queued: Spread::of(&a.queued),
+            waiting: Spread::of(&a.waiting),
+            polls: a.polls,
+            slow_polls: a.slow_polls,
+            longest_poll_ns: a.longest_poll_ns,
+            queued_unmeasured: a.queued_unmeasured,
+        }
+    }
+}
+
+/// One poll that held its thread at least the writer's slow-poll threshold (type 11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlowPollSummary {
+    /// The frame whose code blocked.
+    pub frame: FrameKey,
+    /// Its label (empty if its start was not in the log).
+    pub label: String,
+    /// The thread it blocked: its number and name (as `thread_info` gave them).
+    pub thread: (u32, String),
+    /// When the poll started, ns since the Unix epoch.
+    pub start_ns: u64,
+    /// How long it held the thread.
+    pub duration_ns: u64,
 }
 
 /// What a worker said about itself.
@@ -78,7 +153,16 @@ pub struct Totals {
     pub messages: Vec<(formats::Level, u64)>,
     /// Frames that recorded their allocations.
     pub alloc_frames: u64,
+    /// Frames that recorded where their time went (asynchronous frames, type 10).
+    pub async_frames: u64,
+    /// Slow polls (type 11): polls that blocked their thread.
+    pub slow_polls: u64,
+    /// The longest slow polls, longest first (at most [`WORST_SLOW_POLLS`]).
+    pub worst_slow_polls: Vec<SlowPollSummary>,
 }
+
+/// Slow polls listed in [`Totals::worst_slow_polls`].
+pub const WORST_SLOW_POLLS: usize = 20;
 
 /// Accumulates [`Totals`] and [`LabelStats`] from records fed in file order.
 #[derive(Default)]
@@ -104,6 +188,19 @@ pub struct StatsBuilder {
     /// Time of completed children whose parent's start was not read yet (a child on another
     /// thread whose buffer reached the file first), by parent (at most [`RECENT`] parents).
     early_children: HashMap<FrameKey, u64>,
+    /// Frame-polls records of frames not completed yet (written right before their end; at
+    /// most [`RECENT`]).
+    pending_polls: HashMap<FrameKey, FramePolls>,
+    /// Per label: its asynchronous frames' breakdown (only labels that have one).
+    async_time: Vec<Option<Box<AsyncTime>>>,
+    /// Each worker's current thread (its latest `thread_info`).
+    current_thread: HashMap<u8, u32>,
+    /// Thread names by (worker, thread), kept only for threads a slow poll blocked.
+    thread_names: HashMap<(u8, u32), String>,
+    /// The latest `thread_info` name per worker, until a slow poll needs it.
+    last_thread_name: HashMap<u8, String>,
+    /// Slow polls whose frame's start was not read yet (at most [`RECENT`]).
+    early_slow: Vec<SlowPollSummary>,
 }
 
 /// Ended frames whose labels are kept for children that end later.
@@ -125,13 +222,88 @@ impl StatsBuilder {
         self.durations.push(Durations::new());
         self.children_ns.push(0);
         self.allocs.push((0, 0));
+        self.async_time.push(None);
         id
+    }
+
+    /// The label of a frame that is open or ended recently.
+    fn label_of(&self, key: FrameKey) -> Option<u32> {
+        self.pairing
+            .info(key)
+            .map(|i| i.0)
+            .or_else(|| self.recent.get(&key).copied())
+    }
+
+    /// A slow poll: counted, and kept if it is among the longest.
+    fn slow_poll(&mut self, p: &formats::SlowPoll) {
+        self.totals.slow_polls += 1;
+        let worst = &self.totals.worst_slow_polls;
+        if worst.len() >= WORST_SLOW_POLLS
+            && worst.last().is_some_and(|w| w.duration_ns >= p.duration_ns)
+            && self.early_slow.is_empty()
+        {
+            return;
+        }
+        let key = FrameKey::new(p.worker, p.id);
+        let thread = self.current_thread.get(&p.worker).copied().unwrap_or(0);
+        let name = match self.thread_names.get(&(p.worker, thread)) {
+            Some(n) => n.clone(),
+            None => {
+                let n = self
+                    .last_thread_name
+                    .get(&p.worker)
+                    .cloned()
+                    .unwrap_or_default();
+                self.thread_names.insert((p.worker, thread), n.clone());
+                n
+            }
+        };
+        let mut s = SlowPollSummary {
+            frame: key,
+            label: String::new(),
+            thread: (thread, name),
+            start_ns: p.timestamp,
+            duration_ns: p.duration_ns,
+        };
+        match self.label_of(key) {
+            Some(l) => {
+                s.label = self.labels[l as usize].clone();
+                self.keep_slow(s);
+            }
+            None if self.early_slow.len() < RECENT => self.early_slow.push(s),
+            None => self.keep_slow(s),
+        }
+    }
+
+    fn keep_slow(&mut self, s: SlowPollSummary) {
+        let worst = &mut self.totals.worst_slow_polls;
+        let at = worst.partition_point(|w| w.duration_ns >= s.duration_ns);
+        if at < WORST_SLOW_POLLS {
+            worst.insert(at, s);
+            worst.truncate(WORST_SLOW_POLLS);
+        }
     }
 
     /// A frame completed: its duration counts for its label, and against its parent's
     /// self time.
     fn completed(&mut self, key: FrameKey, label: u32, parent: Option<FrameKey>, dur: u64) {
         self.durations[label as usize].record(dur);
+        if !self.pending_polls.is_empty()
+            && let Some(p) = self.pending_polls.remove(&key)
+        {
+            let split = p.split(dur);
+            self.async_time[label as usize]
+                .get_or_insert_with(Default::default)
+                .record(&FrameAsync {
+                    busy_ns: split.busy_ns,
+                    queued_ns: split.queued_ns,
+                    waiting_ns: split.waiting_ns,
+                    polls: p.polls,
+                    longest_poll_ns: p.longest_poll_ns,
+                    slow_polls: p.slow_polls,
+                    queued_measured: p.queued_measured(),
+                });
+        }
         if let Some(p) = parent {
             let parent_label = self
                 .pairing
@@ -185,6 +357,9 @@ impl StatsBuilder {
                 {
                     self.children_ns[label as usize] += children;
                 }
+                if !self.early_slow.is_empty() {
+                    self.resolve_early_slow(key, label);
+                }
                 if let Some(f) = self.pairing.start(key, s.timestamp, (label, parent)) {
                     self.completed(key, label, parent, f.duration_ns());
                 }
@@ -219,7 +394,34 @@ impl StatsBuilder {
                     None => {}
                 }
             }
-            Record::ThreadInfo(_) | Record::Unknown(_) => {}
+            Record::FramePolls(p) => {
+                self.totals.async_frames += 1;
+                if self.pending_polls.len() < RECENT {
+                    self.pending_polls.insert(FrameKey::new(p.worker, p.id), *p);
+                }
+            }
+            Record::SlowPoll(p) => self.slow_poll(p),
+            Record::ThreadInfo(t) => {
+                self.current_thread.insert(t.worker, t.thread);
+                // Kept as a name only when it changes (one per buffer otherwise).
+                if self.last_thread_name.get(&t.worker).map(String::as_str) != Some(t.name) {
+                    self.last_thread_name.insert(t.worker, t.name.to_owned());
+                }
+            }
+            Record::Unknown(_) => {}
+        }
+    }
+
+    /// Slow polls read before their frame's start get its label.
+    #[cold]
+    fn resolve_early_slow(&mut self, key: FrameKey, label: u32) {
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.early_slow)
+            .into_iter()
+            .partition(|s| s.frame == key);
+        self.early_slow = rest;
+        for mut s in mine {
+            s.label = self.labels[label as usize].clone();
+            self.keep_slow(s);
         }
     }
 
@@ -236,15 +438,20 @@ impl StatsBuilder {
         self.totals.open = self.pairing.open_count() as u64;
         self.totals.orphan_ends = self.pairing.orphan_end_count() as u64;
         self.totals.parents_recorded = self.parents.recorded();
+        for s in std::mem::take(&mut self.early_slow) {
+            self.keep_slow(s);
+        }
         let mut out: Vec<LabelStats> = self
             .labels
             .into_iter()
             .zip(self.durations)
             .zip(self.children_ns)
             .zip(self.allocs)
-            .filter(|(((_, d), _), _)| d.count() > 0)
+            .zip(self.async_time)
+            .filter(|((((_, d), _), _), _)| d.count() > 0)
             .map(
-                |(((label, d), children), (allocs, alloc_bytes))| LabelStats {
+                |((((label, d), children), (allocs, alloc_bytes)), async_time)| LabelStats {
+                    async_time: async_time.as_deref().map(AsyncSummary::of),
                     allocs,
                     alloc_bytes,
                     count: d.count(),

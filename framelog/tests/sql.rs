@@ -560,6 +560,98 @@ fn sql_and_duckdb_on_the_parquet_export_return_the_same_rows() {
     compare_with_duckdb(dir.path(), &py);
 }
 
+/// Everything `script` (on a pseudo-terminal) has printed so far.
+fn pty_output(out: &std::sync::Mutex<Vec<u8>>) -> String {
+    String::from_utf8_lossy(&out.lock().unwrap()).into_owned()
+}
+
+/// Waits (polling, 60 s at most) until what the terminal shows passes `done`.
+fn wait_for_pty(out: &std::sync::Mutex<Vec<u8>>, what: &str, done: impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done(&pty_output(out)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: the terminal shows {:?}",
+            pty_output(out)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `framelog sql DIR` on a real pseudo-terminal (util-linux's `script`, in Debian's essential
+/// packages): typing each of `lines` (keys, with their `\r`) once the prompt is back; what
+/// it showed.
+fn on_a_terminal(dir: &Path, history: &Path, lines: &[&str]) -> String {
+    use std::io::{Read, Write};
+    let cmd = format!("{} sql {}", env!("CARGO_BIN_EXE_framelog"), dir.display());
+    let mut child = Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .env("FRAMELOG_SQL_HISTORY", history)
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = {
+        let out = out.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                out.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let mut stdin = child.stdin.take().unwrap();
+    for (i, line) in lines.iter().enumerate() {
+        // The i-th prompt is shown: the editor is in raw mode, waiting for keys.
+        wait_for_pty(&out, "the prompt", |t| t.matches("sql> ").count() > i);
+        let typed = stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| stdin.flush());
+        assert!(
+            typed.is_ok(),
+            "{typed:?}: the terminal shows {:?}",
+            pty_output(&out)
+        );
+    }
+    drop(stdin);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}: {}", pty_output(&out));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", pty_output(&out));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    reader.join().unwrap();
+    pty_output(&out)
+}
+
+#[test]
+fn the_prompt_on_a_terminal_recalls_earlier_lines_and_keeps_them_across_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let history = tmp.path().join("state/sql_history");
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compact-log");
+    // ↑ (ESC [ A) then Enter runs the line typed before it again; Ctrl-D ends.
+    let shown = on_a_terminal(
+        &log,
+        &history,
+        &["select 41 + 1 as answer;\r", "\x1b[A\r", "\x04"],
+    );
+    assert_eq!(shown.matches("(1 row)").count(), 2, "{shown}");
+    let kept = std::fs::read_to_string(&history).expect("the history file");
+    assert!(kept.contains("select 41 + 1 as answer;"), "{kept}");
+    // A new run starts with it: ↑ at its first prompt recalls the last run's line.
+    let shown = on_a_terminal(&log, &history, &["\x1b[A\r", "\x04"]);
+    assert_eq!(shown.matches("(1 row)").count(), 1, "{shown}");
+}
+
 mod prop {
     use super::*;
     use proptest::prelude::*;

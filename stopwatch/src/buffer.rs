@@ -64,6 +64,28 @@ impl Encode for Message<'_> {
     }
 }
 
+impl Encode for formats::FramePolls {
+    #[inline(always)]
+    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
+        self.encode(out)
+    }
+    #[inline(always)]
+    fn is_frame(&self) -> bool {
+        false
+    }
+}
+
+impl Encode for formats::SlowPoll {
+    #[inline(always)]
+    fn encode_into(&self, out: &mut [u8]) -> Option<usize> {
+        self.encode(out)
+    }
+    #[inline(always)]
+    fn is_frame(&self) -> bool {
+        false
+    }
+}
+
 impl Encode for FrameAlloc {
     #[inline(always)]
     fn encode_into(&self, out: &mut [u8]) -> Option<usize> {

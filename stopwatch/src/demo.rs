@@ -219,6 +219,12 @@ async fn after_order(rec: Arc<Recorder>, seed: u64) {
         let f = rec.start_with("Product: Update stock", Category::DATABASE);
         f.data(&json!({ "sql": "UPDATE product SET stock = stock - $1 WHERE id = $2", "params": [1, rng.below(500)] }));
     }
+    if rng.below(25) == 0 {
+        // A handler's mistake users meet: synchronous work inside async code, which holds
+        // its runtime worker (a slow poll) and delays every task queued behind it.
+        let _f = rec.start_with("search: reindex (blocking)", Category::FUNCTION);
+        std::thread::sleep(Duration::from_millis(3 + rng.below(5)));
+    }
     tokio::time::sleep(Duration::from_millis(2 + rng.below(15))).await;
     // Built in a block so the (thread-bound) frame guard is not alive across the await.
     let send_mail = {

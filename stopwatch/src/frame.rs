@@ -14,6 +14,7 @@ use crate::context::Context;
 use crate::counting_alloc::{self, AllocCounts};
 use crate::inner::Inner;
 use crate::local::{self, CtxState, Entry, RECORDING, SAMPLED, Saved, Started};
+use crate::polls::PollTimes;
 
 /// A running frame; it ends when dropped or on [`Frame::end`].
 ///
@@ -229,6 +230,8 @@ pub(crate) struct Detached {
     /// What the frame's code allocated so far (summed over the polls of an `InFrame`),
     /// recorded before its end.
     pub(crate) alloc: AllocCounts,
+    /// Its polls, for an asynchronous frame (an `InFrame`, a span): recorded before its end.
+    pub(crate) polls: Option<PollTimes>,
 }
 
 impl Detached {
@@ -281,6 +284,7 @@ impl Detached {
             },
             flags: started.flags & RECORDING,
             alloc: AllocCounts::default(),
+            polls: None,
         }
     }
 
@@ -301,6 +305,11 @@ impl Detached {
         }
     }
 
+    /// The frame's id and context, as a message or slow poll in it names them.
+    pub(crate) fn frame_and_context(&self) -> (u32, u32) {
+        (self.id, self.children.ctx)
+    }
+
     /// The context the frame runs in (its children's).
     pub(crate) fn context(&self) -> Context {
         Context::new(self.inner.clone(), self.children)
@@ -311,7 +320,10 @@ impl Detached {
         let flags = std::mem::take(&mut self.flags);
         if flags & RECORDING != 0 {
             let alloc = std::mem::take(&mut self.alloc);
-            let ended = local::with_entry(&self.inner, |e| e.end_record(self.id, alloc));
+            let polls = self.polls.take();
+            let ended = local::with_entry(&self.inner, |e| {
+                e.end_record(self.id, alloc, polls.as_ref())
+            });
             if ended.is_none() {
                 // This thread's recording state is already gone (the frame is dropped by a
                 // thread-local destructor, e.g. a runtime's worker exiting).

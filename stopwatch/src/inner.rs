@@ -33,6 +33,8 @@ pub(crate) struct Inner {
     /// What a remote session lets through.
     pub(crate) gate: Arc<Gate>,
     pub(crate) default_category: Category,
+    /// A poll at least this long is a slow poll (`Builder::slow_poll`).
+    pub(crate) slow_poll_ns: u64,
     pub(crate) ids: IdSource,
     pub(crate) sink: Arc<dyn Sink>,
     pub(crate) msgs: Sender<Msg>,

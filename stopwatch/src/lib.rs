@@ -73,6 +73,8 @@ mod log_adapter;
 mod mem_sink;
 mod message;
 mod plot;
+mod poll_times;
+mod polls;
 mod pool;
 mod probe;
 mod recorder;

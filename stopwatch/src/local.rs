@@ -30,6 +30,7 @@ use crate::counting_alloc::{self, AllocCounts};
 use crate::gate::Gate;
 use crate::ids::CHUNK;
 use crate::inner::Inner;
+use crate::poll_times::PollTimes;
 use crate::sink::Msg;
 use crate::slot::Slot;
 
@@ -304,10 +305,24 @@ impl Entry {
     /// detached frame's thread state is not this thread's (it left its starting thread's
     /// context when it was detached).
     #[inline]
-    pub(crate) fn end_record(&self, id: u32, alloc: AllocCounts) {
+    pub(crate) fn end_record(&self, id: u32, alloc: AllocCounts, polls: Option<&PollTimes>) {
         let timestamp = self.now();
         self.emit_alloc(id, timestamp, alloc);
+        if let Some(p) = polls {
+            self.emit_other(&p.record(id, self.worker, timestamp));
+        }
         self.emit_end(id, timestamp);
+    }
+
+    /// Appends a slow poll (type 11) of frame `id`: it began at `timestamp` and held this
+    /// thread `duration_ns`.
+    pub(crate) fn emit_slow_poll(&self, id: u32, timestamp: u64, duration_ns: u64) {
+        self.emit_other(&formats::SlowPoll {
+            id,
+            worker: self.worker,
+            timestamp,
+            duration_ns,
+        });
     }
 
     /// The frame a message written now belongs to, and its context: the innermost recorded

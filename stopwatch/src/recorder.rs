@@ -66,6 +66,7 @@ pub struct Builder {
     start_session_version: u8,
     plot_health: bool,
     plot_process: bool,
+    slow_poll: Duration,
 }
 
 impl Default for Builder {
@@ -86,6 +87,7 @@ impl Default for Builder {
             start_session_version: formats::protocol::LATEST_START_SESSION,
             plot_health: false,
             plot_process: false,
+            slow_poll: crate::polls::DEFAULT_SLOW_POLL,
         }
     }
 }
@@ -231,6 +233,17 @@ impl Builder {
         self
     }
 
+    /// A poll of an asynchronous frame (an `in_frame` future, a `tracing` span's enter →
+    /// exit) that holds its thread at least this long is a **slow poll**: recorded on its
+    /// own (the thread, the moment, the frame whose code blocked) with a warning message, and
+    /// counted in the frame's breakdown. Default 1 ms (tokio-metrics flags 50 µs; a slow poll
+    /// here is a record and a message in the log, so the default keeps to the polls that
+    /// visibly delay what is queued behind them). `Duration::MAX` turns slow polls off.
+    pub fn slow_poll(mut self, threshold: Duration) -> Self {
+        self.slow_poll = threshold;
+        self
+    }
+
     /// Write to `sink` instead of a log directory (tests, custom storage).
     #[doc(hidden)]
     pub fn sink(mut self, sink: Arc<dyn Sink>) -> Self {
@@ -311,6 +324,7 @@ impl Builder {
             sampler: Sampler::new(self.sampling),
             gate,
             default_category: self.category,
+            slow_poll_ns: u64::try_from(self.slow_poll.as_nanos()).unwrap_or(u64::MAX),
             ids: IdSource::new(),
             sink,
             msgs,

@@ -68,6 +68,7 @@ use crate::counting_alloc::{self, AllocCounts, Span as AllocSpan};
 use crate::frame::Detached;
 use crate::global::with_global;
 use crate::inner::Inner;
+use crate::polls::{self, PollTimes};
 use crate::recorder::Recorder;
 
 /// Events kept per span.
@@ -102,6 +103,9 @@ pub struct TracingLayer {
 /// (unallocated) for a span without fields, events or links.
 struct SpanFrame {
     frame: Detached,
+    /// Its stretches' times (a recorded span), shared with the stretches under way so that
+    /// an exit adds to them without looking the span up.
+    polls: Option<Arc<SpanPolls>>,
     /// The data document being built (empty until the span has data): 4 bytes for its
     /// length, the span's fields as BSON elements (one per name), then, once the span has
     /// an event, the `events` array, open (its elements run to the end).
@@ -251,6 +255,11 @@ impl TracingLayer {
             ancestor = p.parent();
         }
         if let Some(frame) = self.start(label, category, parent) {
+            let mut polls = None;
+            if frame.is_recording() {
+                // Its polls are timed from its creation; its wakes cannot be seen.
+                polls = Some(Arc::new(SpanPolls::new(&frame)));
+            }
             let mut doc = Vec::new();
             if !fields.is_empty() {
                 // Room for a few more fields and an event or two.
@@ -260,6 +269,7 @@ impl TracingLayer {
             }
             span.extensions_mut().insert(SpanFrame {
                 frame,
+                polls,
                 doc,
                 events_at: 0,
                 n_events: 0,
@@ -625,6 +635,50 @@ thread_local! {
     static ENTERED: RefCell<Vec<EnteredSpan>> = const { RefCell::new(Vec::new()) };
 }
 
+/// What `make_current` saw of a recorded span being entered.
+struct Entering {
+    polls: Arc<SpanPolls>,
+    /// It was entered before: it is being polled as a future.
+    again: bool,
+}
+
+/// A recorded span's polls, and what a slow stretch of it reports.
+struct SpanPolls {
+    times: parking_lot::Mutex<PollTimes>,
+    /// A stretch of it ended (it is being polled as a future if entered again): read at
+    /// every enter without taking the lock.
+    polled: std::sync::atomic::AtomicBool,
+    inner: Arc<Inner>,
+    /// The frame's id and context.
+    frame: (u32, u32),
+}
+
+impl SpanPolls {
+    fn new(frame: &Detached) -> SpanPolls {
+        SpanPolls {
+            times: parking_lot::Mutex::new(PollTimes::new(frame.inner.clock.now(), false)),
+            polled: std::sync::atomic::AtomicBool::new(false),
+            inner: frame.inner.clone(),
+            frame: frame.frame_and_context(),
+        }
+    }
+
+    /// A stretch from `t0` to `t1` ended; reports it if it was a slow poll in the nest.
+    fn add(&self, t0: u64, t1: u64, nested: bool) {
+        let d = {
+            let mut p = self.times.lock();
+            p.begin(t0, 0);
+            p.end(t0, t1, self.inner.slow_poll_ns)
+        };
+        self.polled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if nested {
+            let (id, ctx) = self.frame;
+            polls::nest_exit(&self.inner, id, ctx, t0, d);
+        }
+    }
+}
+
 /// A recorded span entered on this thread: its frame is the thread's current frame until
 /// it is exited (a `Stopwatch::start` frame started meanwhile is its child).
 struct CurrentSpan {
@@ -632,6 +686,19 @@ struct CurrentSpan {
     span: u64,
     /// Restores the thread's state from before the enter.
     guard: ContextGuard,
+    /// The stretch being timed: the span's polls and when it began (`None` for a span
+    /// entered again inside itself: the outer stretch times it).
+    timed: Option<(Arc<SpanPolls>, u64)>,
+    /// The stretch is a poll in the thread's nest of polls (slow-poll attribution).
+    nested: bool,
+}
+
+/// A stretch of a recorded span that just ended: began at `t0`, ended at `t1`.
+struct Stretch {
+    polls: Arc<SpanPolls>,
+    t0: u64,
+    t1: u64,
+    nested: bool,
 }
 
 thread_local! {
@@ -646,21 +713,42 @@ impl TracingLayer {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        let Some(context) = ctx
-            .span(id)
-            .and_then(|s| s.extensions().get::<SpanFrame>().map(|f| f.frame.context()))
-        else {
+        let Some((context, entering)) = ctx.span(id).and_then(|s| {
+            s.extensions().get::<SpanFrame>().map(|f| {
+                let entering = f.polls.as_ref().map(|p| Entering {
+                    polls: p.clone(),
+                    again: p.polled.load(std::sync::atomic::Ordering::Relaxed),
+                });
+                (f.frame.context(), entering)
+            })
+        }) else {
             return;
         };
         // Entered after the span's extensions are released: entering runs no user code,
         // but registering the thread may allocate (and a global allocator may log).
         let guard = context.enter();
+        let (layer, span) = (self.address(), id.into_u64());
         let _ = CURRENT.try_with(|stack| {
             if let Ok(mut stack) = stack.try_borrow_mut() {
+                // Entered again inside itself: the outer stretch times this one.
+                let again_inside = stack.iter().any(|c| c.layer == layer && c.span == span);
+                let (mut timed, mut nested) = (None, false);
+                if let Some(e) = entering.filter(|_| !again_inside) {
+                    // A stretch is a poll on a thread that polls futures: a span entered
+                    // again is one, and makes its thread one.
+                    nested = e.again || polls::is_poller();
+                    if nested {
+                        polls::nest_enter(e.again);
+                    }
+                    let t0 = e.polls.inner.clock.now();
+                    timed = Some((e.polls, t0));
+                }
                 stack.push(CurrentSpan {
-                    layer: self.address(),
-                    span: id.into_u64(),
+                    layer,
+                    span,
                     guard,
+                    timed,
+                    nested,
                 });
             }
         });
@@ -682,15 +770,23 @@ impl TracingLayer {
 
     /// A span was exited: the thread's state goes back to what it was before the enter
     /// (out of order: the span entered after it takes over that state).
-    fn leave_current(&self, id: &Id) {
+    /// Returns the stretch that ended, if it was timed.
+    fn leave_current(&self, id: &Id) -> Option<Stretch> {
         let (layer, span) = (self.address(), id.into_u64());
         // Taken out under the borrow, dropped (restoring the thread's state) after it.
+        let mut stretch = None;
         let left = CURRENT.try_with(|stack| {
             let mut stack = stack.try_borrow_mut().ok()?;
             let i = stack
                 .iter()
                 .rposition(|c| c.layer == layer && c.span == span)?;
-            let left = stack.remove(i);
+            let mut left = stack.remove(i);
+            stretch = left.timed.take().map(|(polls, t0)| Stretch {
+                t1: polls.inner.clock.now(),
+                polls,
+                t0,
+                nested: left.nested,
+            });
             match stack.get_mut(i) {
                 Some(next) => {
                     left.guard.leave_under(&mut next.guard);
@@ -700,6 +796,7 @@ impl TracingLayer {
             }
         });
         drop(left);
+        stretch
     }
 
     /// This layer, in `EnteredSpan::layer`.
@@ -727,13 +824,9 @@ impl TracingLayer {
         });
     }
 
-    /// A span was exited: what this thread allocated since the matching enter goes to the
-    /// span's frame (summed until the frame ends, which records it).
+    /// What this thread allocated since the matching enter (with a counting allocator).
     #[inline(never)]
-    fn count_exit<S>(&self, id: &Id, ctx: LayerContext<'_, S>)
-    where
-        S: Subscriber + for<'a> LookupSpan<'a>,
-    {
+    fn count_exit(&self, id: &Id) -> AllocCounts {
         let (layer, span) = (self.address(), id.into_u64());
         let mut counted = AllocCounts::default();
         let _ = ENTERED.try_with(|stack| {
@@ -748,6 +841,25 @@ impl TracingLayer {
                 stack.remove(i).count.end_into(&mut counted);
             }
         });
+        counted
+    }
+
+    /// A span was exited: its stretch's time goes to the span's polls (no lookup: the
+    /// stretch holds them), what this thread allocated during it to its frame (summed until
+    /// the frame ends, which records them).
+    fn stretch_exit<S>(
+        &self,
+        id: &Id,
+        ctx: LayerContext<'_, S>,
+        stretch: Option<Stretch>,
+        counted: AllocCounts,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if let Some(st) = stretch {
+            // Reported (a slow poll) after the thread-local stacks are released.
+            st.polls.add(st.t0, st.t1, st.nested);
+        }
         // Nothing counted (an idle stretch, a nested enter): no lock taken.
         if counted.is_empty() {
             return;
@@ -911,10 +1023,13 @@ where
     }
 
     fn on_exit(&self, id: &Id, ctx: LayerContext<'_, S>) {
-        if counting_alloc::installed() {
-            self.count_exit(id, ctx);
-        }
-        self.leave_current(id);
+        let counted = if counting_alloc::installed() {
+            self.count_exit(id)
+        } else {
+            AllocCounts::default()
+        };
+        let stretch = self.leave_current(id);
+        self.stretch_exit(id, ctx, stretch, counted);
     }
 
     fn on_close(&self, id: Id, ctx: LayerContext<'_, S>) {
@@ -970,7 +1085,9 @@ where
             debug_assert_eq!(formats::bson_check::check_document(&doc), Ok(()));
             f.frame.data_document(doc);
         }
-        // Records the allocation counts summed by `count_exit` (if any), then the end.
+        // Records the allocation counts summed by `count_exit` (if any) and the polls, then
+        // the end.
+        f.frame.polls = f.polls.as_ref().map(|p| *p.times.lock());
         f.frame.end();
     }
 }

@@ -244,18 +244,22 @@ fn an_old_server_sending_v1_and_unknown_commands_get_clear_answers_from_a_new_pr
     assert_eq!(r.status, Status::UnknownCommand);
     assert!(r.text.contains("unknown command code 42"), "{}", r.text);
 
-    // StartSession v6 (from a future server): unsupported, naming what it knows.
+    // A StartSession newer than any this program knows (from a future server): unsupported,
+    // naming what it knows.
     let (mut c, _) = accept_advertise(&listener);
     let mut out = Vec::new();
     protocol::encode_header(Kind::Command, 2, &mut out);
-    out.extend_from_slice(&[protocol::START_SESSION, 6]);
+    out.extend_from_slice(&[protocol::START_SESSION, protocol::LATEST_START_SESSION + 1]);
     c.write_all(&out).unwrap();
     read_message(&mut c, &mut payload, usize::MAX).unwrap();
     let r = Reply::decode(&payload).unwrap();
     assert_eq!(r.status, Status::UnsupportedVersion);
     assert!(
-        r.text
-            .contains("StartSession v6 is not supported (this program knows up to v5)"),
+        r.text.contains(&format!(
+            "StartSession v{} is not supported (this program knows up to v{})",
+            protocol::LATEST_START_SESSION + 1,
+            protocol::LATEST_START_SESSION
+        )),
         "{}",
         r.text
     );
@@ -952,4 +956,95 @@ fn through_a_real_server_v5_messages_keep_their_frame_under_rewritten_keys_and_v
     assert_eq!(messages["old: in child"].1, 0, "v4: no frame");
     assert_eq!(messages["old: in child"].2, 0, "v4: no context");
     assert_eq!((plots["new/depth"], plots["old/depth"]), (7.0, 7.0));
+}
+
+/// A future that blocks its thread 3 ms in its first poll (a slow poll at the default 1 ms
+/// threshold), wakes itself, and is ready at its second.
+struct BlocksOnce(bool);
+
+impl std::future::Future for BlocksOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        std::thread::sleep(Duration::from_millis(3));
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+#[test]
+fn through_a_real_server_v6_polls_name_their_frame_under_rewritten_keys_and_v5_has_none() {
+    use stopwatch::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), |_| {});
+    let addr = server.local_addr().to_string();
+    for (version, prefix) in [(protocol::LATEST_START_SESSION, "new"), (5, "old")] {
+        let rec = Stopwatch::builder()
+            .connect(addr.clone())
+            .start_session_version(version)
+            .build()
+            .unwrap();
+        wait_until("the session", || rec.is_streaming());
+        let mut fut =
+            std::pin::pin!(BlocksOnce(false).in_frame(rec.start(format!("{prefix}/task"))));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        while fut.as_mut().poll(&mut cx).is_pending() {}
+        let stats = rec.shutdown();
+        assert_eq!((stats.unsent, stats.dropped), (0, 0), "{stats:?}");
+    }
+    let mut starts: HashMap<String, FrameKey> = HashMap::new();
+    let mut polls: HashMap<FrameKey, formats::FramePolls> = HashMap::new();
+    let mut slow: Vec<FrameKey> = Vec::new();
+    let mut warnings: Vec<(FrameKey, String)> = Vec::new();
+    wait_until("every record in the log", || {
+        starts.clear();
+        polls.clear();
+        slow.clear();
+        warnings.clear();
+        if let Ok(mut reader) = LogReader::open(dir.path()) {
+            reader
+                .read_available(|_, r| match r {
+                    Record::Start(s) => {
+                        starts.insert(s.label.to_owned(), FrameKey::new(s.worker, s.id));
+                    }
+                    Record::FramePolls(p) => {
+                        polls.insert(FrameKey::new(p.worker, p.id), p);
+                    }
+                    Record::SlowPoll(p) => slow.push(FrameKey::new(p.worker, p.id)),
+                    Record::Message(m) => {
+                        warnings.push((FrameKey::new(m.worker, m.frame), m.text.to_owned()))
+                    }
+                    _ => {}
+                })
+                .unwrap();
+        }
+        starts.len() == 2 && warnings.len() == 2
+    });
+    let new = starts["new/task"];
+    let p = polls
+        .get(&new)
+        .expect("v6: the frame's polls, under its rewritten key");
+    assert_eq!((p.polls, p.slow_polls), (2, 1), "{p:?}");
+    assert!(
+        p.queued_measured() && p.longest_poll_ns >= 3_000_000,
+        "{p:?}"
+    );
+    assert_eq!(slow, vec![new], "v6: one slow poll, naming the frame");
+    assert_eq!(polls.len(), 1, "v5: no frame polls: {polls:?}");
+    // Both sessions carry the warning, in its frame (messages travel from v5).
+    let old = starts["old/task"];
+    for key in [new, old] {
+        assert!(
+            warnings
+                .iter()
+                .any(|(k, t)| *k == key && t.starts_with("slow poll: thread ")),
+            "{key:?}: {warnings:?}"
+        );
+    }
 }

@@ -283,9 +283,10 @@ fn check_chrome(path: &Path, t: &Truth, with_data: bool) -> (usize, usize) {
             continue;
         }
         if ph == "i" {
-            // A message: a thread-scoped instant.
+            // A message or a slow poll: a thread-scoped instant.
+            let slow_poll = e["cat"] == "slow_poll" && e["args"]["duration_ns"].is_u64();
             assert!(
-                e["s"] == "t" && e["cat"] == "message" && e["name"].is_string(),
+                e["s"] == "t" && (e["cat"] == "message" || slow_poll) && e["name"].is_string(),
                 "{e}"
             );
             continue;
@@ -1088,7 +1089,8 @@ fn perfetto_sql_parents_and_flows_are_tracing_parents() {
         &chrome,
         &serde_json::json!({
             "slices": "select s.id as id, s.parent_id as parent,
-                extract_arg(s.arg_set_id, 'args.data.n') as n from slice s",
+                extract_arg(s.arg_set_id, 'args.data.n') as n from slice s
+                where coalesce(s.category, '') not in ('slow_poll', 'message')",
             "flows": "select slice_out as out, slice_in as \"in\" from flow",
         }),
     );
@@ -1262,9 +1264,11 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
     let mut origin = u64::MAX;
     let mut plots = Vec::new();
     let mut messages = Vec::new();
+    let mut slow_polls = Vec::new();
     LogReader::open(&l.demo)
         .unwrap()
         .read_available(|_, rec| match rec {
+            Record::SlowPoll(p) => slow_polls.push((p.timestamp, p.duration_ns)),
             Record::Start(s) => origin = origin.min(s.timestamp),
             Record::ThreadInfo(t) => origin = origin.min(t.timestamp),
             Record::Plot(p) if !p.value.is_nan() => {
@@ -1303,7 +1307,25 @@ fn perfetto_sql_counters_and_instants_are_the_demos_plots_and_messages() {
             "counters": "select t.name as name, c.ts as ts, c.value as value
                 from counter c join counter_track t on c.track_id = t.id",
             "instants": "select name, ts, dur from slice where category = 'message'",
+            "slow_polls": "select ts, dur, extract_arg(arg_set_id, 'args.duration_ns') as d from slice where category = 'slow_poll'",
         }),
+    );
+    let mut got_slow: Vec<(u64, u64)> = answer["slow_polls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["dur"], 0, "an instant: {r}");
+            (r["ts"].as_u64().unwrap(), r["d"].as_u64().unwrap())
+        })
+        .collect();
+    let mut want_slow: Vec<(u64, u64)> = slow_polls.iter().map(|&(t, d)| (t - origin, d)).collect();
+    got_slow.sort_unstable();
+    want_slow.sort_unstable();
+    assert!(!want_slow.is_empty(), "the demo blocks now and then");
+    assert_eq!(
+        got_slow, want_slow,
+        "every slow poll an instant where it began, its duration in args"
     );
     assert_eq!(
         answer["bad"],
@@ -1538,12 +1560,12 @@ fn stats_json(dir: &Path) -> Value {
 /// track; messages per level.
 const STATS_QUERIES: &str = r#"{
   "labels": "select name, count(*) as n, sum(dur) as total from slice
-    where coalesce(category, '') != 'message' and extract_arg(arg_set_id, 'debug.open') is null
+    where coalesce(category, '') not in ('message', 'slow_poll') and extract_arg(arg_set_id, 'debug.open') is null
       and extract_arg(arg_set_id, 'args.open') is null
     group by name",
   "children": "with kids as (
       select c.dur as dur, p.name as pname from slice c join slice p on c.parent_id = p.id
-      where coalesce(c.category, '') != 'message' and extract_arg(c.arg_set_id, 'debug.open') is null
+      where coalesce(c.category, '') not in ('message', 'slow_poll') and extract_arg(c.arg_set_id, 'debug.open') is null
         and extract_arg(c.arg_set_id, 'args.open') is null
       union all
       select c.dur, p.name from flow f join slice c on f.slice_in = c.id join slice p on f.slice_out = p.id
@@ -1724,4 +1746,167 @@ fn perfetto_ui_sql_on_the_protobuf_export_equals_stats() {
         );
         assert_eq!(flows, chrome_flows, "the same links in both formats");
     }
+}
+
+/// Where the demo's async frames' time went, as `stats`, `dump`, the Chrome export and OTLP
+/// say it, against the log's own records: every async frame's busy, queued and waiting add
+/// up to its duration everywhere; the slow polls (the demo's blocking reindex) are counted,
+/// named by their frame, and drawn as instants on the thread they blocked.
+#[test]
+fn async_time_adds_up_in_stats_dump_chrome_and_otlp() {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+    let l = logs();
+    // The log: each async frame's duration and polls; the slow polls.
+    let mut starts: HashMap<FrameKey, (String, u64)> = HashMap::new();
+    let mut ends: HashMap<FrameKey, u64> = HashMap::new();
+    let mut polls: HashMap<FrameKey, formats::FramePolls> = HashMap::new();
+    let mut slow: Vec<formats::SlowPoll> = Vec::new();
+    LogReader::open(&l.demo)
+        .unwrap()
+        .read_available(|_, rec| match rec {
+            Record::Start(s) => {
+                starts.insert(
+                    FrameKey::new(s.worker, s.id),
+                    (s.label.to_owned(), s.timestamp),
+                );
+            }
+            Record::End(e) => {
+                ends.insert(FrameKey::new(e.worker, e.id), e.timestamp);
+            }
+            Record::FramePolls(p) => {
+                polls.insert(FrameKey::new(p.worker, p.id), p);
+            }
+            Record::SlowPoll(p) => slow.push(p),
+            _ => {}
+        })
+        .unwrap();
+    assert!(
+        !polls.is_empty() && !slow.is_empty(),
+        "the demo has async frames and slow polls"
+    );
+    for p in polls.values() {
+        let key = FrameKey::new(p.worker, p.id);
+        let dur = ends[&key] - starts[&key].1;
+        assert!(
+            p.busy_ns + p.queued_ns <= dur,
+            "{p:?} claims more than {dur} ns"
+        );
+        assert!(p.queued_measured() && p.polls >= 1, "{p:?}");
+    }
+    for s in &slow {
+        let (label, _) = &starts[&FrameKey::new(s.worker, s.id)];
+        assert_eq!(
+            label, "task: after order",
+            "the reindex blocks inside its task: {s:?}"
+        );
+        assert!(s.duration_ns >= 3_000_000, "{s:?}");
+    }
+
+    // stats: per label, the three parts add up to the label's total.
+    let v = stats_json(&l.demo);
+    assert_eq!(v["async_frames"], polls.len() as u64);
+    assert_eq!(v["slow_polls"], slow.len() as u64);
+    let worst = v["worst_slow_polls"].as_array().unwrap();
+    assert_eq!(
+        worst[0]["duration_ns"],
+        slow.iter().map(|s| s.duration_ns).max().unwrap()
+    );
+    assert!(
+        worst.iter().all(|w| w["label"] == "task: after order"),
+        "{worst:?}"
+    );
+    let mut labels_with_async = 0;
+    for label in v["labels"].as_array().unwrap() {
+        let Some(a) = label.get("async").filter(|a| !a.is_null()) else {
+            continue;
+        };
+        labels_with_async += 1;
+        let part = |k: &str| a[k]["total"].as_u64().unwrap();
+        assert_eq!(a["frames"], label["count"], "{label}");
+        assert_eq!(
+            part("busy_ns") + part("queued_ns") + part("waiting_ns"),
+            label["total_ns"].as_u64().unwrap(),
+            "{label}"
+        );
+    }
+    assert_eq!(labels_with_async, 2, "the task and its email");
+
+    // dump --json: every end of an async frame carries its split, adding up.
+    let o = Command::new(framelog_bin())
+        .args(["dump", "--json"])
+        .arg(&l.demo)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let mut split_ends = 0;
+    for line in String::from_utf8(o.stdout).unwrap().lines() {
+        let e: Value = serde_json::from_str(line).unwrap();
+        if e["type"] == "end" && e.get("busy_ns").is_some() {
+            let sum = ["busy_ns", "queued_ns", "waiting_ns"].map(|k| e[k].as_u64().unwrap());
+            assert_eq!(
+                sum.iter().sum::<u64>(),
+                e["duration_ns"].as_u64().unwrap(),
+                "{e}"
+            );
+            split_ends += 1;
+        }
+    }
+    assert_eq!(split_ends, polls.len());
+
+    // SQL: the split as columns of `slice`, adding up to `dur`.
+    let o = Command::new(framelog_bin())
+        .args(["sql", "--json"])
+        .arg(&l.demo)
+        .arg(
+            "select count(*) as n, sum(busy_ns + queued_ns + waiting_ns = dur) as exact, \
+              sum(slow_polls) as slow from slice where busy_ns is not null",
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["n"], polls.len() as u64, "{rows}");
+    assert_eq!(row["exact"], polls.len() as u64, "{rows}");
+    assert_eq!(
+        row["slow"],
+        polls.values().map(|p| p.slow_polls).sum::<u64>(),
+        "{rows}"
+    );
+
+    // Chrome: the split in each async frame's args, the slow polls as instants.
+    let (_, chrome) = export(&l.demo, &[]);
+    let doc: Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let with_split = events
+        .iter()
+        .filter(|e| matches!(e["ph"].as_str(), Some("B" | "b" | "X")))
+        .filter_map(|e| e["args"].get("busy_ns").map(|_| &e["args"]))
+        .inspect(|a| assert!(a["polls"].as_u64().unwrap() >= 1, "{a}"))
+        .count();
+    assert_eq!(with_split, polls.len());
+    let instants = events.iter().filter(|e| e["cat"] == "slow_poll").count();
+    assert_eq!(instants, slow.len());
+
+    // OTLP: tracing-opentelemetry's busy_ns and idle_ns on each async frame's span.
+    let (url, got) = receiver();
+    send(&l.demo, &url);
+    let attr = |s: &Span, key: &str| {
+        s.attributes
+            .iter()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.clone()?.value)
+    };
+    let mut otlp_split = 0;
+    for s in spans(&got) {
+        let (Some(V::IntValue(busy)), Some(V::IntValue(idle))) =
+            (attr(&s, "busy_ns"), attr(&s, "idle_ns"))
+        else {
+            continue;
+        };
+        let dur = s.end_time_unix_nano - s.start_time_unix_nano;
+        assert_eq!((busy + idle) as u64, dur, "{}", s.name);
+        otlp_split += 1;
+    }
+    assert_eq!(otlp_split, polls.len());
 }

@@ -15,7 +15,7 @@
 //   select name, idx, severity, source, value from stats
 //   where value > 0 and severity in ('error', 'data_loss')
 // which is what the UI's own error / data-loss indicator reads. Prints one line per file:
-// `ok FILE: slices=N threads=T` (N: slices other than messages' instants) or
+// `ok FILE: slices=N threads=T` (N: slices other than messages' and slow polls' instants) or
 // `FAIL FILE: ...` with each problem.
 
 import fs from 'node:fs';
@@ -76,9 +76,10 @@ async function readStats() {
     where value > 0 and severity in ('error', 'data_loss') order by name, idx`);
   const info = await rows(`select name, idx, severity, value from stats
     where value > 0 and severity not in ('error', 'data_loss') order by name, idx`);
-  // Frames only: messages are instants (zero-length slices of category `message`).
+  // Frames only: messages and slow polls are instants (zero-length slices of category
+  // `message` or `slow_poll`).
   const [{ n: slices }] = await rows(
-    "select count(*) as n from slice where coalesce(category, '') != 'message'");
+    "select count(*) as n from slice where coalesce(category, '') not in ('message', 'slow_poll')");
   const [{ n: threads }] = await rows('select count(distinct utid) as n from thread_track');
   return { bad, info, slices: Number(slices), threads: Number(threads) };
 }

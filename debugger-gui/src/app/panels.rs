@@ -1,5 +1,5 @@
 //! The panels around the central view: the problems banner, the selection bar, the bottom
-//! tabs (contexts, statistics, histogram, messages, compare, processes) and the Frame panel's
+//! tabs (contexts, statistics, histogram, messages, slow polls, query, compare, processes) and the Frame panel's
 //! remembered width.
 
 use super::*;
@@ -38,7 +38,7 @@ impl DebuggerApp {
         }
     }
 
-    pub(super) fn bottom_panel(&mut self, ui: &mut Ui, model: &Model) {
+    pub(super) fn bottom_panel(&mut self, ui: &mut Ui, model: &Model, dir: Option<&Path>) {
         let limit = self.timeline.selection.filter(|_| self.limit_to_selection);
         self.stats.range = limit;
         self.contexts.query.range = limit;
@@ -50,6 +50,10 @@ impl DebuggerApp {
             if !model.messages().is_empty() || self.tab == BottomTab::Messages {
                 ui.selectable_value(&mut self.tab, BottomTab::Messages, "Messages");
             }
+            if !model.polls().slow_polls().is_empty() || self.tab == BottomTab::SlowPolls {
+                ui.selectable_value(&mut self.tab, BottomTab::SlowPolls, "Slow polls");
+            }
+            ui.selectable_value(&mut self.tab, BottomTab::Query, "Query");
             if self.compare.is_some() {
                 ui.selectable_value(&mut self.tab, BottomTab::Compare, "Compare");
             }
@@ -104,6 +108,16 @@ impl DebuggerApp {
             BottomTab::Messages => {
                 if let Some(i) = messages_panel::show(ui, &mut self.messages_panel, model) {
                     self.jump_to_message(model, i);
+                }
+            }
+            BottomTab::SlowPolls => {
+                if let Some(s) = slow_polls::show(ui, &mut self.slow_polls_panel, model) {
+                    self.jump_to_slow_poll(model, &s);
+                }
+            }
+            BottomTab::Query => {
+                if let Some(key) = query_tab::show(ui, &mut self.query_panel, dir) {
+                    self.jump_to_slice(model, key);
                 }
             }
             BottomTab::Histogram => {

@@ -155,6 +155,9 @@ pub enum Weight {
     /// Time (ns).
     #[default]
     Time,
+    /// Busy time (ns): what ran on a CPU. An asynchronous frame weighs its polls' time, a
+    /// synchronous frame its duration.
+    Busy,
     /// Bytes allocated (frames' allocation counts, inclusive of their children's).
     Bytes,
     /// Allocations.
@@ -173,8 +176,17 @@ pub struct Aggregate {
 impl Aggregate {
     /// Aggregates the frames in `scope`.
     pub fn build(model: &Model, scope: &Scope) -> Aggregate {
+        let mut a = Self::time_unrolled(model, scope);
+        // An open parent counts as zero in the whole-log totals; clipping can shorten a
+        // parent more than a child.
+        a.roll_up(model.call_tree());
+        a
+    }
+
+    /// Each node's own frames' time in `scope`, not rolled up.
+    fn time_unrolled(model: &Model, scope: &Scope) -> Aggregate {
         let tree = model.call_tree();
-        let mut a = match scope {
+        match scope {
             Scope::All => Aggregate {
                 total_ns: tree.total_ns.clone(),
                 count: tree.count.clone(),
@@ -216,10 +228,51 @@ impl Aggregate {
                 }
                 a
             }
-        };
-        // An open parent counts as zero in the whole-log totals; clipping can shorten a
-        // parent more than a child.
-        a.roll_up(tree);
+        }
+    }
+
+    /// Aggregates the busy time of the frames in `scope`: their time, less what each
+    /// asynchronous frame spent queued or waiting. Only the frames with polls are looked
+    /// at beyond [`Aggregate::build`]'s work (the whole log's costs one pass over them, not
+    /// over every frame). A frame clipped by a range counts its busy share of the part inside.
+    pub fn build_busy(model: &Model, scope: &Scope) -> Aggregate {
+        let mut a = Self::time_unrolled(model, scope);
+        let newest = model.newest();
+        for (&at, p) in model.polls().frames() {
+            let lane = &model.lanes()[at.lane as usize];
+            let row = &lane.rows[at.row as usize];
+            let i = at.index as usize;
+            let (start, end) = (row.start(i), row.end_or(i, newest));
+            let duration = end - start;
+            let inside = match scope {
+                // The whole-log totals count closed frames that ended themselves.
+                Scope::All => {
+                    if row.is_open(i) || model.is_cut(at) || model.lost_in(at).is_some() {
+                        continue;
+                    }
+                    duration
+                }
+                Scope::Range(from, to) => end.min(*to).saturating_sub(start.max(*from)),
+                Scope::Contexts(set) => {
+                    if !set.contains(&(lane.worker, row.context(i))) {
+                        continue;
+                    }
+                    duration
+                }
+            };
+            if inside == 0 {
+                continue;
+            }
+            let busy = p.split(duration).busy_ns;
+            let busy_inside = if inside == duration {
+                busy
+            } else {
+                (busy as f64 * inside as f64 / duration.max(1) as f64) as u64
+            };
+            let n = row.node(i) as usize;
+            a.total_ns[n] = a.total_ns[n].saturating_sub(inside - busy_inside.min(inside));
+        }
+        a.roll_up(model.call_tree());
         a
     }
 
@@ -227,8 +280,10 @@ impl Aggregate {
     /// frames that have them (a frame counts whole when it overlaps a range; `count` is then
     /// the frames with counts). A parent weighs at least what its children weigh together.
     pub fn build_weighted(model: &Model, scope: &Scope, weight: Weight) -> Aggregate {
-        if weight == Weight::Time {
-            return Self::build(model, scope);
+        match weight {
+            Weight::Time => return Self::build(model, scope),
+            Weight::Busy => return Self::build_busy(model, scope),
+            Weight::Bytes | Weight::Allocs => {}
         }
         let tree = model.call_tree();
         let mut a = Aggregate::zeroed(tree.len());
@@ -640,5 +695,88 @@ mod tests {
             r.total_ns[main], 45,
             "in a range an open frame runs to the newest time"
         );
+    }
+}
+
+#[cfg(test)]
+mod busy_tests {
+    use super::*;
+    use crate::model::test_log::Log;
+
+    /// Two async requests of 1,000 ns (busy 300 and 500, a synchronous `db` of 200 inside
+    /// each), and a synchronous job of 400.
+    fn log() -> Model {
+        let mut l = Log::default();
+        for (k, busy) in [(0u32, 300u64), (1, 500)] {
+            let (id, t) = (1 + k * 2, u64::from(k) * 10_000);
+            l.start(0, id, t, id, "request")
+                .start(0, id + 1, t + 100, id, "db")
+                .end(0, id + 1, t + 300)
+                .polls(0, id, t + 1_000, (4, busy, 100, 200, 50, 0), true)
+                .end(0, id, t + 1_000);
+        }
+        l.start(0, 9, 50_000, 9, "job").end(0, 9, 50_400);
+        l.model()
+    }
+
+    fn node(m: &Model, path: &[&str]) -> usize {
+        let t = m.call_tree();
+        (1..t.len() as u32)
+            .find(|&n| {
+                t.path(n)
+                    .iter()
+                    .map(|&x| m.labels().name(t.label(x)))
+                    .eq(path.iter().copied())
+            })
+            .unwrap() as usize
+    }
+
+    #[test]
+    fn busy_time_weighs_async_frames_by_their_polls_and_the_rest_by_duration() {
+        let m = log();
+        let (req, db, job) = (
+            node(&m, &["request"]),
+            node(&m, &["request", "db"]),
+            node(&m, &["job"]),
+        );
+        let time = Aggregate::build(&m, &Scope::All);
+        assert_eq!((time.total_ns[req], time.total_ns[job]), (2_000, 400));
+        let busy = Aggregate::build_weighted(&m, &Scope::All, Weight::Busy);
+        assert_eq!(busy.total_ns[req], 800, "300 + 500 of polls");
+        assert_eq!(busy.total_ns[db], 400, "synchronous: its duration");
+        assert_eq!(busy.total_ns[job], 400);
+        assert_eq!(busy.total_ns[ROOT as usize], 1_200);
+        assert_eq!(busy.count[req], 2);
+        // One context: the second request only.
+        let set = FxHashSet::from_iter([(0u8, 3u32)]);
+        let one = Aggregate::build_weighted(&m, &Scope::Contexts(set), Weight::Busy);
+        assert_eq!((one.total_ns[req], one.total_ns[db]), (500, 200));
+        // A range holding half of the first request: half its busy time, and db whole.
+        let half = Aggregate::build_weighted(&m, &Scope::Range(0, 500), Weight::Busy);
+        assert_eq!((half.total_ns[req], half.total_ns[db]), (200, 200));
+        assert_eq!(half.total_ns[job], 0);
+    }
+
+    #[test]
+    fn a_parent_weighs_at_least_its_childrens_busy_time() {
+        // An async parent barely busy (10 ns) whose synchronous child ran 200 ns elsewhere.
+        let mut l = Log::default();
+        l.start(0, 1, 0, 1, "parent")
+            .start(0, 2, 100, 1, "child")
+            .end(0, 2, 300)
+            .polls(0, 1, 1_000, (1, 10, 0, 10, 0, 0), true)
+            .end(0, 1, 1_000);
+        let m = l.model();
+        let busy = Aggregate::build_weighted(&m, &Scope::All, Weight::Busy);
+        assert_eq!(busy.total_ns[node(&m, &["parent"])], 200);
+        // Without polls (a log from before them), busy time is time.
+        let mut l = Log::default();
+        l.start(0, 1, 0, 1, "parent").end(0, 1, 1_000);
+        let m = l.model();
+        let (t, b) = (
+            Aggregate::build(&m, &Scope::All),
+            Aggregate::build_weighted(&m, &Scope::All, Weight::Busy),
+        );
+        assert_eq!(t.total_ns, b.total_ns);
     }
 }

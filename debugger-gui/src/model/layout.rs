@@ -149,6 +149,8 @@ impl Model {
                 self.messages.push(m, lane);
             }
             Record::FrameAlloc(a) => self.frame_alloc(a),
+            Record::FramePolls(p) => self.frame_polls(p),
+            Record::SlowPoll(p) => self.slow_poll(p),
             Record::Unknown(_) => {}
         }
     }
@@ -210,7 +212,7 @@ impl Model {
     }
 
     /// The lane of the thread `worker` announced last (created for an unknown thread if none).
-    fn current_lane(&mut self, worker: u8) -> u32 {
+    pub(super) fn current_lane(&mut self, worker: u8) -> u32 {
         match self.workers[worker as usize].current_lane {
             Some(l) => l,
             None => {
@@ -226,25 +228,30 @@ impl Model {
     /// by time.
     #[cold]
     fn frame_alloc(&mut self, a: &formats::FrameAlloc) {
-        let lane = self.current_lane(a.worker);
-        let at = self.lanes[lane as usize]
-            .active
-            .iter()
-            .rev()
-            .find(|x| x.id == a.id)
-            .map(|x| FrameRef {
-                lane,
-                row: x.row,
-                index: x.index,
-            })
-            .or_else(|| self.find_at(a.worker, a.id, a.timestamp, lane));
-        match at {
+        match self.running_frame(a.worker, a.id, a.timestamp) {
             Some(at) => {
                 let label = self.label_of(at);
                 self.allocs.add(at, label, &a.into());
             }
             None => self.allocs.unplaced(),
         }
+    }
+
+    /// Frame `id` of `worker`, running at `t`: among the running frames of the worker's
+    /// current lane, else (it moved threads) found by time in its lanes.
+    pub(super) fn running_frame(&mut self, worker: u8, id: u32, t: u64) -> Option<FrameRef> {
+        let lane = self.current_lane(worker);
+        self.lanes[lane as usize]
+            .active
+            .iter()
+            .rev()
+            .find(|x| x.id == id)
+            .map(|x| FrameRef {
+                lane,
+                row: x.row,
+                index: x.index,
+            })
+            .or_else(|| self.find_at(worker, id, t, lane))
     }
 
     /// Frame `id` of `worker` if it runs at `t` (its start at or before it, its end at or
@@ -302,7 +309,7 @@ impl Model {
     }
 
     #[inline]
-    fn touch(&mut self, t: u64) {
+    pub(super) fn touch(&mut self, t: u64) {
         self.min_time = self.min_time.min(t);
         self.max_time = self.max_time.max(t);
     }

@@ -29,6 +29,7 @@ pub mod compare;
 pub mod context_list;
 pub mod context_tree;
 pub mod contexts;
+pub mod critical_path;
 pub mod histogram;
 pub mod hit;
 pub mod intern;
@@ -38,6 +39,7 @@ pub mod messages;
 pub mod pair;
 pub mod parents;
 pub mod plots;
+pub mod polls;
 mod row;
 pub mod same;
 pub mod search;
@@ -61,6 +63,7 @@ use messages::Messages;
 use pair::Pairer;
 use parents::Parents;
 use plots::Plots;
+use polls::Polls;
 use stats::Stats;
 
 /// End time of a frame whose FrameEnd has not been seen yet ("open", drawn to the newest time).
@@ -166,6 +169,8 @@ pub struct Model {
     messages: Messages,
     /// Frames' allocation counts (type 9 records).
     allocs: Allocs,
+    /// Asynchronous frames' polls and slow polls (type 10 and 11 records).
+    polls: Polls,
     min_time: u64,
     max_time: u64,
     frames: u64,
@@ -204,6 +209,7 @@ impl Model {
             plots: Plots::default(),
             messages: Messages::default(),
             allocs: Allocs::default(),
+            polls: Polls::default(),
             min_time: u64::MAX,
             max_time: 0,
             frames: 0,
@@ -268,6 +274,11 @@ impl Model {
     /// Frames' allocation counts.
     pub fn allocs(&self) -> &Allocs {
         &self.allocs
+    }
+
+    /// Asynchronous frames' polls and the slow polls.
+    pub fn polls(&self) -> &Polls {
+        &self.polls
     }
 
     /// Frames merged by call path (the aggregated flame graph's tree).
@@ -503,6 +514,7 @@ impl Model {
             + self.plots.heap_bytes()
             + self.messages.heap_bytes()
             + self.allocs.heap_bytes()
+            + self.polls.heap_bytes()
     }
 }
 

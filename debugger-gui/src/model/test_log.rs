@@ -121,6 +121,49 @@ impl Log {
         .encode_to_vec(&mut self.bytes);
         self
     }
+    /// A frame-polls record (type 10) for frame `id`, written at `ts` (its end):
+    /// `(polls, busy, queued, longest, first poll, slow polls)`, queued measured or not.
+    pub fn polls(
+        &mut self,
+        w: u8,
+        id: u32,
+        ts: u64,
+        (polls, busy_ns, queued_ns, longest_poll_ns, first_poll_ns, slow_polls): (
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+        ),
+        queued_measured: bool,
+    ) -> &mut Self {
+        Record::FramePolls(formats::FramePolls {
+            id,
+            worker: w,
+            timestamp: ts,
+            flags: u64::from(queued_measured),
+            polls,
+            busy_ns,
+            queued_ns,
+            longest_poll_ns,
+            first_poll_ns,
+            slow_polls,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
+    /// A slow poll (type 11) of frame `id` from `ts`, `duration_ns` long.
+    pub fn slow_poll(&mut self, w: u8, id: u32, ts: u64, duration_ns: u64) -> &mut Self {
+        Record::SlowPoll(formats::SlowPoll {
+            id,
+            worker: w,
+            timestamp: ts,
+            duration_ns,
+        })
+        .encode_to_vec(&mut self.bytes);
+        self
+    }
     pub fn model(&self) -> Model {
         let mut m = Model::new();
         m.apply_bytes(&self.bytes);

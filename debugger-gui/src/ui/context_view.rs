@@ -1,6 +1,8 @@
 //! The context view: one context's (request's) frames as one tree across threads, each
 //! frame a row (indented under its parent, its thread named when its parent ran on another)
 //! with a bar on the context's own time axis, as a trace waterfall. A click selects a frame.
+//! Above it: where the root's time went (busy, queued, waiting, when it recorded its polls),
+//! and its critical path, also marked on the rows.
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use egui::{
 use web_time::Instant;
 
 use crate::model::context_tree::ContextTree;
+use crate::model::critical_path::{CriticalStep, critical_path};
 use crate::model::{FrameRef, Model};
 use crate::timefmt;
 use crate::ui::{category_color, present, relatives, text_color_on};
@@ -21,6 +24,8 @@ const ROW_H: f32 = 20.0;
 const INDENT: f32 = 14.0;
 /// Color of the mark on a frame whose parent ran on another thread.
 pub const HOP_COLOR: Color32 = Color32::from_rgb(255, 170, 40);
+/// Color of the critical path's marks.
+pub const CRITICAL_COLOR: Color32 = Color32::from_rgb(230, 60, 90);
 
 /// Which context the view shows, and its tree as last built.
 #[derive(Default)]
@@ -36,6 +41,8 @@ struct Built {
     at: Instant,
     cost: Duration,
     tree: ContextTree,
+    /// The critical path from the tree's first row (its root).
+    critical: Vec<CriticalStep>,
 }
 
 /// What the user did in the view.
@@ -70,6 +77,11 @@ impl ContextView {
         self.built.as_ref().map(|b| &b.tree)
     }
 
+    /// The critical path shown, from the root (for tests).
+    pub fn critical_path(&self) -> &[CriticalStep] {
+        self.built.as_ref().map_or(&[], |b| &b.critical)
+    }
+
     fn update(&mut self, model: &Model, ctx: &egui::Context) {
         let Some(from) = self.from else {
             return;
@@ -84,12 +96,17 @@ impl ContextView {
         if due {
             let t = Instant::now();
             let tree = ContextTree::of_frame(model, from);
+            let critical = tree
+                .rows
+                .first()
+                .map_or_else(Vec::new, |r| critical_path(model, r.at));
             self.built = Some(Built {
                 from,
                 generation: model.generation(),
                 cost: t.elapsed(),
                 at: Instant::now(),
                 tree,
+                critical,
             });
         } else if let Some(b) = &self.built
             && b.generation != model.generation()
@@ -140,6 +157,11 @@ pub fn show(
             action = Some(ContextAction::Close);
         }
     });
+    where_time_went(ui, model, first.at);
+    if let Some(a) = critical_line(ui, model, &b.critical) {
+        action = Some(a);
+    }
+    let on_path: rustc_hash::FxHashSet<FrameRef> = b.critical.iter().map(|s| s.at).collect();
     ui.separator();
     let visuals = ui.visuals().clone();
     let (t0, t1) = tree.span;
@@ -233,6 +255,20 @@ pub fn show(
                     Rect::from_min_max(pos2(xs, bar.top()), pos2(xe.max(xs + 2.0), bar.bottom()));
                 let fill = category_color(cat);
                 painter.rect_filled(brect, CornerRadius::same(2), fill);
+                let critical = on_path.contains(&r.at);
+                if critical {
+                    painter.rect_stroke(
+                        brect.expand(1.0),
+                        CornerRadius::same(3),
+                        Stroke::new(2.0, CRITICAL_COLOR),
+                        egui::StrokeKind::Outside,
+                    );
+                    painter.rect_filled(
+                        Rect::from_min_size(rect.min, vec2(3.0, rect.height())),
+                        CornerRadius::ZERO,
+                        CRITICAL_COLOR,
+                    );
+                }
                 let d = timefmt::duration((e - s) as f64);
                 if brect.width() > 60.0 {
                     painter.text(
@@ -254,13 +290,99 @@ pub fn show(
                 if resp.clicked() {
                     action = Some(ContextAction::Select(r.at));
                 }
+                let critical_note = if critical {
+                    "\non the critical path"
+                } else {
+                    ""
+                };
                 resp.on_hover_text(format!(
-                    "{label} on {}\n+{} in the context, {}",
+                    "{label} on {}\n+{} in the context, {}{critical_note}",
                     present::lane_title(model, r.at.lane),
                     timefmt::duration(s.saturating_sub(t0) as f64),
                     timefmt::duration((e - s) as f64)
                 ));
             }
         });
+    action
+}
+
+/// "Where its time went": the root's busy, queued and waiting time with their shares and a
+/// bar of them, when it recorded its polls.
+fn where_time_went(ui: &mut Ui, model: &Model, root: FrameRef) {
+    let Some(info) = model.info(root) else { return };
+    let Some(p) = model.polls().of(root) else {
+        return;
+    };
+    let b = p.split(info.duration);
+    let d = info.duration.max(1) as f64;
+    let pct = |ns: u64| ns as f64 * 100.0 / d;
+    ui.horizontal(|ui| {
+        ui.label("Where its time went:");
+        let (bar, _) = ui.allocate_exact_size(vec2(160.0, 10.0), Sense::hover());
+        let mut x = bar.left();
+        for (ns, shade) in [
+            (b.busy_ns, crate::ui::BUSY_SHADE),
+            (b.queued_ns, crate::ui::QUEUED_SHADE),
+            (b.waiting_ns, crate::ui::WAITING_SHADE),
+        ] {
+            let w = (ns as f64 / d * bar.width() as f64) as f32;
+            ui.painter().rect_filled(
+                Rect::from_min_max(pos2(x, bar.top()), pos2(x + w, bar.bottom())),
+                CornerRadius::ZERO,
+                shade,
+            );
+            x += w;
+        }
+        let text = format!(
+            "busy {} ({:.1} %) · queued {} ({:.1} %) · waiting {} ({:.1} %)",
+            timefmt::duration(b.busy_ns as f64),
+            pct(b.busy_ns),
+            timefmt::duration(b.queued_ns as f64),
+            pct(b.queued_ns),
+            timefmt::duration(b.waiting_ns as f64),
+            pct(b.waiting_ns),
+        );
+        let label = ui.label(text);
+        if !p.queued_measured() {
+            label.on_hover_text(
+                "Recorded from a tracing span: queued is only the delay to its first poll, \
+                 the rest counts as waiting",
+            );
+        }
+    });
+}
+
+/// The critical path as one line of links, root first ("request 12 ms › fetch 9 ms › …"):
+/// a click selects the frame.
+fn critical_line(ui: &mut Ui, model: &Model, path: &[CriticalStep]) -> Option<ContextAction> {
+    let mut action = None;
+    if path.len() < 2 {
+        return None;
+    }
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new("Critical path:").color(CRITICAL_COLOR))
+            .on_hover_text(
+                "From the root, the child that ended last within its parent, at each level: \
+                 the chain that decided when the request finished",
+            );
+        for (k, s) in path.iter().enumerate() {
+            if k > 0 {
+                ui.label("›");
+            }
+            let label = model.labels().name(model.label_of(s.at));
+            let text = format!("{label} {}", timefmt::duration((s.end - s.start) as f64));
+            let hover = if k == 0 {
+                "the root".to_owned()
+            } else {
+                format!(
+                    "its parent ended {} after it",
+                    timefmt::duration(s.after_ns as f64)
+                )
+            };
+            if ui.link(text).on_hover_text(hover).clicked() {
+                action = Some(ContextAction::Select(s.at));
+            }
+        }
+    });
     action
 }

@@ -1,5 +1,5 @@
-//! The Flame graph view (the aggregated flame graph): frames merged by call path, width = total time, for the whole
-//! log, the visible time range, or a set of contexts. Click a box to focus its subtree, click
+//! The Flame graph view (the aggregated flame graph): frames merged by call path, width = total time
+//! (or busy time, bytes or allocations), for the whole log, the visible time range, or a set of contexts. Click a box to focus its subtree, click
 //! one of the full-width rows above it (or Reset) to go back up.
 
 use std::time::Duration;
@@ -176,7 +176,7 @@ impl FlameGraphState {
 /// A width in the flame graph's weight, as text ("1.2 ms", "3.0 MiB", "40000 allocations").
 fn weight_text(weight: Weight, v: f64) -> String {
     match weight {
-        Weight::Time => timefmt::duration(v),
+        Weight::Time | Weight::Busy => timefmt::duration(v),
         Weight::Bytes => format_value(v, formats::PlotUnit::BYTES),
         Weight::Allocs => format!("{} allocations", v.round() as u64),
     }
@@ -186,6 +186,7 @@ fn weight_text(weight: Weight, v: f64) -> String {
 fn weight_noun(weight: Weight) -> &'static str {
     match weight {
         Weight::Time => "time",
+        Weight::Busy => "busy time",
         Weight::Bytes => "bytes allocated",
         Weight::Allocs => "allocations",
     }
@@ -240,14 +241,25 @@ pub fn show(
             ui.selectable_value(&mut state.scope, choice, text);
         }
         ui.separator();
-        if !model.allocs().is_empty() || state.weight != Weight::Time {
+        let (busy, allocs) = (!model.polls().is_empty(), !model.allocs().is_empty());
+        if busy || allocs || state.weight != Weight::Time {
             ui.label("Weight by:");
-            for (w, text) in [
-                (Weight::Time, "Time"),
-                (Weight::Bytes, "Bytes allocated"),
-                (Weight::Allocs, "Allocations"),
-            ] {
-                ui.selectable_value(&mut state.weight, w, text);
+            ui.selectable_value(&mut state.weight, Weight::Time, "Time")
+                .on_hover_text("Wall time: each frame's duration");
+            if busy || state.weight == Weight::Busy {
+                ui.selectable_value(&mut state.weight, Weight::Busy, "Busy time")
+                    .on_hover_text(
+                        "What ran on a CPU: an asynchronous frame's polls (its busy time), a \
+                         synchronous frame's whole duration",
+                    );
+            }
+            if allocs || matches!(state.weight, Weight::Bytes | Weight::Allocs) {
+                for (w, text) in [
+                    (Weight::Bytes, "Bytes allocated"),
+                    (Weight::Allocs, "Allocations"),
+                ] {
+                    ui.selectable_value(&mut state.weight, w, text);
+                }
             }
             ui.separator();
         }
@@ -311,7 +323,7 @@ pub fn show(
     if scope_ns == 0 {
         message(
             ui,
-            if weight == Weight::Time {
+            if matches!(weight, Weight::Time | Weight::Busy) {
                 "No frames in this scope"
             } else {
                 "No allocation counts in this scope"
@@ -327,7 +339,16 @@ pub fn show(
                 vec2(rect.width() - 12.0, 18.0),
             ),
             egui::Label::new(
-                RichText::new(format!("{} in this scope", wt(scope_ns as f64))).weak(),
+                RichText::new(if weight == Weight::Busy {
+                    format!(
+                        "{} busy in this scope (asynchronous frames: their polls; the others: \
+                         their duration)",
+                        wt(scope_ns as f64)
+                    )
+                } else {
+                    format!("{} in this scope", wt(scope_ns as f64))
+                })
+                .weak(),
             ),
         );
     }

@@ -1,5 +1,5 @@
 //! The egui widgets, one view a file, named as the window names them: the Timeline (`timeline`), the Flame graph (`flame_graph`), frame-data tree, contexts list, statistics table, processes
-//! (listening windows) and their quit dialog, status bar.
+//! (listening windows) and their quit dialog, slow polls, the SQL query tab, status bar.
 
 pub mod compare;
 pub mod context_view;
@@ -16,10 +16,12 @@ pub mod plot_tracks;
 pub mod present;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod processes;
+pub mod query;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod quit_dialog;
 pub mod relatives;
 pub mod search_bar;
+pub mod slow_polls;
 pub mod stats;
 pub mod status_bar;
 pub mod timeline;
@@ -28,6 +30,16 @@ use std::time::Duration;
 
 use egui::Color32;
 use formats::Category;
+
+/// The color slow polls are marked and named in.
+pub const SLOW_POLL_COLOR: Color32 = Color32::from_rgb(235, 80, 40);
+/// The shades of an asynchronous frame's time: busy (ran on a thread), queued (ready, not
+/// running) and waiting, as strips and bars of their shares.
+pub const BUSY_SHADE: Color32 = Color32::from_rgb(30, 30, 30);
+/// See [`BUSY_SHADE`].
+pub const QUEUED_SHADE: Color32 = Color32::from_rgb(255, 200, 40);
+/// See [`BUSY_SHADE`].
+pub const WAITING_SHADE: Color32 = Color32::from_rgb(235, 235, 235);
 
 /// The fill color of a category's boxes (unknown categories are gray).
 pub fn category_color(c: Category) -> Color32 {

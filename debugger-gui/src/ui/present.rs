@@ -11,17 +11,23 @@ pub fn lane_title(model: &Model, lane: u32) -> String {
     } else {
         format!("{} (pid {})", w.name, w.pid)
     };
-    let thread = match (l.thread, l.thread_name.is_empty()) {
-        (UNKNOWN_THREAD, _) => "thread ?".to_owned(),
-        (t, true) => format!("thread {t}"),
-        (t, false) => format!("{} ({t})", l.thread_name),
-    };
+    let thread = thread_title(model, lane);
     let stopped = if w.stop_is_news() {
         " · stopped writing"
     } else {
         ""
     };
     format!("{process} · {thread}{stopped}")
+}
+
+/// A lane's thread with its number: "name (N)", else "thread N".
+pub fn thread_title(model: &Model, lane: u32) -> String {
+    let l = &model.lanes()[lane as usize];
+    match (l.thread, l.thread_name.is_empty()) {
+        (UNKNOWN_THREAD, _) => "thread ?".to_owned(),
+        (t, true) => format!("thread {t}"),
+        (t, false) => format!("{} ({t})", l.thread_name),
+    }
 }
 
 /// A lane's thread, shortly: its name, else "thread N".

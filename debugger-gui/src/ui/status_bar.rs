@@ -1,5 +1,5 @@
 //! The status bar: frames loaded, ingest rate, dropped records (a warning when above zero),
-//! follow state, loading progress and the log path.
+//! slow polls (a warning, when there are any), follow state, loading progress and the log path.
 
 use egui::{Color32, ProgressBar, RichText, Ui};
 
@@ -28,6 +28,17 @@ pub struct StatusInfo<'a> {
     pub temporary: bool,
     /// The log records no parents: they are inferred.
     pub parents_inferred: bool,
+    /// Polls that blocked their thread (slow-poll records).
+    pub slow_polls: u64,
+}
+
+/// What was clicked in the status bar.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusClicks {
+    /// The follow toggle.
+    pub follow: bool,
+    /// The slow polls warning (open the Slow polls tab).
+    pub slow_polls: bool,
 }
 
 /// Formats a count with thousands separators.
@@ -48,9 +59,9 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", thousands(n), if n == 1 { one } else { many })
 }
 
-/// Shows the bar; returns true if the follow toggle was clicked.
-pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
-    let mut toggled = false;
+/// Shows the bar; returns what was clicked.
+pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> StatusClicks {
+    let mut clicks = StatusClicks::default();
     ui.horizontal(|ui| {
         ui.label(format!("{} frames", thousands(s.frames)));
         if s.open > 0 {
@@ -83,6 +94,27 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
         } else {
             ui.label("0 dropped");
         }
+        if s.slow_polls > 0 {
+            ui.separator();
+            let text = format!("⚠ {}", count(s.slow_polls, "slow poll", "slow polls"));
+            if ui
+                .add(
+                    egui::Button::new(
+                        RichText::new(text)
+                            .color(crate::ui::SLOW_POLL_COLOR)
+                            .strong(),
+                    )
+                    .frame(false),
+                )
+                .on_hover_text(
+                    "Polls that held their thread at least the slow-poll threshold: every task \
+                     queued behind them waited. Click to list them.",
+                )
+                .clicked()
+            {
+                clicks.slow_polls = true;
+            }
+        }
         if s.parents_inferred {
             ui.separator();
             ui.label(RichText::new("parents inferred").weak())
@@ -104,7 +136,7 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
             .on_hover_text(tip)
             .clicked()
         {
-            toggled = true;
+            clicks.follow = true;
         }
         ui.separator();
         // No bar while waiting for a log to appear (nothing to load yet).
@@ -124,7 +156,7 @@ pub fn show(ui: &mut Ui, s: &StatusInfo<'_>) -> bool {
         }
         ui.label(RichText::new(s.path).weak().monospace());
     });
-    toggled
+    clicks
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! depth. Zoom (ctrl/cmd + wheel, pinch, W/S, +/-) around the pointer, pan (drag, wheel,
 //! A/D, arrow keys), zoom to fit (F, Home), double-click a frame to zoom to it. Boxes are
 //! colored by category, labeled when wide enough; sub-pixel frames are merged per row by the
-//! model's level-of-detail query, so drawing cost follows pixels, not frames.
+//! model's level-of-detail query, so drawing cost follows pixels, not frames. Slow polls
+//! are marked on their thread's lane; asynchronous frames wide enough carry a strip with the
+//! shares of their time spent busy, queued and waiting.
 
 use egui::{
     Align2, Color32, CornerRadius, FontId, Key, Pos2, Rect, Response, Role, Sense, Stroke,
@@ -13,11 +15,15 @@ use formats::Category;
 use rustc_hash::FxHashSet;
 
 use crate::model::lod::{LodBox, merged_look, merged_summary};
+use crate::model::polls::SlowMark;
 use crate::model::search::Matches;
 use crate::model::{FrameRef, Model};
 use crate::timefmt;
 use crate::ui::overview::{self, Overview};
-use crate::ui::{category_color, frame_info, message_markers, text_color_on};
+use crate::ui::{
+    BUSY_SHADE, QUEUED_SHADE, SLOW_POLL_COLOR, WAITING_SHADE, category_color, frame_info,
+    message_markers, text_color_on,
+};
 
 /// Height of the time ruler.
 pub const RULER_H: f32 = 22.0;
@@ -31,6 +37,12 @@ const CUT_COLOR: Color32 = Color32::from_rgb(220, 40, 40);
 const MIN_LABEL_W: f32 = 28.0;
 /// At most this many boxes get an accessibility node per frame.
 const MAX_A11Y_BOXES: usize = 400;
+/// Asynchronous frames narrower than this get no busy / queued / waiting strip.
+const MIN_STRIP_W: f32 = 12.0;
+/// Height of that strip, at the bottom of the frame's box.
+const STRIP_H: f32 = 3.0;
+/// Height of a slow poll's bar in its lane's title bar.
+const SLOW_BAR_H: f32 = 5.0;
 
 /// Where the flamegraph looks and what it follows.
 #[derive(Clone, Debug)]
@@ -88,6 +100,10 @@ pub struct Drawn {
     pub links: Vec<(FrameRef, FrameRef)>,
     /// Message markers drawn: (rect, lane, marker).
     pub markers: Vec<(Rect, u32, crate::model::messages::Marker)>,
+    /// Slow polls marked: (the bar in the lane's title bar, lane, the polls it stands for).
+    pub slow_marks: Vec<(Rect, u32, SlowMark)>,
+    /// Asynchronous frames drawn with their busy / queued / waiting strip.
+    pub strips: usize,
 }
 
 /// Merged boxes remembered per paint (for hovering); beyond this, they are drawn only.
@@ -583,6 +599,8 @@ fn draw_lanes(
     let t1 = canvas.t_of(rect.right()).max(0.0).ceil() as u64 + 1;
     let mut drawn = Drawn::default();
     let mut boxes: Vec<LodBox> = Vec::with_capacity(1024);
+    let mut marks: Vec<SlowMark> = Vec::new();
+    let polls = model.polls();
     let label_font = FontId::proportional(12.0);
     let searching = matches.is_some();
     let header_bg = visuals.widgets.noninteractive.weak_bg_fill;
@@ -626,6 +644,20 @@ fn draw_lanes(
                 x_of,
                 &mut drawn.markers,
             );
+        }
+        let first_mark = drawn.slow_marks.len();
+        if !model.polls().slow_polls().is_empty() {
+            model.polls().marks(lane, t0, t1, px_ns, &mut marks);
+            for m in &marks {
+                let x0 = x_of(m.start).max(rect.left() - 2.0);
+                let x1 = x_of(m.end).min(rect.right() + 2.0).max(x0 + 2.0);
+                let bar = Rect::from_min_max(
+                    pos2(x0, header.bottom() - SLOW_BAR_H),
+                    pos2(x1, header.bottom()),
+                );
+                lane_painter.rect_filled(bar, CornerRadius::ZERO, SLOW_POLL_COLOR);
+                drawn.slow_marks.push((bar, lane, *m));
+            }
         }
         let tree = model.call_tree();
         let all_rows = &model.lanes()[lane as usize].rows;
@@ -688,6 +720,15 @@ fn draw_lanes(
                         brect.max,
                     );
                     lane_painter.rect_filled(edge, CornerRadius::ZERO, CUT_COLOR);
+                }
+                if !b.is_merged()
+                    && !polls.is_empty()
+                    && brect.width() >= MIN_STRIP_W
+                    && let Some(p) = polls.of(at)
+                {
+                    let d = b.end.saturating_sub(b.start);
+                    draw_strip(lane_painter, brect, p.split(d), d, dim);
+                    drawn.strips += 1;
                 }
                 drawn.boxes += 1;
                 drawn.frames += b.count as u64;
@@ -762,8 +803,57 @@ fn draw_lanes(
                 }
             }
         }
+        // A slow poll held this thread: the lane's rows are washed over in its time, light
+        // enough that the frames under it stay readable.
+        if nrows > 0 {
+            for (bar, ..) in &drawn.slow_marks[first_mark..] {
+                let wash = Rect::from_min_max(
+                    pos2(bar.left(), header.bottom()),
+                    pos2(bar.right(), lane_bottom),
+                );
+                lane_painter.rect_filled(
+                    wash,
+                    CornerRadius::ZERO,
+                    SLOW_POLL_COLOR.gamma_multiply(0.18),
+                );
+            }
+        }
     }
     drawn
+}
+
+/// The strip at the bottom of an asynchronous frame's box `brect`: its busy, queued and
+/// waiting shares of `duration` ns, left to right. The records hold each frame's totals,
+/// not when each poll ran, so the strip shows proportions, not times.
+fn draw_strip(
+    painter: &egui::Painter,
+    brect: Rect,
+    b: formats::Breakdown,
+    duration: u64,
+    dim: bool,
+) {
+    let strip = Rect::from_min_max(pos2(brect.left(), brect.bottom() - STRIP_H), brect.max);
+    let w = strip.width();
+    let total = duration.max(1) as f32;
+    let mut x = strip.left();
+    for (ns, shade) in [
+        (b.busy_ns, BUSY_SHADE),
+        (b.queued_ns, QUEUED_SHADE),
+        (b.waiting_ns, WAITING_SHADE),
+    ] {
+        let part = ns as f32 / total * w;
+        if part <= 0.0 {
+            continue;
+        }
+        let r = Rect::from_min_max(pos2(x, strip.top()), pos2(x + part, strip.bottom()));
+        let shade = if dim {
+            shade.gamma_multiply(0.3)
+        } else {
+            shade
+        };
+        painter.rect_filled(r, CornerRadius::ZERO, shade);
+        x += part;
+    }
 }
 
 /// Links from the selected frame to its parent and children on other lanes.
@@ -869,11 +959,23 @@ fn pointer(
     let hovered_merged = hover.filter(|p| body.contains(*p)).and_then(merged_at);
     let marker_at = |p: Pos2| message_markers::at(&state.drawn.markers, p);
     let hovered_marker = hover.filter(|p| body.contains(*p)).and_then(marker_at);
-    state.hovered = if hovered_merged.is_some() || hovered_marker.is_some() {
-        None
-    } else {
-        hover.and_then(pick)
+    let slow_at = |p: Pos2| {
+        state
+            .drawn
+            .slow_marks
+            .iter()
+            .find(|(r, ..)| r.expand2(vec2(2.0, 2.0)).contains(p))
+            .map(|&(_, lane, m)| (lane, m))
     };
+    let hovered_slow = hover
+        .filter(|p| body.contains(*p) && hovered_marker.is_none())
+        .and_then(slow_at);
+    state.hovered =
+        if hovered_merged.is_some() || hovered_marker.is_some() || hovered_slow.is_some() {
+            None
+        } else {
+            hover.and_then(pick)
+        };
     let header_at = |p: Pos2| -> Option<u32> {
         if !body.contains(p) {
             return None;
@@ -893,7 +995,14 @@ fn pointer(
     } else {
         None
     };
-    let clicked_header = if response.clicked() && clicked_marker.is_none() {
+    // A click on a slow poll's mark selects the frame whose code blocked.
+    let clicked_slow = if response.clicked() && clicked_marker.is_none() {
+        response.interact_pointer_pos().or(hover).and_then(slow_at)
+    } else {
+        None
+    };
+    let clicked_header = if response.clicked() && clicked_marker.is_none() && clicked_slow.is_none()
+    {
         response
             .interact_pointer_pos()
             .or(hover)
@@ -906,6 +1015,11 @@ fn pointer(
             .messages()
             .get(m.first)
             .and_then(|e| model.message_frame(e));
+        if frame.is_some() {
+            clicked = Some(frame);
+        }
+    } else if let Some((_, m)) = clicked_slow {
+        let frame = model.polls().slow_polls()[m.worst as usize].frame;
         if frame.is_some() {
             clicked = Some(frame);
         }
@@ -956,6 +1070,11 @@ fn pointer(
         && !response.dragged()
     {
         message_markers::tooltip(response, model, lane, &m, px_ns);
+    }
+    if let Some((_, m)) = hovered_slow
+        && !response.dragged()
+    {
+        slow_tooltip(response, model, &m);
     }
     if response.double_clicked()
         && let Some(at) = response.interact_pointer_pos().and_then(pick)
@@ -1072,6 +1191,41 @@ fn merged_tooltip(response: &Response, model: &Model, lane: u32, row: u32, b: &L
             timefmt::duration(s.largest.1 as f64)
         ));
         ui.label(egui::RichText::new("Click to zoom in").weak());
+    });
+}
+
+/// What a slow poll's mark says: "slow poll 7.10 ms in LABEL", its thread and time.
+pub fn slow_poll_text(model: &Model, s: &crate::model::polls::SlowPollAt) -> String {
+    let label = s.frame.map_or_else(
+        || "a frame not in the log".to_owned(),
+        |at| model.labels().name(model.label_of(at)).to_owned(),
+    );
+    format!(
+        "slow poll {} in {label}",
+        timefmt::duration(s.duration_ns as f64)
+    )
+}
+
+fn slow_tooltip(response: &Response, model: &Model, m: &SlowMark) {
+    let Some(s) = model.polls().slow_polls().get(m.worst as usize).copied() else {
+        return;
+    };
+    let origin = model.time_range().map_or(0, |r| r.0);
+    response.clone().on_hover_ui_at_pointer(|ui| {
+        ui.strong(slow_poll_text(model, &s));
+        ui.label(format!(
+            "blocked {}, +{} to +{}",
+            super::present::lane_title(model, s.lane),
+            timefmt::duration(s.start.saturating_sub(origin) as f64),
+            timefmt::duration(s.end().saturating_sub(origin) as f64)
+        ));
+        if m.count > 1 {
+            ui.label(format!(
+                "{} slow polls here (closer than a pixel), the longest named",
+                m.count
+            ));
+        }
+        ui.weak("Click to select the frame whose code blocked");
     });
 }
 

@@ -415,9 +415,11 @@ fn settle(h: &mut Harness<'_, DebuggerApp>) {
     }
 }
 
+mod async_time;
 mod flame_graph;
 mod listening;
 mod logs;
 mod panels;
 mod parents;
+mod query;
 mod timeline;

@@ -17,6 +17,7 @@ use crate::category::Category;
 use crate::header::{FileHeader, FileKind, HEADER_LEN};
 use crate::instant::{FrameAlloc, Message, PLOT_FIXED, Plot, PlotMode, PlotUnit};
 use crate::label::LabelKey;
+use crate::polls::{FramePolls, SlowPoll};
 use crate::record::{
     Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,
     FRAME_START_PARENT_HEADER_LEN, FrameEnd, FrameStart, Parent, Record, RecordType, ThreadInfo,
@@ -82,6 +83,8 @@ const THREAD_INFO: u8 = RecordType::ThreadInfo as u8;
 const PLOT: u8 = RecordType::Plot as u8;
 const MESSAGE: u8 = RecordType::Message as u8;
 const FRAME_ALLOC: u8 = RecordType::FrameAlloc as u8;
+const FRAME_POLLS: u8 = RecordType::FramePolls as u8;
+const SLOW_POLL: u8 = RecordType::SlowPoll as u8;
 const BATCH: u8 = RecordType::Batch as u8;
 const START_WITH_PARENT: u8 = RecordType::StartWithParent as u8;
 
@@ -748,7 +751,11 @@ impl FramesEncoder {
                 }
                 (n, EXT_HEADER_LEN + n)
             }
-            Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) => {
+            Record::Plot(_)
+            | Record::Message(_)
+            | Record::FrameAlloc(_)
+            | Record::FramePolls(_)
+            | Record::SlowPoll(_) => {
                 self.scratch.clear();
                 rec.encode_to_vec(&mut self.scratch);
                 (self.scratch.len() - EXT_HEADER_LEN, self.scratch.len())
@@ -871,7 +878,11 @@ impl FramesEncoder {
                     }
                     Record::ThreadInfo(t) => payloads.extend_from_slice(t.name.as_bytes()),
                     Record::Unknown(e) => payloads.extend_from_slice(e.payload),
-                    Record::Plot(_) | Record::Message(_) | Record::FrameAlloc(_) => {
+                    Record::Plot(_)
+                    | Record::Message(_)
+                    | Record::FrameAlloc(_)
+                    | Record::FramePolls(_)
+                    | Record::SlowPoll(_) => {
                         payloads.extend_from_slice(&self.scratch[EXT_HEADER_LEN..]);
                     }
                     Record::Start(_) | Record::End(_) => {}
@@ -1455,6 +1466,12 @@ impl BlockDecoder {
                         FRAME_ALLOC if FrameAlloc::from_payload(0, 0, 0, payload).is_none() => {
                             return Err(malformed());
                         }
+                        FRAME_POLLS if FramePolls::from_payload(0, 0, 0, payload).is_none() => {
+                            return Err(malformed());
+                        }
+                        SLOW_POLL if SlowPoll::from_payload(0, 0, 0, payload).is_none() => {
+                            return Err(malformed());
+                        }
                         WORKER_INFO if n < 4 || std::str::from_utf8(&payload[4..]).is_err() => {
                             return Err(malformed());
                         }
@@ -1692,6 +1709,12 @@ impl BlockDecoder {
                             FrameAlloc::from_payload(r.id, r.worker, r.timestamp, payload)
                                 .map_or(Record::Unknown(unknown), Record::FrameAlloc)
                         }
+                        FRAME_POLLS => {
+                            FramePolls::from_payload(r.id, r.worker, r.timestamp, payload)
+                                .map_or(Record::Unknown(unknown), Record::FramePolls)
+                        }
+                        SLOW_POLL => SlowPoll::from_payload(r.id, r.worker, r.timestamp, payload)
+                            .map_or(Record::Unknown(unknown), Record::SlowPoll),
                         _ => Record::Unknown(unknown),
                     }
                 }

@@ -47,7 +47,7 @@ use std::io::Write;
 use serde_json::{Value, json};
 
 use super::links::{Held, LinkWindow};
-use super::{ExportMessage, Frame, FrameSink, PlotPoint};
+use super::{ExportMessage, Frame, FrameSink, PlotPoint, SlowPollEvent};
 
 /// The first `tid` given to overlap lanes (in each process, counting up); far above the
 /// thread numbers a process uses.
@@ -318,10 +318,16 @@ fn render(
     Ok(())
 }
 
-/// The frame's `args` object (`{"open":true,"data":…,"allocs":…}`), or nothing when it has
-/// none of them.
+/// The frame's `args` object (`{"open":true,"data":…,"allocs":…,"busy_ns":…}`), or nothing
+/// when it has none of them.
+///
+/// An asynchronous frame's polls go in as args (`busy_ns`, `queued_ns`, `waiting_ns`,
+/// `polls`, `longest_poll_ns`, `slow_polls`), not as a slice per poll: a frame polled a
+/// thousand times would be a thousand events, and its polls run on whatever worker, where
+/// slices of their own would break the nesting of that thread's frames. The polls worth
+/// seeing, the slow ones, are instants on the thread they blocked (see `slow_poll`).
 fn args_of(buf: &mut Vec<u8>, f: &Frame<'_>) -> std::io::Result<()> {
-    if !f.open && f.data.is_none() && f.allocs.is_none() {
+    if !f.open && f.data.is_none() && f.allocs.is_none() && f.polls.is_none() {
         return Ok(());
     }
     buf.push(b'{');
@@ -357,6 +363,25 @@ fn args_of(buf: &mut Vec<u8>, f: &Frame<'_>) -> std::io::Result<()> {
             buf.extend_from_slice(name.as_bytes());
             buf.extend_from_slice(b"\":");
             push_int(buf, v);
+        }
+        sep = ",";
+    }
+    if let Some(p) = &f.polls {
+        let split = p.split(f.end_unix_ns.saturating_sub(f.start_unix_ns));
+        for (name, v) in [
+            ("busy_ns", split.busy_ns),
+            ("queued_ns", split.queued_ns),
+            ("waiting_ns", split.waiting_ns),
+            ("polls", p.polls),
+            ("longest_poll_ns", p.longest_poll_ns),
+            ("slow_polls", p.slow_polls),
+        ] {
+            buf.extend_from_slice(sep.as_bytes());
+            buf.push(b'"');
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b"\":");
+            push_int(buf, v);
+            sep = ",";
         }
     }
     buf.push(b'}');
@@ -513,6 +538,30 @@ impl<W: Write> FrameSink for ChromeTrace<W> {
         buf.extend_from_slice(b",\"args\":");
         serde_json::to_writer(&mut buf, &args)?;
         buf.push(b'}');
+        self.push(buf)
+    }
+
+    /// A thread-scoped instant (`"ph":"i"`) where a poll began to block its thread, with its
+    /// duration and frame in `args`: an instant never breaks the nesting of the thread's
+    /// slices, which a slice of its own could (the frames on that lane are not the poll's).
+    fn slow_poll(&mut self, p: &SlowPollEvent) -> std::io::Result<()> {
+        let mut buf = self.buffer();
+        buf.extend_from_slice(b"{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"slow_poll\",\"name\":");
+        serde_json::to_writer(
+            &mut buf,
+            &format!("slow poll {:.1} ms", p.duration_ns as f64 / 1e6),
+        )?;
+        buf.extend_from_slice(b",\"ts\":");
+        push_micros(&mut buf, p.start_ns);
+        buf.extend_from_slice(b",\"pid\":");
+        push_int(&mut buf, p.thread.0);
+        buf.extend_from_slice(b",\"tid\":");
+        push_int(&mut buf, p.thread.1);
+        buf.extend_from_slice(b",\"args\":{\"duration_ns\":");
+        push_int(&mut buf, p.duration_ns);
+        buf.extend_from_slice(b",\"frame\":");
+        serde_json::to_writer(&mut buf, &p.frame.to_string())?;
+        buf.extend_from_slice(b"}}");
         self.push(buf)
     }
 

@@ -100,6 +100,23 @@ pub struct Frame<'a> {
     pub data: Option<bson::Document>,
     /// What its code allocated and freed, if a counting allocator recorded it.
     pub allocs: Option<formats::FrameAlloc>,
+    /// Where its time went, for an asynchronous frame that recorded it.
+    pub polls: Option<formats::FramePolls>,
+}
+
+/// A slow poll as exported: a poll that held its thread at least the writer's threshold.
+#[derive(Debug, Clone, Copy)]
+pub struct SlowPollEvent {
+    /// The thread it blocked: (worker, thread number).
+    pub thread: (u8, u32),
+    /// The frame whose code blocked.
+    pub frame: FrameKey,
+    /// Start, ns since the export's time origin.
+    pub start_ns: u64,
+    /// How long it held the thread.
+    pub duration_ns: u64,
+    /// Start, ns since the Unix epoch.
+    pub unix_ns: u64,
 }
 
 /// A plot value as exported.
@@ -155,6 +172,11 @@ pub trait FrameSink {
     /// A message (in file order: before the frame it was written in is released). Sinks
     /// that show no messages ignore it.
     fn message(&mut self, _message: &ExportMessage<'_>) -> std::io::Result<()> {
+        Ok(())
+    }
+    /// A slow poll (in file order: before the frame it blocked in is released). Sinks that
+    /// draw no slow polls ignore it.
+    fn slow_poll(&mut self, _poll: &SlowPollEvent) -> std::io::Result<()> {
         Ok(())
     }
     /// The export is complete.
@@ -221,6 +243,8 @@ pub struct Exporter {
     done: Vec<Done<StartInfo>>,
     /// Allocation counts of frames not released yet.
     allocs: HashMap<FrameKey, formats::FrameAlloc>,
+    /// Frame-polls records of frames not released yet.
+    polls: HashMap<FrameKey, formats::FramePolls>,
     /// With a context or label filter: the frames it kept that are open (their messages and
     /// allocations are kept; those of other frames are not).
     kept_open: rustc_hash::FxHashSet<FrameKey>,
@@ -264,6 +288,7 @@ impl Exporter {
             summary: ExportSummary::default(),
             done: Vec::new(),
             allocs: HashMap::default(),
+            polls: HashMap::default(),
             kept_open: Default::default(),
         };
         if let Some(t0) = origin {
@@ -497,6 +522,30 @@ impl Exporter {
                 e.frees = e.frees.saturating_add(a.frees);
                 e.freed_bytes = e.freed_bytes.saturating_add(a.freed_bytes);
             }
+            Record::FramePolls(p) => {
+                let key = FrameKey::new(p.worker, p.id);
+                if !self.filtering() || self.kept_open.contains(&key) {
+                    self.polls.insert(key, p);
+                }
+            }
+            Record::SlowPoll(p) => {
+                let key = FrameKey::new(p.worker, p.id);
+                let kept = self.in_window(p.timestamp)
+                    && (!self.filtering() || self.kept_open.contains(&key));
+                if kept {
+                    let t0 = self.t0.unwrap_or(p.timestamp);
+                    sink.slow_poll(&SlowPollEvent {
+                        thread: (
+                            p.worker,
+                            self.current_thread.get(&p.worker).copied().unwrap_or(0),
+                        ),
+                        frame: key,
+                        start_ns: p.timestamp.saturating_sub(t0),
+                        duration_ns: p.duration_ns,
+                        unix_ns: p.timestamp,
+                    })?;
+                }
+            }
             Record::Unknown(_) => {}
         }
         if !self.done.is_empty() {
@@ -545,6 +594,7 @@ impl Exporter {
                 under_parent: d.under_parent,
                 data,
                 allocs: self.allocs.remove(&d.key),
+                polls: self.polls.remove(&d.key),
             };
             sink.frame(&f)?;
             self.summary.frames += 1;

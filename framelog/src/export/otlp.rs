@@ -948,6 +948,22 @@ impl FrameSink for OtlpSender {
                     .push(kv(name, V::IntValue(i64::try_from(v).unwrap_or(i64::MAX))));
             }
         }
+        if let Some(p) = &f.polls {
+            // tracing-opentelemetry's names for the two it sends (idle: not busy), and ours
+            // for what it cannot see.
+            let split = p.split(f.end_unix_ns.saturating_sub(f.start_unix_ns));
+            for (name, v) in [
+                ("busy_ns", split.busy_ns),
+                ("idle_ns", split.queued_ns + split.waiting_ns),
+                ("framelog.queued_ns", split.queued_ns),
+                ("framelog.waiting_ns", split.waiting_ns),
+                ("framelog.polls", p.polls),
+                ("framelog.slow_polls", p.slow_polls),
+            ] {
+                span.attributes
+                    .push(kv(name, V::IntValue(i64::try_from(v).unwrap_or(i64::MAX))));
+            }
+        }
         if let Some(events) = self.events.remove(&f.key) {
             span.events.extend(events);
         }

@@ -120,6 +120,8 @@ impl KeyMap {
                         (len, Some((m.frame, None)))
                     }
                     Record::FrameAlloc(a) => (len, Some((a.id, None))),
+                    Record::FramePolls(p) => (len, Some((p.id, None))),
+                    Record::SlowPoll(p) => (len, Some((p.id, None))),
                     Record::Unknown(x) if x.kind != RecordType::Batch as u8 => (len, None),
                     Record::WorkerInfo(_) | Record::Unknown(_) => {
                         return Err(RewriteError::Forbidden {

@@ -46,15 +46,17 @@ pub(crate) struct SliceRow {
     pub thread: u32,
     /// What its code allocated and freed, if recorded.
     pub alloc: Option<FrameAlloc>,
+    /// Where its time went, for an asynchronous frame that recorded it.
+    pub polls: Option<formats::FramePolls>,
 }
 
 /// The id SQL shows for a frame: worker in bits 32-39, id in bits 0-31.
-pub(crate) fn slice_id(k: FrameKey) -> i64 {
+pub fn slice_id(k: FrameKey) -> i64 {
     (i64::from(k.worker) << 32) | i64::from(k.id)
 }
 
 /// The frame an SQL id names, if it can name one.
-pub(crate) fn key_of(id: i64) -> Option<FrameKey> {
+pub fn key_of(id: i64) -> Option<FrameKey> {
     let worker = u8::try_from(id >> 32).ok()?;
     let n = u32::try_from(id & 0xffff_ffff).ok()?;
     Some(FrameKey::new(worker, n))
@@ -120,6 +122,9 @@ struct State {
     thread: FxHashMap<u8, u32>,
     allocs: FxHashMap<FrameKey, FrameAlloc>,
     early_allocs: FxHashMap<FrameKey, FrameAlloc>,
+    /// Frame-polls records of wanted frames not completed yet (written right before the
+    /// end), and of frames whose start was not read yet (at most [`EARLY_ALLOCS`]).
+    polls: FxHashMap<FrameKey, formats::FramePolls>,
     labels: Vec<String>,
     label_ids: FxHashMap<String, u32>,
     wanted: Wanted,
@@ -236,6 +241,19 @@ impl State {
                     None => {}
                 }
             }
+            Record::FramePolls(p) => {
+                let key = FrameKey::new(p.worker, p.id);
+                match self.pairing.info(key) {
+                    Some(o) if o.wanted => {
+                        self.polls.insert(key, p);
+                    }
+                    Some(_) => {}
+                    None if self.polls.len() < EARLY_ALLOCS => {
+                        self.polls.insert(key, p);
+                    }
+                    None => {}
+                }
+            }
             _ => {}
         }
     }
@@ -263,7 +281,13 @@ impl State {
                 .remove(&key)
                 .or_else(|| self.early_allocs.remove(&key))
         };
+        let polls = if self.polls.is_empty() {
+            None
+        } else {
+            self.polls.remove(&key)
+        };
         self.out.push_back(SliceRow {
+            polls,
             key,
             ts: start,
             dur: end.map(|e| e.saturating_sub(start)),
@@ -344,6 +368,7 @@ impl FrameScan {
                 thread: FxHashMap::default(),
                 allocs: FxHashMap::default(),
                 early_allocs: FxHashMap::default(),
+                polls: FxHashMap::default(),
                 labels: Vec::new(),
                 label_ids: FxHashMap::default(),
                 wanted,

@@ -31,6 +31,7 @@ use rusqlite::vtab::{Filters, Module};
 use crate::Damage;
 use vtab::LogTab;
 
+pub use frames::{key_of as frame_key, slice_id};
 pub use rusqlite;
 
 /// The tables and functions a connection has, in the order `.tables` lists them.

@@ -19,10 +19,15 @@ macro_rules! slice_columns {
         "id INTEGER, ts INTEGER, dur INTEGER, name TEXT, category TEXT, depth INTEGER, \
          parent_id INTEGER, context_id INTEGER, thread_id INTEGER, worker INTEGER, \
          allocs INTEGER, alloc_bytes INTEGER, frees INTEGER, freed_bytes INTEGER, data TEXT, \
-         parent_inferred INTEGER"
+         parent_inferred INTEGER, busy_ns INTEGER, queued_ns INTEGER, waiting_ns INTEGER, \
+         polls INTEGER, slow_polls INTEGER"
     };
 }
 pub(crate) use slice_columns;
+
+/// How many columns [`slice_columns`] lists (a table-valued function's hidden argument
+/// comes after them).
+pub(crate) const SLICE_COLUMNS: c_int = 21;
 
 /// A `CREATE TABLE` statement as the C string SQLite takes.
 macro_rules! schema {
@@ -95,6 +100,20 @@ pub(crate) fn set_column(
             }
         }
         15 => ctx.set_result(r.parent_inferred),
+        16..=20 => {
+            // An asynchronous frame's split (its duration's three parts), its polls.
+            let v = r.polls.as_ref().and_then(|p| {
+                let split = p.split(r.dur?);
+                Some(match i {
+                    16 => split.busy_ns,
+                    17 => split.queued_ns,
+                    18 => split.waiting_ns,
+                    19 => p.polls,
+                    _ => p.slow_polls,
+                })
+            });
+            ctx.set_result(v.map(|v| i64::try_from(v).unwrap_or(i64::MAX)))
+        }
         _ => ctx.set_result(Null),
     }
 }
@@ -271,5 +290,14 @@ impl Rows for SliceRows {
 
     fn rowid(&self) -> i64 {
         self.row.as_ref().map_or(0, |r| slice_id(r.key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slice_columns_counts_the_schema() {
+        let n = slice_columns!().split(',').count();
+        assert_eq!(n as std::ffi::c_int, super::SLICE_COLUMNS);
     }
 }

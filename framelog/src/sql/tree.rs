@@ -15,7 +15,7 @@ use super::{Arg, Shared, arg};
 use crate::DataStore;
 
 /// The hidden argument column (after the slice columns).
-const ARG: c_int = 16;
+const ARG: c_int = super::slice::SLICE_COLUMNS;
 
 /// Which relatives a function returns.
 pub(crate) trait Relatives {

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use formats::downgrade::Strip;
 use formats::protocol::{
     ACKED_START_SESSION, DataEntryRef, Kind, MAX_STREAM_PAYLOAD, MESSAGES_START_SESSION,
-    PARENTS_START_SESSION, encode_data_body, encode_end, encode_frames, encode_header,
+    PARENTS_START_SESSION, POLLS_START_SESSION, encode_data_body, encode_end, encode_frames,
+    encode_header,
 };
 use formats::{Dropped, FrameKey, Record};
 use parking_lot::{Condvar, Mutex};
@@ -189,7 +190,8 @@ impl RemoteStream {
 
     /// Makes `conn` the session's stream (ending a previous one), for a session started with
     /// StartSession `version`: the server acknowledges it from v3, takes parents from v4,
-    /// messages naming their frame and frame allocations from v5.
+    /// messages naming their frame and frame allocations from v5, frame polls and slow polls
+    /// from v6.
     /// The loss since the last stream goes first, as a Dropped record, then what was held for
     /// the session. False if the recorder is shutting down (no stream starts then).
     pub(crate) fn start(&self, conn: TcpStream, version: u8) -> bool {
@@ -217,6 +219,7 @@ impl RemoteStream {
             strip: Strip {
                 parents: version < PARENTS_START_SESSION,
                 frame_refs: version < MESSAGES_START_SESSION,
+                polls: version < POLLS_START_SESSION,
             },
         });
         st.undecided = false;

@@ -31,6 +31,12 @@ pub struct Log {
     pub thread_infos: u64,
     /// Start or end records not preceded by any ThreadInfo of their worker.
     pub records_without_thread: u64,
+    /// Frame-polls records, by frame.
+    pub polls: HashMap<FrameKey, formats::FramePolls>,
+    /// Slow polls, with the name of the thread they were recorded on.
+    pub slow_polls: Vec<(formats::SlowPoll, String)>,
+    /// Messages: (frame key, level, text).
+    pub messages: Vec<(FrameKey, u8, String)>,
 }
 
 impl Log {
@@ -83,6 +89,21 @@ pub fn read_log(dir: &Path) -> Log {
                     .insert(FrameKey::new(e.worker, e.id), (e.timestamp, t));
             }
             Record::Dropped(d) => log.dropped_markers += d.count,
+            Record::FramePolls(p) => {
+                log.polls.insert(FrameKey::new(p.worker, p.id), p);
+            }
+            Record::SlowPoll(p) => {
+                let name = thread
+                    .get(&p.worker)
+                    .map(|t| t.1.clone())
+                    .unwrap_or_default();
+                log.slow_polls.push((p, name));
+            }
+            Record::Message(m) => log.messages.push((
+                FrameKey::new(m.worker, m.frame),
+                m.level.0,
+                m.text.to_owned(),
+            )),
             Record::ThreadInfo(t) => {
                 log.thread_infos += 1;
                 thread.insert(t.worker, (t.thread, t.name.to_owned()));

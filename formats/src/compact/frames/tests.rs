@@ -14,6 +14,8 @@ enum Own {
     Plot(u8, u64, u64, bool, u8, String),
     Message(u32, u8, u64, u32, u8, String, Option<Vec<u8>>),
     Alloc(u32, u8, u64, [u64; 4]),
+    Polls(u32, u8, u64, [u64; 7]),
+    Slow(u32, u8, u64, u64),
 }
 
 impl Own {
@@ -87,6 +89,26 @@ impl Own {
                 frees: *f,
                 freed_bytes: *fb,
             }),
+            Own::Polls(id, w, t, [flags, polls, busy_ns, queued_ns, longest, first, slow]) => {
+                Record::FramePolls(crate::FramePolls {
+                    id: *id,
+                    worker: *w,
+                    timestamp: *t,
+                    flags: *flags,
+                    polls: *polls,
+                    busy_ns: *busy_ns,
+                    queued_ns: *queued_ns,
+                    longest_poll_ns: *longest,
+                    first_poll_ns: *first,
+                    slow_polls: *slow,
+                })
+            }
+            Own::Slow(id, w, t, d) => Record::SlowPoll(crate::SlowPoll {
+                id: *id,
+                worker: *w,
+                timestamp: *t,
+                duration_ns: *d,
+            }),
         }
     }
 }
@@ -149,7 +171,7 @@ fn random_log_with(seed: u64, n: usize, parents: bool) -> Vec<(u64, Own)> {
             1 => rng.next(),
             _ => time.wrapping_add(rng.below(5000)),
         };
-        let rec = match rng.below(19) {
+        let rec = match rng.below(21) {
             0..=5 => {
                 let id = next_id[w as usize];
                 next_id[w as usize] = id.wrapping_add(1 + (rng.below(8) == 0) as u32);
@@ -225,8 +247,24 @@ fn random_log_with(seed: u64, n: usize, parents: bool) -> Vec<(u64, Own)> {
                 time,
                 [0; 4].map(|_| rng.next() >> rng.below(64)),
             ),
+            18 => Own::Polls(
+                open[w as usize]
+                    .last()
+                    .map_or(rng.next() as u32, |&(id, _)| id),
+                w,
+                time,
+                [0; 7].map(|_| rng.next() >> rng.below(64)),
+            ),
+            19 => Own::Slow(
+                open[w as usize]
+                    .last()
+                    .map_or(rng.next() as u32, |&(id, _)| id),
+                w,
+                time,
+                rng.next() >> rng.below(64),
+            ),
             _ => {
-                let kind = 10 + rng.below(246) as u8;
+                let kind = 12 + rng.below(244) as u8;
                 let max = if rng.below(50) == 0 { 3000 } else { 20 };
                 let len = rng.below(max) as usize;
                 let payload = (0..len).map(|_| rng.next() as u8).collect();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use formats::{Category, FrameEnd, FrameKey, Parent, Record, RecordType};
+use formats::{Breakdown, Category, FrameEnd, FrameKey, Parent, Record, RecordType};
 use framelog::LogReader;
 use framelog::label_match::LabelPattern;
 use framelog::pairing::Pairing;
@@ -147,9 +147,22 @@ struct Starts {
     pairing: Pairing<bool>,
     held: HashMap<FrameKey, u64>,
     held_order: VecDeque<FrameKey>,
+    /// Frame-polls records of frames whose end is not printed yet (at most
+    /// [`MAX_HELD_ENDS`]; written right before the end, so rarely more than a few).
+    polls: HashMap<FrameKey, formats::FramePolls>,
 }
 
 impl Starts {
+    /// The busy, queued and waiting split of a frame that lasted `duration`, if it recorded
+    /// its polls (forgotten once asked for).
+    fn split(&mut self, key: FrameKey, duration: Option<u64>) -> Option<Breakdown> {
+        let d = duration?;
+        if self.polls.is_empty() {
+            return None;
+        }
+        self.polls.remove(&key).map(|p| p.split(d))
+    }
+
     /// Holds an end whose start has not been read; returns an older one pushed out.
     fn hold(&mut self, key: FrameKey, end_ns: u64) -> Option<(FrameKey, u64)> {
         self.held.insert(key, end_ns);
@@ -263,7 +276,7 @@ fn print_orphan_end(
         worker: key.worker,
         timestamp: end_ns,
     };
-    print_record(out, json, &Record::End(end), None)
+    print_record(out, json, &Record::End(end), None, None)
 }
 
 fn print(
@@ -283,7 +296,7 @@ fn print(
             let pass = filter.start_matches(s);
             let early = starts.pairing.start(key, s.timestamp, pass);
             if pass {
-                print_record(out, json, rec, None)?;
+                print_record(out, json, rec, None, None)?;
             }
             // Its end was read first and held: printed now, after its start.
             if let Some(end_ns) = starts.held.remove(&key)
@@ -295,12 +308,16 @@ fn print(
                     timestamp: end_ns,
                 };
                 let d = early.map(|f| f.duration_ns());
-                print_record(out, json, &Record::End(end), d)?;
+                let split = starts.split(key, d);
+                print_record(out, json, &Record::End(end), d, split)?;
             }
             return Ok(());
         }
         Record::End(e) => match starts.pairing.end(key, e.timestamp) {
-            Some(f) if !f.start_info => return Ok(()),
+            Some(f) if !f.start_info => {
+                starts.polls.remove(&key);
+                return Ok(());
+            }
             Some(f) => duration = Some(f.duration_ns()),
             // An end whose start comes later (or was dropped): held until its start.
             None => {
@@ -310,18 +327,26 @@ fn print(
                 return Ok(());
             }
         },
-        _ if filter.frame_filters() => return Ok(()),
+        Record::FramePolls(p) if starts.polls.len() < MAX_HELD_ENDS => {
+            starts.polls.insert(key, *p);
+        }
         _ => {}
     }
-    print_record(out, json, rec, duration)
+    if filter.frame_filters() && !matches!(rec, Record::End(_)) {
+        return Ok(());
+    }
+    let split = starts.split(key, duration);
+    print_record(out, json, rec, duration, split)
 }
 
-/// Prints one record; `duration` is an end's, when its start was read.
+/// Prints one record; `duration` is an end's, when its start was read, and `split` its
+/// busy, queued and waiting time when it recorded its polls.
 fn print_record(
     out: &mut impl Write,
     json: bool,
     rec: &Record<'_>,
     duration: Option<u64>,
+    split: Option<Breakdown>,
 ) -> std::io::Result<()> {
     if json {
         let mut v = json!({
@@ -351,6 +376,11 @@ fn print_record(
             Record::End(_) => {
                 if let Some(d) = duration {
                     o.insert("duration_ns".into(), d.into());
+                }
+                if let Some(s) = split {
+                    o.insert("busy_ns".into(), s.busy_ns.into());
+                    o.insert("queued_ns".into(), s.queued_ns.into());
+                    o.insert("waiting_ns".into(), s.waiting_ns.into());
                 }
             }
             Record::Dropped(d) => {
@@ -389,6 +419,18 @@ fn print_record(
                 o.insert("frees".into(), a.frees.into());
                 o.insert("freed_bytes".into(), a.freed_bytes.into());
             }
+            Record::FramePolls(p) => {
+                o.insert("polls".into(), p.polls.into());
+                o.insert("busy_ns".into(), p.busy_ns.into());
+                o.insert("queued_ns".into(), p.queued_ns.into());
+                o.insert("longest_poll_ns".into(), p.longest_poll_ns.into());
+                o.insert("first_poll_ns".into(), p.first_poll_ns.into());
+                o.insert("slow_polls".into(), p.slow_polls.into());
+                o.insert("queued_measured".into(), p.queued_measured().into());
+            }
+            Record::SlowPoll(p) => {
+                o.insert("duration_ns".into(), p.duration_ns.into());
+            }
             Record::Unknown(x) => {
                 o.insert("payload_size".into(), x.payload.len().into());
             }
@@ -415,9 +457,17 @@ fn print_record(
                 },
                 output::text(s.label)
             ),
-            Record::End(_) => match duration {
-                Some(d) => writeln!(out, "{head} {}", output::duration(d)),
-                None => writeln!(out, "{head} (start not seen)"),
+            Record::End(_) => match (duration, split) {
+                (Some(d), Some(s)) => writeln!(
+                    out,
+                    "{head} {}  busy {}, queued {}, waiting {}",
+                    output::duration(d),
+                    output::duration(s.busy_ns),
+                    output::duration(s.queued_ns),
+                    output::duration(s.waiting_ns)
+                ),
+                (Some(d), None) => writeln!(out, "{head} {}", output::duration(d)),
+                (None, _) => writeln!(out, "{head} (start not seen)"),
             },
             Record::Dropped(d) => writeln!(out, "{head} {} records dropped", d.count),
             Record::WorkerInfo(w) => {
@@ -450,6 +500,26 @@ fn print_record(
                 out,
                 "{head} {} allocs {} B, {} frees {} B",
                 a.allocs, a.alloc_bytes, a.frees, a.freed_bytes
+            ),
+            Record::FramePolls(p) => writeln!(
+                out,
+                "{head} {} polls, busy {}, queued {}{}, longest poll {}, first poll after {}, {} slow",
+                p.polls,
+                output::duration(p.busy_ns),
+                output::duration(p.queued_ns),
+                if p.queued_measured() {
+                    ""
+                } else {
+                    " (to the first poll only)"
+                },
+                output::duration(p.longest_poll_ns),
+                output::duration(p.first_poll_ns),
+                p.slow_polls
+            ),
+            Record::SlowPoll(p) => writeln!(
+                out,
+                "{head} blocked its thread {}",
+                output::duration(p.duration_ns)
             ),
             Record::Unknown(x) => writeln!(out, "{head} {} payload bytes", x.payload.len()),
         }

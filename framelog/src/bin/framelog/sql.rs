@@ -321,24 +321,116 @@ fn csv_line(cells: &[Cell], out: &mut impl Write) -> std::io::Result<()> {
     write!(out, "{}\r\n", fields.join(","))
 }
 
-/// Reads statements (ending with `;`) and dot commands from standard input.
+/// Where the prompt's lines come from: a line editor with history on a terminal, else plain
+/// standard input (a script piped in).
+enum Input {
+    Editor {
+        // Boxed: the editor is large, the plain reader small.
+        editor: Box<rustyline::DefaultEditor>,
+        history: Option<PathBuf>,
+    },
+    Plain(std::io::Lines<std::io::StdinLock<'static>>),
+}
+
+/// The history file: `FRAMELOG_SQL_HISTORY`, else `$XDG_STATE_HOME/framelog/sql_history`,
+/// else `~/.local/state/framelog/sql_history`.
+fn history_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("FRAMELOG_SQL_HISTORY") {
+        return Some(PathBuf::from(p));
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    Some(state.join("framelog").join("sql_history"))
+}
+
+impl Input {
+    fn open() -> Input {
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() && std::io::stderr().is_terminal() {
+            match rustyline::DefaultEditor::new() {
+                Ok(mut editor) => {
+                    let history = history_path();
+                    if let Some(p) = &history
+                        && p.exists()
+                        && let Err(e) = editor.load_history(p)
+                    {
+                        eprintln!("framelog: warning: reading history {}: {e}", p.display());
+                    }
+                    return Input::Editor {
+                        editor: Box::new(editor),
+                        history,
+                    };
+                }
+                Err(e) => eprintln!("framelog: warning: no line editing ({e})"),
+            }
+        }
+        Input::Plain(stdin.lock().lines())
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self, Input::Editor { .. })
+    }
+
+    /// The next line (`prompt` shown on a terminal); `None` at the end of input. Ctrl-C at
+    /// the prompt gives an empty line and clears what was typed (`cleared`).
+    fn line(&mut self, prompt: &str, cleared: &mut bool) -> Option<std::io::Result<String>> {
+        match self {
+            Input::Plain(lines) => lines.next(),
+            Input::Editor { editor, history } => match editor.readline(prompt) {
+                Ok(line) => {
+                    if !line.trim().is_empty() {
+                        let _ = editor.add_history_entry(line.as_str());
+                        if let Some(p) = history {
+                            save_history(editor, p);
+                        }
+                    }
+                    Some(Ok(line))
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => {
+                    *cleared = true;
+                    Some(Ok(String::new()))
+                }
+                Err(rustyline::error::ReadlineError::Eof) => None,
+                Err(e) => Some(Err(std::io::Error::other(e))),
+            },
+        }
+    }
+}
+
+/// Writes the history file (its directory made if missing); a failure is a warning.
+fn save_history(editor: &mut rustyline::DefaultEditor, path: &std::path::Path) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = editor.save_history(path) {
+        eprintln!("framelog: warning: writing history {}: {e}", path.display());
+    }
+}
+
+/// Reads statements (ending with `;`) and dot commands from standard input: on a terminal,
+/// with line editing and a history kept across runs (↑ recalls earlier lines).
 fn prompt(log: &SqlLog, mode: Mode, out: &mut impl Write) -> Result<ExitCode> {
-    let stdin = std::io::stdin();
-    let tty = stdin.is_terminal();
+    let mut input = Input::open();
+    let tty = input.is_terminal();
     if tty {
         eprintln!(
-            "framelog sql on {}: end statements with ';'. .tables, .schema [TABLE], .quit; Ctrl-C stops a query",
+            "framelog sql on {}: end statements with ';'. .tables, .schema [TABLE], .quit; Ctrl-C stops a query; ↑ recalls earlier lines",
             log_name(log)
         );
     }
     let mut failed = false;
     let mut pending = String::new();
-    let mut lines = stdin.lock().lines();
     loop {
-        if tty {
-            eprint!("{}", if pending.is_empty() { "sql> " } else { "...> " });
+        let shown = if pending.is_empty() { "sql> " } else { "...> " };
+        let mut cleared = false;
+        let Some(line) = input.line(shown, &mut cleared) else {
+            break;
+        };
+        if cleared {
+            pending.clear();
+            continue;
         }
-        let Some(line) = lines.next() else { break };
         let line = line?;
         let trimmed = line.trim();
         if pending.is_empty() && trimmed.starts_with('.') {

@@ -102,8 +102,21 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
                 "label": l.label, "count": l.count, "total_ns": l.total_ns, "self_ns": l.self_ns, "mean_ns": l.mean_ns,
                 "p50_ns": l.p50_ns, "p99_ns": l.p99_ns, "max_ns": l.max_ns,
                 "allocs": l.allocs, "alloc_bytes": l.alloc_bytes,
+                "async": l.async_time.as_ref().map(|a| json!({
+                    "frames": a.frames,
+                    "busy_ns": spread(&a.busy), "queued_ns": spread(&a.queued), "waiting_ns": spread(&a.waiting),
+                    "polls": a.polls, "slow_polls": a.slow_polls, "longest_poll_ns": a.longest_poll_ns,
+                    "queued_unmeasured": a.queued_unmeasured,
+                })),
             })).collect::<Vec<_>>(),
             "alloc_frames": totals.alloc_frames,
+            "async_frames": totals.async_frames,
+            "slow_polls": totals.slow_polls,
+            "worst_slow_polls": totals.worst_slow_polls.iter().map(|p| json!({
+                "worker": p.frame.worker, "id": p.frame.id, "label": p.label,
+                "thread": p.thread.0, "thread_name": p.thread.1,
+                "start_ns": p.start_ns, "duration_ns": p.duration_ns,
+            })).collect::<Vec<_>>(),
             // NaN (no value but gaps) has no JSON number: null.
             "plot_series": plots.len(),
             "plots": plots[..plots_shown].iter().map(|p| json!({
@@ -147,6 +160,20 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
                 (r, i) => format!("{r} recorded, {i} inferred from nesting on each thread"),
             }
         )?;
+    }
+    if totals.frames > 0 {
+        if totals.async_frames == 0 {
+            writeln!(
+                out,
+                "async      no breakdown: no frame recorded its polls (synchronous work, or a writer that predates them)"
+            )?;
+        } else {
+            writeln!(
+                out,
+                "async      {} frames recorded where their time went (busy, queued, waiting: the table at the end)",
+                totals.async_frames
+            )?;
+        }
     }
     writeln!(out, "workers    {}", totals.workers.len())?;
     for (w, s) in &totals.workers {
@@ -224,6 +251,28 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             )?;
         }
     }
+    if totals.slow_polls > 0 {
+        writeln!(
+            out,
+            "slow polls {} (a poll that held its thread past the threshold; longest first):",
+            totals.slow_polls
+        )?;
+        for p in totals.worst_slow_polls.iter().take(shown.clamp(1, 5)) {
+            writeln!(
+                out,
+                "  {:>10}  thread {} ({})  in {}  at {}",
+                duration(p.duration_ns),
+                p.thread.0,
+                text(&p.thread.1),
+                if p.label.is_empty() {
+                    format!("frame {} (its start is not in the log)", p.frame.id)
+                } else {
+                    text(&p.label).into_owned()
+                },
+                time(p.start_ns)
+            )?;
+        }
+    }
     writeln!(out)?;
     let allocs = totals.alloc_frames > 0;
     write!(
@@ -271,7 +320,75 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             labels.len() - shown
         )?;
     }
+    async_table(&mut out, &labels[..shown])?;
     Ok(code)
+}
+
+/// The asynchronous frames' table: where each label's time went.
+fn async_table(out: &mut impl Write, labels: &[framelog::stats::LabelStats]) -> Result<()> {
+    let rows: Vec<_> = labels
+        .iter()
+        .filter_map(|l| l.async_time.as_ref().map(|a| (l, a)))
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "async frames: busy (running on a thread), queued (ready, not running), waiting (for anything else)"
+    )?;
+    writeln!(
+        out,
+        "{:<40} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>5}",
+        "label",
+        "frames",
+        "busy p50",
+        "busy p99",
+        "queued p50",
+        "queued p99",
+        "wait p50",
+        "wait p99",
+        "polls/f",
+        "max poll",
+        "slow"
+    )?;
+    let mut unmeasured = false;
+    for (l, a) in rows {
+        unmeasured |= a.queued_unmeasured > 0;
+        let safe = text(&l.label);
+        let label: String = if safe.chars().count() > 40 {
+            safe.chars().take(39).chain(['…']).collect()
+        } else {
+            safe.into_owned()
+        };
+        writeln!(
+            out,
+            "{label:<40} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7.1} {:>10} {:>5}",
+            a.frames,
+            duration(a.busy.p50_ns),
+            duration(a.busy.p99_ns),
+            duration(a.queued.p50_ns),
+            duration(a.queued.p99_ns),
+            duration(a.waiting.p50_ns),
+            duration(a.waiting.p99_ns),
+            a.polls as f64 / a.frames.max(1) as f64,
+            duration(a.longest_poll_ns),
+            a.slow_polls
+        )?;
+    }
+    if unmeasured {
+        writeln!(
+            out,
+            "(tracing spans: wakes are not seen, so their queued time is only the delay to the first poll; the rest counts as waiting)"
+        )?;
+    }
+    Ok(())
+}
+
+/// Total, p50 and p99 as JSON.
+fn spread(s: &framelog::stats::Spread) -> serde_json::Value {
+    json!({"total": s.total_ns, "p50": s.p50_ns, "p99": s.p99_ns})
 }
 
 /// A summary value as JSON, as `dump --json` writes plot values (null: no value, a series

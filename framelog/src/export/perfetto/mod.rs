@@ -11,8 +11,9 @@
 //!   from the log's start) named by their label, in their category; a frame with something
 //!   more to show has debug annotations: `id` (the frame id; the worker is the process),
 //!   `open` for a frame still running when the log ended, `data` (the frame's data,
-//!   `--no-data` leaves it out) and `allocs`. (An argument set per slice would cost
-//!   Perfetto's importer more than the slice.)
+//!   `--no-data` leaves it out), `allocs`, and for an asynchronous frame `polls` (busy,
+//!   queued and waiting ns, polls, longest poll, slow polls). (An argument set per slice
+//!   would cost Perfetto's importer more than the slice.)
 //! - A child drawn apart from its recorded parent (another thread, lane or track) is linked
 //!   to it by a flow: the parent's begin lists the flow id in `flow_ids`, the child's begin
 //!   in `terminating_flow_ids`, one id per link; both are written only for links whose two
@@ -21,7 +22,9 @@
 //!   per value; infinities are kept, a NaN (a gap) has no counter value and is left out and
 //!   counted ([`PerfettoTrace::not_written`]). Messages are instants (category `message`,
 //!   named by their text) on their thread's track, with `level`, `frame`, `context` and
-//!   `fields`.
+//!   `fields`; slow polls are instants there too (category `slow_poll`, "slow poll 7.1 ms",
+//!   with `duration_ns` and `frame`): an instant, because a slice of the poll's own would not
+//!   nest with the thread's frames, which are not the poll's.
 //! - Each track is its own packet sequence: event names, categories and annotation names are
 //!   interned per sequence (written once, then referred to by number), and timestamps are
 //!   deltas on the sequence's incremental clock (a packet earlier than the sequence's last
@@ -160,6 +163,9 @@ struct Fixed {
     open: u32,
     data: u32,
     allocs: u32,
+    polls: u32,
+    slow_poll: u32,
+    duration_ns: u32,
     level: u32,
     frame: u32,
     context: u32,
@@ -176,6 +182,9 @@ impl<W: Write> PerfettoTrace<W> {
             open: strings.id("open"),
             data: strings.id("data"),
             allocs: strings.id("allocs"),
+            polls: strings.id("polls"),
+            slow_poll: strings.id("slow_poll"),
+            duration_ns: strings.id("duration_ns"),
             level: strings.id("level"),
             frame: strings.id("frame"),
             context: strings.id("context"),
@@ -644,7 +653,7 @@ impl<W: Write> FrameSink for PerfettoTrace<W> {
         // `framelog data`): an argument set per slice costs Perfetto's importer more than
         // the slice itself.
         let mut annotations = Vec::new();
-        if f.open || f.data.is_some() || f.allocs.is_some() {
+        if f.open || f.data.is_some() || f.allocs.is_some() || f.polls.is_some() {
             annotations.push(Annotation {
                 name: self.fixed.id,
                 value: DebugAnnotation {
@@ -685,6 +694,28 @@ impl<W: Write> FrameSink for PerfettoTrace<W> {
                         n("alloc_bytes", a.alloc_bytes),
                         n("frees", a.frees),
                         n("freed_bytes", a.freed_bytes),
+                    ],
+                    ..Default::default()
+                },
+            });
+        }
+        if let Some(p) = &f.polls {
+            let n = |name: &str, v: u64| DebugAnnotation {
+                name: Some(name.to_owned()),
+                uint_value: Some(v),
+                ..Default::default()
+            };
+            let split = p.split(f.end_unix_ns.saturating_sub(f.start_unix_ns));
+            annotations.push(Annotation {
+                name: self.fixed.polls,
+                value: DebugAnnotation {
+                    dict_entries: vec![
+                        n("busy_ns", split.busy_ns),
+                        n("queued_ns", split.queued_ns),
+                        n("waiting_ns", split.waiting_ns),
+                        n("polls", p.polls),
+                        n("longest_poll_ns", p.longest_poll_ns),
+                        n("slow_polls", p.slow_polls),
                     ],
                     ..Default::default()
                 },
@@ -803,6 +834,47 @@ impl<W: Write> FrameSink for PerfettoTrace<W> {
         })
     }
 
+    fn slow_poll(&mut self, p: &super::SlowPollEvent) -> std::io::Result<()> {
+        let seq = match self.message_seqs.get(&p.thread) {
+            Some(&s) => s,
+            None => {
+                let uuid = self.thread_track(p.thread.0, p.thread.1)?;
+                let s = self.new_seq(uuid);
+                self.message_seqs.insert(p.thread, s);
+                s
+            }
+        };
+        let annotations = vec![
+            Annotation {
+                name: self.fixed.duration_ns,
+                value: DebugAnnotation {
+                    uint_value: Some(p.duration_ns),
+                    ..Default::default()
+                },
+            },
+            Annotation {
+                name: self.fixed.frame,
+                value: DebugAnnotation {
+                    string_value: Some(p.frame.to_string()),
+                    ..Default::default()
+                },
+            },
+        ];
+        let name = self
+            .strings
+            .id(&format!("slow poll {:.1} ms", p.duration_ns as f64 / 1e6));
+        let category = self.fixed.slow_poll;
+        self.push(Item::Begin {
+            seq,
+            ts: p.start_ns,
+            name,
+            category,
+            instant: true,
+            annotations,
+            key: None,
+        })
+    }
+
     fn finish(&mut self) -> std::io::Result<()> {
         let mut seqs: Vec<usize> = self.open.keys().copied().collect();
         seqs.sort_unstable();
@@ -846,6 +918,7 @@ mod tests {
             end_unix_ns: end,
             data: None,
             allocs: None,
+            polls: None,
         }
     }
 
