@@ -268,6 +268,39 @@ fn rows_have_parents_depth_threads_data_allocations_and_messages() {
     assert!((avg[0]["v"].as_f64().unwrap() - 1.3).abs() < 1e-9);
 }
 
+/// `context` is what grouping `slice` by `context_id` says, on a raw and a compacted log: in
+/// id order, and for one context by its id (the table aggregates in Rust; the grouping here is
+/// SQLite's own).
+#[test]
+fn context_rows_are_slice_grouped_by_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    make_log(d, 400);
+    let grouped = "select context_id as id, context_id as root_id, \
+        max(case when id = context_id then name end) as root_name, min(ts) as first_ts, \
+        max(ts + dur) as last_ts, count(*) as frames from slice group by context_id order by context_id";
+    let table = "select id, root_id, root_name, first_ts, last_ts, frames from context";
+    for compacted in [false, true] {
+        if compacted {
+            let out = framelog(&["compact", "--all", d.to_str().unwrap()]);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        let want = sql_json(d, grouped);
+        assert_eq!(want.len(), 400, "one context a request");
+        assert_eq!(sql_json(d, table), want, "compacted: {compacted}");
+        let one = &want[123];
+        let id = one["id"].as_i64().unwrap();
+        assert_eq!(
+            sql_json(d, &format!("{table} where id = {id}")),
+            vec![one.clone()]
+        );
+        assert_eq!(
+            sql_json(d, &format!("{table} where id = -5")),
+            Vec::<Value>::new()
+        );
+    }
+}
+
 #[test]
 fn bad_sql_gets_sqlites_message_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,20 +1,23 @@
 //! Parquet export (feature `parquet`): every SQL table ([`crate::sql`]) as one Parquet file
 //! named after it (`slice.parquet`, …), with the same ids and columns, so DuckDB, Spark,
-//! Polars or ClickHouse answer the same queries. Rows stream from the SQL tables into row
-//! groups of at most [`ROW_GROUP_ROWS`] rows or [`ROW_GROUP_BYTES`] of values (zstd pages):
-//! memory stays bounded whatever the log's size. `slice.parquet` also has `root_id` (the
+//! Polars or ClickHouse answer the same queries. Rows stream from the tables' own cursors
+//! (the cells SQL shows, without SQLite's statement machinery per row) into row groups of at
+//! most [`ROW_GROUP_ROWS`] rows or [`ROW_GROUP_BYTES`] of values (zstd pages; ids and times
+//! as deltas): memory stays bounded whatever the log's size. `slice.parquet` also has `root_id` (the
 //! frame's context root) beside `parent_id` and `depth`, so engines need no recursion.
 
+use std::ffi::c_int;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
-use rusqlite::types::ValueRef;
+use parquet::schema::types::ColumnPath;
+use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use crate::sql::SqlLog;
 
@@ -34,8 +37,12 @@ enum Kind {
 /// A table and its columns: (name, type), in `SELECT` order.
 struct Table {
     name: &'static str,
+    /// The query that reads it through SQL (for a view, which has no rows of its own).
     select: String,
     columns: Vec<(String, Kind)>,
+    /// Per column, the table's cell that holds its value (`None`: always null), when the
+    /// table's rows are read directly.
+    cells: Vec<Option<c_int>>,
 }
 
 /// The tables exported: every table with a fixed column list (the tree functions take an
@@ -62,36 +69,40 @@ fn tables(log: &SqlLog, with_data: bool) -> rusqlite::Result<Vec<Table>> {
             })?
             .map(|c| {
                 c.map(|(n, t)| {
-                    // The context view's columns have no declared type: all integers but its
-                    // root's name.
                     let kind = match t.as_str() {
                         "TEXT" => Kind::Text,
                         "REAL" => Kind::Real,
-                        "" if n == "root_name" => Kind::Text,
                         _ => Kind::Int,
                     };
                     (n, kind)
                 })
             })
             .collect::<rusqlite::Result<_>>()?;
+        let skip = |n: &str| n == "data" && !with_data;
         let mut exprs: Vec<String> = columns
             .iter()
             .map(|(n, _)| {
-                if n == "data" && !with_data {
+                if skip(n) {
                     "NULL AS data".to_owned()
                 } else {
                     format!("\"{n}\"")
                 }
             })
             .collect();
+        let mut cells: Vec<Option<c_int>> = (0..columns.len() as c_int)
+            .map(|i| (!skip(&columns[i as usize].0)).then_some(i))
+            .collect();
         if name == "slice" {
             exprs.push("context_id AS root_id".into());
+            let context = columns.iter().position(|(n, _)| n == "context_id");
+            cells.push(context.map(|i| i as c_int));
             columns.push(("root_id".into(), Kind::Int));
         }
         out.push(Table {
             name,
             select: format!("SELECT {} FROM {name}", exprs.join(", ")),
             columns,
+            cells,
         });
     }
     Ok(out)
@@ -131,7 +142,31 @@ pub struct Written {
 enum Buf {
     Int(Vec<i64>, Vec<i16>),
     Real(Vec<f64>, Vec<i16>),
-    Text(Vec<ByteArray>, Vec<i16>),
+    Text(Vec<ByteArray>, Vec<i16>, Texts),
+}
+
+/// Short texts seen before (labels, categories, levels), each one buffer shared by its rows.
+#[derive(Default)]
+struct Texts(rustc_hash::FxHashMap<Box<[u8]>, ByteArray>);
+
+impl Texts {
+    /// At most this many texts are kept, each at most [`Texts::LONGEST`] bytes.
+    const MOST: usize = 4096;
+    const LONGEST: usize = 128;
+
+    fn get(&mut self, t: &[u8]) -> ByteArray {
+        if t.len() > Self::LONGEST {
+            return ByteArray::from(t.to_vec());
+        }
+        if let Some(b) = self.0.get(t) {
+            return b.clone();
+        }
+        let b = ByteArray::from(t.to_vec());
+        if self.0.len() < Self::MOST {
+            self.0.insert(t.into(), b.clone());
+        }
+        b
+    }
 }
 
 impl Buf {
@@ -139,14 +174,14 @@ impl Buf {
         match kind {
             Kind::Int => Buf::Int(Vec::new(), Vec::new()),
             Kind::Real => Buf::Real(Vec::new(), Vec::new()),
-            Kind::Text => Buf::Text(Vec::new(), Vec::new()),
+            Kind::Text => Buf::Text(Vec::new(), Vec::new(), Texts::default()),
         }
     }
 
     /// Adds a value; returns its bytes.
     fn push(&mut self, v: ValueRef<'_>) -> usize {
         match (self, v) {
-            (Buf::Int(_, d) | Buf::Real(_, d) | Buf::Text(_, d), ValueRef::Null) => {
+            (Buf::Int(_, d) | Buf::Real(_, d) | Buf::Text(_, d, _), ValueRef::Null) => {
                 d.push(0);
                 2
             }
@@ -170,17 +205,17 @@ impl Buf {
                 d.push(1);
                 10
             }
-            (Buf::Text(x, d), ValueRef::Text(t) | ValueRef::Blob(t)) => {
-                x.push(ByteArray::from(t.to_vec()));
+            (Buf::Text(x, d, texts), ValueRef::Text(t) | ValueRef::Blob(t)) => {
+                x.push(texts.get(t));
                 d.push(1);
                 t.len() + 26
             }
-            (Buf::Text(x, d), ValueRef::Integer(i)) => {
+            (Buf::Text(x, d, _), ValueRef::Integer(i)) => {
                 x.push(ByteArray::from(i.to_string().into_bytes()));
                 d.push(1);
                 30
             }
-            (Buf::Text(x, d), ValueRef::Real(r)) => {
+            (Buf::Text(x, d, _), ValueRef::Real(r)) => {
                 x.push(ByteArray::from(r.to_string().into_bytes()));
                 d.push(1);
                 30
@@ -203,7 +238,7 @@ impl Buf {
                 x.clear();
                 d.clear()
             }
-            Buf::Text(x, d) => {
+            Buf::Text(x, d, _) => {
                 x.clear();
                 d.clear()
             }
@@ -240,6 +275,89 @@ pub fn export_parquet(
     Ok(written)
 }
 
+/// An integer column whose values nearly all differ (ids, times, durations).
+fn distinct(column: &str) -> bool {
+    matches!(
+        column,
+        "id" | "ts"
+            | "dur"
+            | "first_ts"
+            | "last_ts"
+            | "parent_id"
+            | "context_id"
+            | "root_id"
+            | "slice_id"
+    )
+}
+
+/// The value a cell holds.
+fn value_of<'a>(out: &'a ToSqlOutput<'a>) -> ValueRef<'a> {
+    match out {
+        ToSqlOutput::Borrowed(v) => *v,
+        ToSqlOutput::Owned(v) => v.into(),
+        _ => ValueRef::Null,
+    }
+}
+
+/// The row groups of one file being written: each column's values buffered until a group
+/// is full, then written as that group's column chunks.
+struct RowGroups<'p> {
+    writer: SerializedFileWriter<File>,
+    bufs: Vec<Buf>,
+    in_group: usize,
+    bytes: usize,
+    total: u64,
+    path: &'p Path,
+}
+
+impl RowGroups<'_> {
+    /// Counts the row whose values were pushed (`row_bytes` of them); writes a full group.
+    fn row_done(&mut self, row_bytes: usize) -> Result<(), ParquetError> {
+        self.bytes += row_bytes;
+        self.in_group += 1;
+        self.total += 1;
+        if self.in_group >= ROW_GROUP_ROWS || self.bytes >= ROW_GROUP_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered rows as one row group.
+    fn flush(&mut self) -> Result<(), ParquetError> {
+        if self.in_group == 0 {
+            return Ok(());
+        }
+        let mut rg = self
+            .writer
+            .next_row_group()
+            .map_err(|e| ParquetError::Write {
+                path: self.path.to_owned(),
+                source: e.into(),
+            })?;
+        let werr = |e: parquet::errors::ParquetError| ParquetError::Write {
+            path: self.path.to_owned(),
+            source: e.into(),
+        };
+        for b in self.bufs.iter_mut() {
+            let mut col = rg
+                .next_column()
+                .map_err(werr)?
+                .expect("one column per buffer");
+            match b {
+                Buf::Int(x, d) => col.typed::<Int64Type>().write_batch(x, Some(d), None),
+                Buf::Real(x, d) => col.typed::<DoubleType>().write_batch(x, Some(d), None),
+                Buf::Text(x, d, _) => col.typed::<ByteArrayType>().write_batch(x, Some(d), None),
+            }
+            .map_err(werr)?;
+            col.close().map_err(werr)?;
+            b.clear();
+        }
+        rg.close().map_err(werr)?;
+        (self.in_group, self.bytes) = (0, 0);
+        Ok(())
+    }
+}
+
 fn write_table(log: &SqlLog, t: &Table, path: &Path) -> Result<u64, ParquetError> {
     let werr = |e: Box<dyn std::error::Error + Send + Sync>| ParquetError::Write {
         path: path.to_owned(),
@@ -256,58 +374,71 @@ fn write_table(log: &SqlLog, t: &Table, path: &Path) -> Result<u64, ParquetError
         .collect();
     let schema = parse_message_type(&format!("message {} {{ {} }}", t.name, fields.join(" ")))
         .map_err(|e| werr(Box::new(e)))?;
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(3).expect("a valid level"),
         ))
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .build();
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+    for (n, _) in t
+        .columns
+        .iter()
+        .filter(|(n, k)| *k == Kind::Int && distinct(n))
+    {
+        // Ids and times nearly all differ: a dictionary only costs a hash per value before
+        // it gives up; deltas of neighbours are small (rows come in file order).
+        props = props
+            .set_column_dictionary_enabled(ColumnPath::from(n.as_str()), false)
+            .set_column_encoding(ColumnPath::from(n.as_str()), Encoding::DELTA_BINARY_PACKED);
+    }
+    let props = props.build();
     let dirname = path.parent().unwrap_or(Path::new("."));
     let tmp = tempfile::Builder::new()
         .prefix(".framelog-parquet-")
         .tempfile_in(dirname)
         .map_err(|e| werr(Box::new(e)))?;
     let file: File = tmp.as_file().try_clone().map_err(|e| werr(Box::new(e)))?;
-    let mut writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props))
+    let writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props))
         .map_err(|e| werr(Box::new(e)))?;
-    let mut bufs: Vec<Buf> = t.columns.iter().map(|(_, k)| Buf::new(*k)).collect();
-    let (mut in_group, mut bytes, mut total) = (0usize, 0usize, 0u64);
-    let mut stmt = log.connection().prepare(&t.select)?;
-    let mut rows = stmt.query([])?;
-    let mut flush = |bufs: &mut Vec<Buf>| -> Result<(), ParquetError> {
-        let mut rg = writer.next_row_group().map_err(|e| werr(Box::new(e)))?;
-        for b in bufs.iter_mut() {
-            let mut col = rg
-                .next_column()
-                .map_err(|e| werr(Box::new(e)))?
-                .expect("one column per buffer");
-            match b {
-                Buf::Int(x, d) => col.typed::<Int64Type>().write_batch(x, Some(d), None),
-                Buf::Real(x, d) => col.typed::<DoubleType>().write_batch(x, Some(d), None),
-                Buf::Text(x, d) => col.typed::<ByteArrayType>().write_batch(x, Some(d), None),
-            }
-            .map_err(|e| werr(Box::new(e)))?;
-            col.close().map_err(|e| werr(Box::new(e)))?;
-            b.clear();
-        }
-        rg.close().map_err(|e| werr(Box::new(e)))?;
-        Ok(())
+    let mut groups = RowGroups {
+        writer,
+        bufs: t.columns.iter().map(|(_, k)| Buf::new(*k)).collect(),
+        in_group: 0,
+        bytes: 0,
+        total: 0,
+        path,
     };
-    while let Some(row) = rows.next()? {
-        for (i, b) in bufs.iter_mut().enumerate() {
-            bytes += b.push(row.get_ref(i)?);
+    match log.scan_table(t.name) {
+        // A table of the log: its cursor's cells, without SQLite's statement machinery.
+        Some(rows) => {
+            let mut rows = rows?;
+            while !rows.eof() {
+                let mut row_bytes = 0;
+                for (b, cell) in groups.bufs.iter_mut().zip(&t.cells) {
+                    row_bytes += match cell {
+                        Some(i) => b.push(value_of(&rows.cell(*i)?)),
+                        None => b.push(ValueRef::Null),
+                    };
+                }
+                groups.row_done(row_bytes)?;
+                rows.next()?;
+            }
         }
-        in_group += 1;
-        total += 1;
-        if in_group >= ROW_GROUP_ROWS || bytes >= ROW_GROUP_BYTES {
-            flush(&mut bufs)?;
-            (in_group, bytes) = (0, 0);
+        // A view (`context`): SQLite computes it.
+        None => {
+            let mut stmt = log.connection().prepare(&t.select)?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let mut row_bytes = 0;
+                for (i, b) in groups.bufs.iter_mut().enumerate() {
+                    row_bytes += b.push(row.get_ref(i)?);
+                }
+                groups.row_done(row_bytes)?;
+            }
         }
     }
-    if in_group > 0 {
-        flush(&mut bufs)?;
-    }
-    writer.close().map_err(|e| werr(Box::new(e)))?;
+    groups.flush()?;
+    let total = groups.total;
+    groups.writer.close().map_err(|e| werr(e.into()))?;
     // A temporary file is private (0600); the export is an ordinary file.
     {
         use std::os::unix::fs::PermissionsExt;

@@ -7,8 +7,8 @@ use std::ffi::{CStr, c_int};
 use std::sync::Arc;
 
 use formats::{PlotMode, PlotUnit, Record};
-use rusqlite::types::Value;
-use rusqlite::vtab::{Context, Filters, IndexInfo};
+use rusqlite::types::{Null, ToSqlOutput, Value};
+use rusqlite::vtab::{Filters, IndexInfo};
 
 use super::frames::thread_id;
 use super::slice::schema;
@@ -202,9 +202,21 @@ impl<T: CatalogTable> Rows for CatalogRows<T> {
         self.at >= self.rows.len()
     }
 
-    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()> {
-        let v = self.rows[self.at].get(i as usize).cloned();
-        ctx.set_result(v.unwrap_or(Value::Null))
+    fn scan_all(shared: &Arc<Shared>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            rows: T::rows(&*shared.catalog()?),
+            at: 0,
+            kind: std::marker::PhantomData,
+        })
+    }
+
+    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(
+            match self.rows.get(self.at).and_then(|r| r.get(i as usize)) {
+                Some(v) => ToSqlOutput::Borrowed(v.into()),
+                None => Null.into(),
+            },
+        )
     }
 
     fn rowid(&self) -> i64 {

@@ -6,14 +6,14 @@ use std::ffi::{CStr, c_int};
 use std::sync::Arc;
 
 use formats::{FrameKey, Record};
-use rusqlite::types::Null;
-use rusqlite::vtab::{Context, Filters, IndexInfo};
+use rusqlite::types::{Null, ToSqlOutput};
+use rusqlite::vtab::{Filters, IndexInfo};
 use rustc_hash::FxHashMap;
 
 use super::catalog::track_id;
 use super::frames::{slice_id, thread_id};
 use super::slice::schema;
-use super::vtab::{Bound, Rows, plan_constraints};
+use super::vtab::{Bound, Rows, opt, plan_constraints};
 use super::{Arg, Shared, arg};
 use crate::{LogReader, Position};
 
@@ -33,8 +33,8 @@ pub(crate) trait Event: Sized {
     fn from(pos: Position, rec: &Record<'_>, thread: u32) -> Option<Self>;
     /// Its time, ns.
     fn ts(&self) -> u64;
-    /// Sets column `i`.
-    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()>;
+    /// Column `i`.
+    fn cell(&self, i: c_int) -> ToSqlOutput<'_>;
     /// Its id.
     fn id(&self) -> i64;
 }
@@ -66,14 +66,14 @@ impl Event for Counter {
     fn ts(&self) -> u64 {
         self.ts
     }
-    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()> {
+    fn cell(&self, i: c_int) -> ToSqlOutput<'_> {
         match i {
-            0 => ctx.set_result(self.id),
-            1 => ctx.set_result(self.ts as i64),
-            2 => ctx.set_result(self.track),
+            0 => self.id.into(),
+            1 => (self.ts as i64).into(),
+            2 => self.track.into(),
             // NaN is a gap: SQL's "no value".
-            3 => ctx.set_result((!self.value.is_nan()).then_some(self.value)),
-            _ => ctx.set_result(Null),
+            3 => opt((!self.value.is_nan()).then_some(self.value)),
+            _ => Null.into(),
         }
     }
     fn id(&self) -> i64 {
@@ -119,26 +119,23 @@ impl Event for Message {
     fn ts(&self) -> u64 {
         self.ts
     }
-    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()> {
-        let frame = |id: u32| (id != 0).then(|| slice_id(FrameKey::new(self.worker, id)));
+    fn cell(&self, i: c_int) -> ToSqlOutput<'_> {
+        let frame = |id: u32| opt((id != 0).then(|| slice_id(FrameKey::new(self.worker, id))));
         match i {
-            0 => ctx.set_result(self.id),
-            1 => ctx.set_result(self.ts as i64),
-            2 => ctx.set_result(self.worker),
-            3 => ctx.set_result(thread_id(self.worker, self.thread)),
-            4 => ctx.set_result(frame(self.frame)),
-            5 => ctx.set_result(frame(self.context)),
-            6 => ctx.set_result(self.level.name().into_owned()),
-            7 => ctx.set_result(self.text.as_str()),
-            8 => match self
+            0 => self.id.into(),
+            1 => (self.ts as i64).into(),
+            2 => self.worker.into(),
+            3 => thread_id(self.worker, self.thread).into(),
+            4 => frame(self.frame),
+            5 => frame(self.context),
+            6 => self.level.name().into_owned().into(),
+            7 => self.text.as_str().into(),
+            8 => opt(self
                 .fields
                 .as_deref()
                 .and_then(|b| bson::Document::from_reader(b).ok())
-            {
-                Some(doc) => ctx.set_result(super::bson_json(doc)),
-                None => ctx.set_result(Null),
-            },
-            _ => ctx.set_result(Null),
+                .map(super::bson_json)),
+            _ => Null.into(),
         }
     }
     fn id(&self) -> i64 {
@@ -238,26 +235,19 @@ impl<E: Event> Rows for EventRows<E> {
                 Arg::Other => {}
             }
         }
-        let reader = if none {
-            None
-        } else {
-            let mut r = LogReader::open(shared.dir()).map_err(super::log_error)?;
-            if idx_num & SKIP_BLOCKS != 0 {
-                r.skip_blocks(move |min, max| max >= from && min <= to);
-            }
-            Some(r)
-        };
-        let mut rows = Self {
-            shared: shared.clone(),
-            reader,
-            thread: FxHashMap::default(),
-            from,
-            to,
-            out: VecDeque::new(),
-            row: None,
-        };
-        rows.next()?;
-        Ok(rows)
+        if none {
+            return Self::over(shared, None, from, to);
+        }
+        let mut r = LogReader::open(shared.dir()).map_err(super::log_error)?;
+        if idx_num & SKIP_BLOCKS != 0 {
+            r.skip_blocks(move |min, max| max >= from && min <= to);
+        }
+        Self::over(shared, Some(r), from, to)
+    }
+
+    fn scan_all(shared: &Arc<Shared>) -> rusqlite::Result<Self> {
+        let r = LogReader::open(shared.dir()).map_err(super::log_error)?;
+        Self::over(shared, Some(r), 0, u64::MAX)
     }
 
     fn next(&mut self) -> rusqlite::Result<()> {
@@ -278,14 +268,36 @@ impl<E: Event> Rows for EventRows<E> {
         self.row.is_none()
     }
 
-    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()> {
-        match &self.row {
-            Some(e) => e.column(ctx, i),
-            None => ctx.set_result(Null),
-        }
+    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match &self.row {
+            Some(e) => e.cell(i),
+            None => Null.into(),
+        })
     }
 
     fn rowid(&self) -> i64 {
         self.row.as_ref().map_or(0, E::id)
+    }
+}
+
+impl<E: Event> EventRows<E> {
+    /// The rows `reader` gives (`None`: none) with a `ts` in `from..=to`, at the first.
+    fn over(
+        shared: &Arc<Shared>,
+        reader: Option<LogReader>,
+        from: u64,
+        to: u64,
+    ) -> rusqlite::Result<Self> {
+        let mut rows = Self {
+            shared: shared.clone(),
+            reader,
+            thread: FxHashMap::default(),
+            from,
+            to,
+            out: VecDeque::new(),
+            row: None,
+        };
+        rows.next()?;
+        Ok(rows)
     }
 }

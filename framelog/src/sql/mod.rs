@@ -14,22 +14,25 @@
 //! ```
 
 mod catalog;
+mod context;
 mod events;
 mod frames;
 mod slice;
 mod tree;
 mod vtab;
 
+use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use rusqlite::Connection;
+use rusqlite::types::ToSqlOutput;
 use rusqlite::vtab::{Filters, Module};
 
 use crate::Damage;
-use vtab::LogTab;
+use vtab::{LogTab, Rows};
 
 pub use frames::{key_of as frame_key, slice_id};
 pub use rusqlite;
@@ -46,17 +49,6 @@ pub const TABLES: [&str; 9] = [
     "ancestor_slice",
     "descendant_slice",
 ];
-
-/// `context`: one row per unit of work, from `slice` (SQLite groups with its own sorter,
-/// which spills to temporary files: memory stays bounded).
-const CONTEXT_VIEW: &str = "CREATE TEMP VIEW context AS SELECT \
-    context_id AS id, \
-    context_id AS root_id, \
-    max(CASE WHEN id = context_id THEN name END) AS root_name, \
-    min(ts) AS first_ts, \
-    max(ts + dur) AS last_ts, \
-    count(*) AS frames \
-    FROM slice GROUP BY context_id";
 
 /// Damage found, and the places already reported (file, offset).
 type DamageSeen = (Vec<Damage>, rustc_hash::FxHashSet<(PathBuf, u64)>);
@@ -143,6 +135,50 @@ pub(crate) fn arg(args: &Filters<'_>, i: usize, lower: bool) -> rusqlite::Result
     })
 }
 
+/// A table's rows read without SQLite: the same cursor and the same cells as SQL's, for
+/// the Parquet export (SQLite's statement machinery per row would cost more than the read).
+pub(crate) struct TableRows(Box<dyn DynRows>);
+
+/// A [`Rows`] behind a pointer (the export picks the table by name).
+trait DynRows {
+    fn eof(&self) -> bool;
+    fn next(&mut self) -> rusqlite::Result<()>;
+    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>>;
+}
+
+impl<R: Rows> DynRows for R {
+    fn eof(&self) -> bool {
+        Rows::eof(self)
+    }
+    fn next(&mut self) -> rusqlite::Result<()> {
+        Rows::next(self)
+    }
+    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Rows::cell(self, i)
+    }
+}
+
+impl TableRows {
+    fn of<R: Rows + 'static>(shared: &Arc<Shared>) -> rusqlite::Result<Self> {
+        Ok(Self(Box::new(R::scan_all(shared)?)))
+    }
+
+    /// Past the last row.
+    pub(crate) fn eof(&self) -> bool {
+        self.0.eof()
+    }
+
+    /// Moves to the next row.
+    pub(crate) fn next(&mut self) -> rusqlite::Result<()> {
+        self.0.next()
+    }
+
+    /// Column `i` of the current row, as SQL shows it.
+    pub(crate) fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
+        self.0.cell(i)
+    }
+}
+
 /// Stops what a connection is running, from any thread ([`SqlLog::interrupt_handle`]).
 pub struct Interrupt {
     sqlite: rusqlite::InterruptHandle,
@@ -193,6 +229,24 @@ impl SqlLog {
         self.shared.interrupted.store(false, Ordering::Relaxed);
     }
 
+    /// Every row of the log's table `name`, read directly (no SQL); `None` for a name
+    /// that is not one of the log's tables (a view such as `context`).
+    pub(crate) fn scan_table(&self, name: &str) -> Option<rusqlite::Result<TableRows>> {
+        use catalog::CatalogRows as Catalog;
+        use events::EventRows as Events;
+        let s = &self.shared;
+        Some(match name {
+            "slice" => TableRows::of::<slice::SliceRows>(s),
+            "thread" => TableRows::of::<Catalog<catalog::Thread>>(s),
+            "process" => TableRows::of::<Catalog<catalog::Process>>(s),
+            "counter_track" => TableRows::of::<Catalog<catalog::CounterTrack>>(s),
+            "counter" => TableRows::of::<Events<events::Counter>>(s),
+            "message" => TableRows::of::<Events<events::Message>>(s),
+            "context" => TableRows::of::<context::ContextRows>(s),
+            _ => return None,
+        })
+    }
+
     /// Damage the readers skipped since the last call (each place once).
     pub fn take_damage(&self) -> Vec<Damage> {
         let mut d = self.shared.damage.lock();
@@ -230,6 +284,7 @@ fn register(conn: &Connection, shared: &Arc<Shared>) -> rusqlite::Result<()> {
     const TRACK: Module<LogTab<Catalog<catalog::CounterTrack>>> = Module::eponymous_only_module();
     const COUNTER: Module<LogTab<Events<events::Counter>>> = Module::eponymous_only_module();
     const MESSAGE: Module<LogTab<Events<events::Message>>> = Module::eponymous_only_module();
+    const CONTEXT: Module<LogTab<context::ContextRows>> = Module::eponymous_only_module();
     const ANCESTORS: Module<LogTab<Tree<tree::Ancestors>>> = Module::eponymous_only_module();
     const DESCENDANTS: Module<LogTab<Tree<tree::Descendants>>> = Module::eponymous_only_module();
     conn.create_module(c"slice", &SLICE, Some(shared.clone()))?;
@@ -238,7 +293,7 @@ fn register(conn: &Connection, shared: &Arc<Shared>) -> rusqlite::Result<()> {
     conn.create_module(c"counter_track", &TRACK, Some(shared.clone()))?;
     conn.create_module(c"counter", &COUNTER, Some(shared.clone()))?;
     conn.create_module(c"message", &MESSAGE, Some(shared.clone()))?;
+    conn.create_module(c"context", &CONTEXT, Some(shared.clone()))?;
     conn.create_module(c"ancestor_slice", &ANCESTORS, Some(shared.clone()))?;
-    conn.create_module(c"descendant_slice", &DESCENDANTS, Some(shared.clone()))?;
-    conn.execute_batch(CONTEXT_VIEW)
+    conn.create_module(c"descendant_slice", &DESCENDANTS, Some(shared.clone()))
 }

@@ -5,11 +5,11 @@ use std::cell::RefCell;
 use std::ffi::{CStr, c_int};
 use std::sync::Arc;
 
-use rusqlite::types::Null;
-use rusqlite::vtab::{Context, Filters, IndexInfo};
+use rusqlite::types::{Null, ToSqlOutput};
+use rusqlite::vtab::{Filters, IndexInfo};
 
 use super::frames::{FrameScan, SliceRow, Wanted, key_of, slice_id, thread_id};
-use super::vtab::{Bound, Rows, plan_constraints};
+use super::vtab::{Bound, Rows, opt, plan_constraints};
 use super::{Arg, Shared, arg};
 use crate::DataStore;
 
@@ -58,34 +58,33 @@ const BY_NAME: c_int = 8;
 const BY_CONTEXT: c_int = 16;
 const SKIP_BLOCKS: c_int = 64;
 
-/// Sets one column of a frame row (`scan` names its label, `data` looks up its data).
-pub(crate) fn set_column(
-    ctx: &mut Context,
+/// Column `i` of a frame row (`scan` names its label, `data` looks up its data).
+pub(crate) fn slice_cell<'a>(
     i: c_int,
     r: &SliceRow,
-    scan: &FrameScan,
+    scan: &'a FrameScan,
     data: &RefCell<Option<DataStore>>,
     shared: &Shared,
-) -> rusqlite::Result<()> {
-    let alloc = |f: fn(&formats::FrameAlloc) -> u64| r.alloc.as_ref().map(|a| f(a) as i64);
-    match i {
-        0 => ctx.set_result(slice_id(r.key)),
-        1 => ctx.set_result(r.ts as i64),
-        2 => ctx.set_result(r.dur.map(|d| d as i64)),
-        3 => ctx.set_result(scan.label(r.label)),
+) -> rusqlite::Result<ToSqlOutput<'a>> {
+    let alloc = |f: fn(&formats::FrameAlloc) -> u64| opt(r.alloc.as_ref().map(|a| f(a) as i64));
+    Ok(match i {
+        0 => slice_id(r.key).into(),
+        1 => (r.ts as i64).into(),
+        2 => opt(r.dur.map(|d| d as i64)),
+        3 => scan.label(r.label).into(),
         4 => match r.category.name() {
-            Some(n) => ctx.set_result(n),
-            None => ctx.set_result(r.category.0.to_string()),
+            Some(n) => n.into(),
+            None => r.category.0.to_string().into(),
         },
-        5 => ctx.set_result(r.depth),
-        6 => ctx.set_result(r.parent.map(slice_id)),
-        7 => ctx.set_result(slice_id(formats::FrameKey::new(r.key.worker, r.context))),
-        8 => ctx.set_result(thread_id(r.key.worker, r.thread)),
-        9 => ctx.set_result(r.key.worker),
-        10 => ctx.set_result(alloc(|a| a.allocs)),
-        11 => ctx.set_result(alloc(|a| a.alloc_bytes)),
-        12 => ctx.set_result(alloc(|a| a.frees)),
-        13 => ctx.set_result(alloc(|a| a.freed_bytes)),
+        5 => r.depth.into(),
+        6 => opt(r.parent.map(slice_id)),
+        7 => slice_id(formats::FrameKey::new(r.key.worker, r.context)).into(),
+        8 => thread_id(r.key.worker, r.thread).into(),
+        9 => r.key.worker.into(),
+        10 => alloc(|a| a.allocs),
+        11 => alloc(|a| a.alloc_bytes),
+        12 => alloc(|a| a.frees),
+        13 => alloc(|a| a.freed_bytes),
         14 => {
             let mut store = data.borrow_mut();
             if store.is_none() {
@@ -94,12 +93,9 @@ pub(crate) fn set_column(
             let s = store.as_mut().expect("opened above");
             let doc = s.get(r.key).map_err(super::log_error);
             shared.add_damage(s.take_damage());
-            match doc? {
-                Some(doc) => ctx.set_result(super::bson_json(doc)),
-                None => ctx.set_result(Null),
-            }
+            opt(doc?.map(super::bson_json))
         }
-        15 => ctx.set_result(r.parent_inferred),
+        15 => r.parent_inferred.into(),
         16..=20 => {
             // An asynchronous frame's split (its duration's three parts), its polls.
             let v = r.polls.as_ref().and_then(|p| {
@@ -112,10 +108,10 @@ pub(crate) fn set_column(
                     _ => p.slow_polls,
                 })
             });
-            ctx.set_result(v.map(|v| i64::try_from(v).unwrap_or(i64::MAX)))
+            opt(v.map(|v| i64::try_from(v).unwrap_or(i64::MAX)))
         }
-        _ => ctx.set_result(Null),
-    }
+        _ => Null.into(),
+    })
 }
 
 /// A scan of `slice`.
@@ -281,10 +277,17 @@ impl Rows for SliceRows {
         self.row.is_none()
     }
 
-    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()> {
+    fn scan_all(shared: &Arc<Shared>) -> rusqlite::Result<Self> {
+        Self::over(
+            shared,
+            Some(FrameScan::new(shared, Wanted::default(), false)?),
+        )
+    }
+
+    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
         match (&self.row, &self.scan) {
-            (Some(r), Some(s)) => set_column(ctx, i, r, s, &self.data, &self.shared),
-            _ => ctx.set_result(Null),
+            (Some(r), Some(s)) => slice_cell(i, r, s, &self.data, &self.shared),
+            _ => Ok(Null.into()),
         }
     }
 

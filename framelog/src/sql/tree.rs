@@ -5,11 +5,11 @@ use std::cell::RefCell;
 use std::ffi::{CStr, c_int};
 use std::sync::Arc;
 
-use rusqlite::types::Null;
-use rusqlite::vtab::{Context, Filters, IndexConstraintOp, IndexInfo};
+use rusqlite::types::{Null, ToSqlOutput};
+use rusqlite::vtab::{Filters, IndexConstraintOp, IndexInfo};
 
 use super::frames::{FrameScan, SliceRow, Wanted, key_of, slice_id};
-use super::slice::{schema, set_column, slice_columns};
+use super::slice::{schema, slice_cell, slice_columns};
 use super::vtab::Rows;
 use super::{Arg, Shared, arg};
 use crate::DataStore;
@@ -176,11 +176,18 @@ impl<T: Relatives> Rows for TreeRows<T> {
         self.row.is_none()
     }
 
-    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()> {
+    fn scan_all(_shared: &Arc<Shared>) -> rusqlite::Result<Self> {
+        Err(rusqlite::Error::ModuleError(format!(
+            "{}(id) needs the id of a slice",
+            T::NAME
+        )))
+    }
+
+    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
         match (&self.row, &self.scan) {
-            (_, _) if i == ARG => ctx.set_result(self.target),
-            (Some(r), Some(s)) => set_column(ctx, i, r, s, &self.data, &self.shared),
-            _ => ctx.set_result(Null),
+            (_, _) if i == ARG => Ok(self.target.into()),
+            (Some(r), Some(s)) => slice_cell(i, r, s, &self.data, &self.shared),
+            _ => Ok(Null.into()),
         }
     }
 

@@ -11,6 +11,7 @@ use std::ffi::{CStr, c_int};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use rusqlite::types::{Null, ToSqlOutput};
 use rusqlite::vtab::{
     Context, Filters, IndexInfo, VTab, VTabConfig, VTabConnection, VTabCursor, sqlite3_vtab,
     sqlite3_vtab_cursor,
@@ -35,8 +36,11 @@ pub(crate) trait Rows: Sized {
     fn next(&mut self) -> rusqlite::Result<()>;
     /// Past the last row.
     fn eof(&self) -> bool;
-    /// Column `i` of the current row.
-    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()>;
+    /// A scan of every row, without constraints (what the Parquet export reads).
+    fn scan_all(shared: &Arc<Shared>) -> rusqlite::Result<Self>;
+    /// Column `i` of the current row: the one home of each column's value, for SQL and
+    /// for the Parquet export.
+    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>>;
     /// The current row's rowid.
     fn rowid(&self) -> i64;
 }
@@ -129,7 +133,7 @@ unsafe impl<R: Rows> VTabCursor for LogCursor<'_, R> {
 
     fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()> {
         match &self.rows {
-            Some(r) => r.column(ctx, i),
+            Some(r) => ctx.set_result(&r.cell(i)?),
             None => ctx.set_result(rusqlite::types::Null),
         }
     }
@@ -137,6 +141,11 @@ unsafe impl<R: Rows> VTabCursor for LogCursor<'_, R> {
     fn rowid(&self) -> rusqlite::Result<i64> {
         Ok(self.rows.as_ref().map_or(0, R::rowid))
     }
+}
+
+/// An optional value as a cell (`None` is SQL's NULL).
+pub(crate) fn opt<'a, T: Into<ToSqlOutput<'a>>>(v: Option<T>) -> ToSqlOutput<'a> {
+    v.map_or(ToSqlOutput::from(Null), Into::into)
 }
 
 /// Constraints of a plan, as xBestIndex found them and xFilter gets them back: which
