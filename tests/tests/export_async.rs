@@ -1557,7 +1557,7 @@ fn stats_json(dir: &Path) -> Value {
 /// What the real Perfetto UI's trace processor says about a trace, in `framelog stats`'
 /// terms: per label (frames not open) count, total and the durations of their children
 /// (nested in them, or linked to them by a flow); frames still open; values per counter
-/// track; messages per level.
+/// track; messages per level; the processes that slices' threads belong to.
 const STATS_QUERIES: &str = r#"{
   "labels": "select name, count(*) as n, sum(dur) as total from slice
     where coalesce(category, '') not in ('message', 'slow_poll') and extract_arg(arg_set_id, 'debug.open') is null
@@ -1576,7 +1576,8 @@ const STATS_QUERIES: &str = r#"{
   "counters": "select t.name as name, count(*) as n from counter c join counter_track t on c.track_id = t.id group by t.name",
   "messages": "select coalesce(extract_arg(arg_set_id, 'debug.level'), extract_arg(arg_set_id, 'args.level')) as level,
     count(*) as n from slice where category = 'message' group by level",
-  "flows": "select count(*) as n from flow"
+  "flows": "select count(*) as n from flow",
+  "processes": "select distinct p.pid as pid, p.name as name from slice s join thread_track tt on s.track_id = tt.id join thread t using(utid) join process p using(upid)"
 }"#;
 
 /// Checks Perfetto's answers to [`STATS_QUERIES`] on `file` against `framelog stats --json`
@@ -1599,6 +1600,14 @@ fn check_perfetto_against_stats(
         Value::Array(vec![]),
         "{what}: Perfetto import errors or data losses"
     );
+    // Every slice on a thread track sits in a process named as the export names it (the
+    // program and its pid), not one Perfetto made up for a pid it did not see described.
+    let processes = answer["processes"].as_array().unwrap();
+    assert!(!processes.is_empty(), "{what}: no process");
+    for p in processes {
+        let name = p["name"].as_str().unwrap_or_default();
+        assert!(name.contains(" (pid "), "{what}: process {p}");
+    }
     let stats = stats_json(dir);
     let by_name = |q: &str, col: &str| -> HashMap<String, u64> {
         answer[q]
