@@ -130,7 +130,9 @@ fn timed_poll<F: Future>(
     // A poll that panics is not counted; the guard leaves the thread's nest of polls.
     polls::nest_enter(true);
     let unwind = Unwind;
+    hook.set_polling(true);
     let out = fut.poll(&mut TaskContext::from_waker(hook.waker()));
+    hook.set_polling(false);
     std::mem::forget(unwind);
     let t1 = clock.now();
     let d = match f.polls.as_mut() {

@@ -4,13 +4,16 @@
 //! reported once, at the outermost poll on the thread, naming the innermost frame that was
 //! that slow.
 //!
-//! Cost per poll of a recorded frame: two clock reads, a relaxed load of the wake time, and
-//! a `will_wake` comparison; the waker is wrapped again only when the runtime hands the
-//! future a different one (tokio: once per task), which is the only allocation.
+//! Cost per poll of a recorded frame: two clock reads, a relaxed load of the wake time, two
+//! relaxed stores of the "being polled" flag, and a `will_wake` comparison; the waker is
+//! wrapped again only when the runtime hands the future a different one (tokio: once per
+//! task), which is the only allocation. A wake reads the clock only when it comes between
+//! polls: a wake during a poll (a self-wake, a sibling in `join!`) counts from the poll's end,
+//! which the poll reads anyway.
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
@@ -26,10 +29,16 @@ pub(crate) use crate::poll_times::PollTimes;
 /// `Builder::slow_poll`'s default.
 pub(crate) const DEFAULT_SLOW_POLL: Duration = Duration::from_millis(1);
 
+/// [`WakeState::woken_at`] of a wake during a poll: it counts from that poll's end (a time
+/// no later than any poll's end, so [`PollTimes::begin`] takes the end).
+const WOKEN_IN_POLL: u64 = 1;
+
 /// What a wrapped waker shares with its future: when it was first woken since the last poll.
 struct WakeState {
-    /// ns since the epoch of the first wake since the last poll; 0: none.
+    /// ns since the epoch of the first wake since the last poll; 0: none; [`WOKEN_IN_POLL`].
     woken_at: AtomicU64,
+    /// The future is being polled.
+    polling: AtomicBool,
     inner: Waker,
     clock: &'static Clock,
 }
@@ -39,10 +48,15 @@ impl WakeState {
         // The first wake since the last poll is when the future became ready. A load and a
         // store, not a compare-exchange: two wakes racing both set a time of a wake since
         // the poll, and either is right; a wake racing the next poll's `take_woken` is a
-        // wake after that poll began, and counts for the one after it.
+        // wake after that poll began, and counts for the one after it. A wake seen during a
+        // poll (or racing its end) is ready when the poll ends: no clock read.
         if self.woken_at.load(Ordering::Relaxed) == 0 {
-            self.woken_at
-                .store(self.clock.now().max(1), Ordering::Relaxed);
+            let t = if self.polling.load(Ordering::Relaxed) {
+                WOKEN_IN_POLL
+            } else {
+                self.clock.now().max(WOKEN_IN_POLL + 1)
+            };
+            self.woken_at.store(t, Ordering::Relaxed);
         }
     }
 }
@@ -87,6 +101,7 @@ impl WakeHook {
     fn wrap(cx_waker: &Waker, clock: &'static Clock) -> WakeHook {
         let state = Arc::new(WakeState {
             woken_at: AtomicU64::new(0),
+            polling: AtomicBool::new(false),
             inner: cx_waker.clone(),
             clock,
         });
@@ -101,13 +116,23 @@ impl WakeHook {
         &self.waker
     }
 
-    /// When the waker was first woken since the last call (0: not woken), and forgets it.
+    /// When the waker was first woken since the last call (0: not woken; a time no later
+    /// than the last poll's end: woken during it), and forgets it.
     #[inline]
     pub(crate) fn take_woken(&self) -> u64 {
-        if self.state.woken_at.load(Ordering::Relaxed) == 0 {
-            return 0;
+        let t = self.state.woken_at.load(Ordering::Relaxed);
+        if t != 0 {
+            // A load and a store, not a swap: a wake between them finds the time set and
+            // stores nothing, so none is lost (see `WakeState::mark`).
+            self.state.woken_at.store(0, Ordering::Relaxed);
         }
-        self.state.woken_at.swap(0, Ordering::Relaxed)
+        t
+    }
+
+    /// The future's poll begins (`true`) or ended (`false`).
+    #[inline]
+    pub(crate) fn set_polling(&self, on: bool) {
+        self.state.polling.store(on, Ordering::Relaxed);
     }
 }
 
