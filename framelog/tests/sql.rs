@@ -301,6 +301,50 @@ fn context_rows_are_slice_grouped_by_context() {
     }
 }
 
+/// `.tables` and `.schema [TABLE]` work as the query too (not only at the prompt), for every
+/// table, `context` included; an unknown table or command exits 2 saying so.
+#[test]
+fn dot_commands_as_the_query() {
+    let dir = tempfile::tempdir().unwrap();
+    make_log(dir.path(), 3);
+    let d = dir.path().to_str().unwrap();
+    let tables = framelog(&["sql", d, ".tables"]);
+    assert!(tables.status.success(), "{}", text(&tables.stderr));
+    let listed: Vec<String> = text(&tables.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert!(listed.contains(&"context".to_owned()) && listed.contains(&"slice".to_owned()));
+    let schema = framelog(&["sql", d, ".schema"]);
+    assert!(schema.status.success(), "{}", text(&schema.stderr));
+    assert_eq!(
+        text(&schema.stdout).matches("CREATE TABLE").count(),
+        listed.len(),
+        "{}",
+        text(&schema.stdout)
+    );
+    let one = framelog(&["sql", d, ".schema context"]);
+    assert!(one.status.success(), "{}", text(&one.stderr));
+    assert!(
+        text(&one.stdout)
+            .starts_with("CREATE TABLE context(id INTEGER, root_id INTEGER, root_name TEXT"),
+        "{}",
+        text(&one.stdout)
+    );
+    for (q, says) in [
+        (".schema nope", "no table nope"),
+        (".frobnicate", "unknown command"),
+    ] {
+        let out = framelog(&["sql", d, q]);
+        assert_eq!(out.status.code(), Some(2), "{q}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{q}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn bad_sql_gets_sqlites_message_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();

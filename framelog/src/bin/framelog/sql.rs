@@ -53,6 +53,12 @@ pub fn run(a: &SqlArgs) -> Result<ExitCode> {
     let _ = ctrlc::set_handler(move || interrupt.interrupt());
     let mut out = std::io::stdout().lock();
     match &a.query {
+        Some(q) if q.trim_start().starts_with('.') => {
+            Ok(match dot_command(&log, q.trim(), &mut out)? {
+                Dot::Unknown => ExitCode::from(2),
+                Dot::Done | Dot::Quit => ExitCode::SUCCESS,
+            })
+        }
         Some(q) => Ok(match run_sql(&log, q, mode, &mut out)? {
             true => ExitCode::SUCCESS,
             false => ExitCode::from(2),
@@ -434,22 +440,10 @@ fn prompt(log: &SqlLog, mode: Mode, out: &mut impl Write) -> Result<ExitCode> {
         let line = line?;
         let trimmed = line.trim();
         if pending.is_empty() && trimmed.starts_with('.') {
-            let mut words = trimmed.split_whitespace();
-            match words.next() {
-                Some(".quit" | ".exit") => break,
-                Some(".tables") => writeln!(out, "{}", TABLES.join("  "))?,
-                Some(".schema") => {
-                    let only = words.next();
-                    for t in TABLES.iter().filter(|t| only.is_none_or(|o| o == **t)) {
-                        writeln!(out, "{}", schema_of(log, t)?)?;
-                    }
-                }
-                Some(".help") => writeln!(out, ".tables  .schema [TABLE]  .quit")?,
-                Some(other) => {
-                    eprintln!("framelog: error: unknown command {other} (.tables, .schema, .quit)");
-                    failed = true;
-                }
-                None => {}
+            match dot_command(log, trimmed, out)? {
+                Dot::Quit => break,
+                Dot::Done => {}
+                Dot::Unknown => failed = true,
             }
             continue;
         }
@@ -470,6 +464,46 @@ fn prompt(log: &SqlLog, mode: Mode, out: &mut impl Write) -> Result<ExitCode> {
     })
 }
 
+/// What a dot command did.
+enum Dot {
+    Done,
+    Quit,
+    /// Not a command (said on stderr).
+    Unknown,
+}
+
+/// Runs a dot command (`.tables`, `.schema [TABLE]`, `.help`, `.quit`): at the prompt, or
+/// given as the query.
+fn dot_command(log: &SqlLog, line: &str, out: &mut impl Write) -> Result<Dot> {
+    let mut words = line.split_whitespace();
+    match words.next() {
+        Some(".quit" | ".exit") => return Ok(Dot::Quit),
+        Some(".tables") => writeln!(out, "{}", TABLES.join("  "))?,
+        Some(".schema") => {
+            let only = words.next();
+            if let Some(o) = only
+                && !TABLES.contains(&o)
+            {
+                eprintln!(
+                    "framelog: error: no table {o} (the tables: {})",
+                    TABLES.join(", ")
+                );
+                return Ok(Dot::Unknown);
+            }
+            for t in TABLES.iter().filter(|t| only.is_none_or(|o| o == **t)) {
+                writeln!(out, "{}", schema_of(log, t)?)?;
+            }
+        }
+        Some(".help") => writeln!(out, ".tables  .schema [TABLE]  .quit")?,
+        Some(other) => {
+            eprintln!("framelog: error: unknown command {other} (.tables, .schema, .quit)");
+            return Ok(Dot::Unknown);
+        }
+        None => {}
+    }
+    Ok(Dot::Done)
+}
+
 fn log_name(_log: &SqlLog) -> String {
     "the log".into()
 }
@@ -477,14 +511,6 @@ fn log_name(_log: &SqlLog) -> String {
 /// A table's columns as a `CREATE` statement (`.schema`).
 fn schema_of(log: &SqlLog, table: &str) -> Result<String> {
     let conn = log.connection();
-    if table == "context" {
-        let sql: String = conn.query_row(
-            "select sql from sqlite_temp_master where name = 'context'",
-            [],
-            |r| r.get(0),
-        )?;
-        return Ok(format!("{sql};"));
-    }
     let mut q = conn.prepare(&format!(
         "select name, type, hidden from pragma_table_xinfo('{table}')"
     ))?;
