@@ -41,6 +41,7 @@ mod category;
 #[cfg(feature = "compact")]
 #[cfg_attr(docsrs, doc(cfg(feature = "compact")))]
 pub mod compact;
+pub mod crc;
 pub mod cut;
 mod data;
 pub mod downgrade;
