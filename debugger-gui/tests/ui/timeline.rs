@@ -244,8 +244,10 @@ fn merged_boxes_say_what_they_stand_for_and_zoom_in_on_click() {
     append_frames(&w, 1, "busy", &frames);
 
     let mut h = harness(DebuggerApp::open(dir.path()));
-    step_until(&mut h, "a merged box", |h| {
-        !h.state().timeline().drawn.merged_boxes.is_empty()
+    // The whole log read first: a box found while frames still arrive is drawn again
+    // differently (more frames merged) once they are in.
+    step_until(&mut h, "the log read and a merged box", |h| {
+        h.state().ingest_status().caught_up && !h.state().timeline().drawn.merged_boxes.is_empty()
     });
     assert!(
         h.state()
@@ -259,10 +261,24 @@ fn merged_boxes_say_what_they_stand_for_and_zoom_in_on_click() {
     let (rect, _, _, b) = h.state().timeline().drawn.merged_boxes[0];
     assert!(b.count > 100, "{b:?}");
     h.hover_at(rect.center());
-    let title = format!("{} frames (merged", b.count);
+    // The tooltip names the box under the pointer as it is drawn now.
+    let mut shown = None;
     step_until(&mut h, "the merged tooltip", |h| {
-        h.query_by_label_contains(&title).is_some()
+        shown = h
+            .state()
+            .timeline()
+            .drawn
+            .merged_boxes
+            .iter()
+            .find(|(r, ..)| r.contains(rect.center()))
+            .map(|&(_, _, _, b)| b)
+            .filter(|b| {
+                h.query_by_label_contains(&format!("{} frames (merged", b.count))
+                    .is_some()
+            });
+        shown.is_some()
     });
+    let b = shown.expect("found above");
     assert!(h.query_by_label_contains("largest: cache: ").is_some());
     h.event(egui::Event::PointerButton {
         pos: rect.center(),

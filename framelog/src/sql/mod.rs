@@ -137,9 +137,11 @@ pub(crate) fn arg(args: &Filters<'_>, i: usize, lower: bool) -> rusqlite::Result
 
 /// A table's rows read without SQLite: the same cursor and the same cells as SQL's, for
 /// the Parquet export (SQLite's statement machinery per row would cost more than the read).
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 pub(crate) struct TableRows(Box<dyn DynRows>);
 
 /// A [`Rows`] behind a pointer (the export picks the table by name).
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 trait DynRows {
     fn eof(&self) -> bool;
     fn next(&mut self) -> rusqlite::Result<()>;
@@ -158,6 +160,7 @@ impl<R: Rows> DynRows for R {
     }
 }
 
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 impl TableRows {
     fn of<R: Rows + 'static>(shared: &Arc<Shared>) -> rusqlite::Result<Self> {
         Ok(Self(Box::new(R::scan_all(shared)?)))
@@ -230,7 +233,8 @@ impl SqlLog {
     }
 
     /// Every row of the log's table `name`, read directly (no SQL); `None` for a name
-    /// that is not one of the log's tables (a view such as `context`).
+    /// that is not one of the log's tables.
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
     pub(crate) fn scan_table(&self, name: &str) -> Option<rusqlite::Result<TableRows>> {
         use catalog::CatalogRows as Catalog;
         use events::EventRows as Events;

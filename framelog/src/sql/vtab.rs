@@ -37,6 +37,7 @@ pub(crate) trait Rows: Sized {
     /// Past the last row.
     fn eof(&self) -> bool;
     /// A scan of every row, without constraints (what the Parquet export reads).
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
     fn scan_all(shared: &Arc<Shared>) -> rusqlite::Result<Self>;
     /// Column `i` of the current row: the one home of each column's value, for SQL and
     /// for the Parquet export.
