@@ -481,6 +481,22 @@ fn a_damaged_log_says_what_was_skipped_and_counts_what_is_left() {
         "{err}"
     );
     assert_eq!(sql_labels(dir.path()), stats_labels(dir.path()));
+    // `context` reads the same damaged log: it says so and counts the frames that are left.
+    let ctx = framelog(&[
+        "sql",
+        dir.path().to_str().unwrap(),
+        "--json",
+        "select sum(frames) as f from context",
+    ]);
+    assert!(ctx.status.success(), "{}", text(&ctx.stderr));
+    assert!(
+        text(&ctx.stderr).contains("frames-000001.framelog"),
+        "{}",
+        text(&ctx.stderr)
+    );
+    let f: Vec<Value> = serde_json::from_slice(&ctx.stdout).unwrap();
+    let left: u64 = stats_labels(dir.path()).iter().map(|l| l.1).sum();
+    assert_eq!(f[0]["f"].as_u64(), Some(left));
 }
 
 #[test]
