@@ -296,7 +296,7 @@ impl Writer {
         let info_crc = crc32c::crc32c(&self.out[at + BATCH_RECORD_LEN..]);
         self.out.extend_from_slice(bytes);
         let records_crc = crc.unwrap_or_else(|| crc32c::crc32c(bytes));
-        let crc = crc32c::crc32c_combine(info_crc, records_crc, bytes.len());
+        let crc = formats::crc::crc32c_combine(info_crc, records_crc, bytes.len() as u64);
         self.end_batch(at, count.all + 1, crc, info.timestamp);
         self.out_frames += u64::from(count.frames);
         self.out_others += u64::from(count.others());
