@@ -1,5 +1,5 @@
 //! One rule, three readers: each frame's parent as `framelog stats` finds it
-//! (`framelog::parents`), as the exports place it (`framelog::export`'s tracks) and as the
+//! (`analysis::parents`), as the exports place it (`framelog::export`'s tracks) and as the
 //! debugger's model shows it must be the same frame, for random logs of recorded (type 6) and
 //! inferred (type 0) parents, across threads and contexts (`docs/FORMAT.md`, *Parents*).
 
@@ -165,8 +165,8 @@ proptest! {
         w.append_frames(&bytes).unwrap();
         drop(w);
 
-        // framelog::parents, as `stats` uses it.
-        let mut rule = framelog::parents::Parents::new();
+        // analysis::parents, as `stats` uses it.
+        let mut rule = analysis::parents::Parents::new();
         let mut by_rule = HashMap::new();
         for item in formats::RecordIter::new(&bytes, 0) {
             let rec = item.unwrap().1;

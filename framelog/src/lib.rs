@@ -7,8 +7,9 @@
 //! - Read path: [`LogReader`] streams records in file order, skipping and reporting damaged
 //!   bytes ([`Damage`]), and follows a live log ([`reader`], [`follow`]); [`DataStore`] fetches
 //!   one frame's data on demand ([`data_store`]).
-//! - Rules every reader shares: start/end [`pairing`]; with the `analysis` feature, label
-//!   patterns (`label_match`) and statistics (`stats`).
+//! - Rules every reader shares (feature `analysis`: the `analysis` crate's, re-exported):
+//!   start/end `pairing`, each frame's `parents`, label patterns (`label_match`); and the
+//!   statistics built on them (`stats`).
 //! - Remote sessions: [`remote`] records programs that stream to it over TCP
 //!   (`docs/PROTOCOL.md`).
 //! - Export (feature `export`): [`export`] writes Chrome Trace Event JSON, speedscope and OTLP
@@ -78,8 +79,9 @@ pub use analysis::label_pattern as label_match;
 #[cfg(feature = "analysis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "analysis")))]
 pub mod instant_stats;
-pub mod pairing;
-pub mod parents;
+#[cfg(feature = "analysis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "analysis")))]
+pub use analysis::{pairing, parents};
 mod pread;
 pub mod reader;
 pub mod recover;

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use formats::{FrameKey, FramePolls, Record};
 
-use crate::pairing::Pairing;
-use crate::parents::Parents;
+use analysis::pairing::Pairing;
+use analysis::parents::Parents;
 
 pub use analysis::{AsyncTime, Durations, FrameAsync};
 

@@ -1,9 +1,11 @@
 //! The flamegraph layout: records applied in file order become frames placed in lanes and
 //! rows. Starts and ends pair by the rule every reader shares ([`pair`](super::pair)); a
 //! start goes to the lane of the thread its worker last announced, on the lowest row above its
-//! parent (the most recently started, still running frame of the same context) that is free
-//! at its start time, so rows never hold overlapping frames.
+//! parent (recorded, or for a type 0 start the most recently started, still running frame of
+//! the same context, else the context's root: `analysis::parents`) that is free at its start
+//! time, so rows never hold overlapping frames.
 
+use analysis::parents::inferred_parent;
 use formats::{FrameEnd, FrameKey, FrameStart, Parent, PlotMode, PlotUnit, Record};
 
 use super::pair::StartPair;
@@ -390,7 +392,11 @@ impl Model {
         match s.parent_kind {
             // Inferred (`docs/FORMAT.md`, *Parents of type 0 starts*): with no frame of its
             // context running on its thread, the context's root is its parent.
-            PARENT_NOT_RECORDED if parent.is_none() && s.context != s.id && s.context != 0 => {
+            PARENT_NOT_RECORDED
+                if parent.is_none()
+                    && inferred_parent(FrameKey::new(s.worker, s.id), s.context, None)
+                        .is_some() =>
+            {
                 let as_recorded = StartRec {
                     parent_kind: PARENT_FRAME,
                     parent: s.context,

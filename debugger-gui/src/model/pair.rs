@@ -1,6 +1,6 @@
-//! Start/end pairing by slot: the rule of `framelog::pairing` (records pair by `(worker, id)`
-//! whatever their order in the file; an end waits for its start and a start for its end; a key
-//! is free again once paired), with each open frame given a small slot number.
+//! Start/end pairing by slot: `analysis::pairing`'s rule and implementation (records pair by
+//! `(worker, id)` whatever their order in the file; an end waits for its start and a start for
+//! its end; a key is free again once paired), with each open frame given a small slot number.
 //!
 //! The ingest's reader thread pairs while it decodes, so the model thread never hashes a key:
 //! a start arrives with its slot (or with its end time, when the end came first), and an end
@@ -8,8 +8,9 @@
 //! slot. Slots are reused (last freed, first reused), so the table stays as small as the
 //! number of frames open at once.
 
+use analysis::pairing::Pairing;
 use formats::FrameKey;
-use rustc_hash::FxHashMap;
+use rustc_hash::FxBuildHasher;
 
 /// How a frame start pairs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,59 +25,32 @@ pub enum StartPair {
     EndsLater(u64),
 }
 
-/// Open frames kept in [`Pairer`]'s short list before the hash map.
-const RECENT: usize = 16;
-
 /// Pairs starts with ends by key and hands out slots (see the module docs).
-///
-/// Most frames end shortly after they start, with few others opened in between (nested
-/// scopes), so the most recently opened ones are kept in a short list searched from its newest
-/// end; older ones move to a hash map. A key is in one of the two, never both.
 #[derive(Debug, Default, Clone)]
 pub struct Pairer {
-    /// The newest open frames, oldest first: `(key, slot)`.
-    recent: Vec<(u64, u32)>,
-    /// Older open frames.
-    open: FxHashMap<u64, u32>,
-    early_ends: FxHashMap<FrameKey, u64>,
+    /// Open frames with their slots (the model keeps their start times).
+    pairing: Pairing<u32, FxBuildHasher>,
     free: Vec<u32>,
     slots: u32,
-}
-
-#[inline]
-fn packed(key: FrameKey) -> u64 {
-    (u64::from(key.worker) << 32) | u64::from(key.id)
 }
 
 impl Pairer {
     /// A frame starts: its end time if the end came first, else the slot it waits in. A
     /// second start of a key that is still open takes over its slot (the first one then
-    /// never ends, as with `framelog::pairing`).
+    /// never ends, as the pairing rule says).
     #[inline]
     pub fn start(&mut self, key: FrameKey) -> StartPair {
-        if !self.early_ends.is_empty()
-            && let Some(end) = self.early_ends.remove(&key)
-        {
+        if let Some(end) = self.pairing.take_early_end(key) {
             return StartPair::Ended(end);
         }
-        let k = packed(key);
-        if let Some(&(_, slot)) = self.recent.iter().rev().find(|(rk, _)| *rk == k) {
-            return StartPair::Waits(slot);
-        }
-        if !self.open.is_empty()
-            && let Some(&slot) = self.open.get(&k)
-        {
-            return StartPair::Waits(slot);
-        }
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.slots += 1;
-            self.slots - 1
+        let (free, slots) = (&mut self.free, &mut self.slots);
+        // The model keeps the start time with the frame; the pairing needs none.
+        let &slot = self.pairing.open_or_wait(key, 0, || {
+            free.pop().unwrap_or_else(|| {
+                *slots += 1;
+                *slots - 1
+            })
         });
-        if self.recent.len() == RECENT {
-            let (old, old_slot) = self.recent.remove(0);
-            self.open.insert(old, old_slot);
-        }
-        self.recent.push((k, slot));
         StartPair::Waits(slot)
     }
 
@@ -84,40 +58,18 @@ impl Pairer {
     /// for its start).
     #[inline]
     pub fn end(&mut self, key: FrameKey, end_ns: u64) -> Option<u32> {
-        let k = packed(key);
-        let slot = match self.recent.iter().rposition(|(rk, _)| *rk == k) {
-            Some(i) => Some(self.recent.remove(i).1),
-            None if !self.open.is_empty() => self.open.remove(&k),
-            None => None,
-        };
-        match slot {
-            Some(slot) => {
-                self.free.push(slot);
-                Some(slot)
-            }
-            None => {
-                self.early_ends.insert(key, end_ns);
-                None
-            }
-        }
+        let slot = self.pairing.end(key, end_ns)?.start_info;
+        self.free.push(slot);
+        Some(slot)
     }
 
     /// Worker `w`'s process stopped: its open frames are ended (by the model) and their keys
     /// and slots freed.
     pub fn stop_worker(&mut self, w: u8) {
         let free = &mut self.free;
-        let mine = |k: u64| (k >> 32) as u8 == w;
-        self.recent.retain(|&(k, slot)| {
-            if mine(k) {
+        self.pairing.retain_open(|k, &slot| {
+            if k.worker == w {
                 free.push(slot);
-                false
-            } else {
-                true
-            }
-        });
-        self.open.retain(|&k, slot| {
-            if mine(k) {
-                free.push(*slot);
                 false
             } else {
                 true
@@ -130,12 +82,9 @@ impl Pairer {
         self.slots
     }
 
-    /// Heap bytes held by the lists and maps.
+    /// Heap bytes held by the pairing and the free list.
     pub fn heap_bytes(&self) -> usize {
-        self.recent.capacity() * std::mem::size_of::<(u64, u32)>()
-            + self.open.capacity() * (std::mem::size_of::<(u64, u32)>() + 1)
-            + self.early_ends.capacity() * (std::mem::size_of::<(FrameKey, u64)>() + 1)
-            + self.free.capacity() * 4
+        self.pairing.heap_bytes() + self.free.capacity() * 4
     }
 }
 

@@ -35,7 +35,8 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use formats::{FrameKey, Parent};
 
-use crate::pairing::Pairing;
+use analysis::pairing::Pairing;
+use analysis::parents::inferred_parent;
 
 /// Finished frames a thread may hold for an earlier frame still open; past it the open
 /// frames blocking them are given up to async tracks (bounds memory under a frame that never
@@ -264,9 +265,10 @@ impl<S> Thread<S> {
     fn parent(&mut self, key: FrameKey, context: u32, start: u64, end: u64) -> Option<FrameKey> {
         let found = self.innermost(key, context, start, end);
         if key.id == context {
+            // A context's root, whatever ran before it with the same context value.
             None
         } else {
-            Some(found.unwrap_or(FrameKey::new(key.worker, context)))
+            inferred_parent(key, context, found)
         }
     }
 
@@ -326,20 +328,14 @@ impl<S> Default for Tracks<S> {
 
 /// The parent a start records, if it records one.
 fn recorded(key: FrameKey, parent: Parent) -> Option<Option<FrameKey>> {
-    match parent {
-        Parent::NotRecorded => None,
-        Parent::Root => Some(None),
-        Parent::Frame(id) => Some(Some(FrameKey::new(key.worker, id))),
-    }
+    analysis::parents::recorded_parent(key.worker, parent)
 }
 
 fn async_done<S>(thread: (u8, u32), h: Held<S>) -> Done<S> {
     let (parent, parent_inferred) = match recorded(h.key, h.parent) {
         Some(p) => (p, false),
-        None => (
-            (h.key.id != h.context).then(|| FrameKey::new(h.key.worker, h.context)),
-            true,
-        ),
+        // Nothing is open beside it on an async track: its context's root, if not itself.
+        None => (inferred_parent(h.key, h.context, None), true),
     };
     Done {
         key: h.key,

@@ -1,6 +1,6 @@
 //! [`FrameScan`]: the log's frames as rows, streamed from the reader in file order, for the
 //! `slice` table and the tree functions. Records pair by the one pairing rule
-//! ([`crate::pairing`]), parents come from [`crate::parents`]; a frame becomes a row when its
+//! ([`analysis::pairing`]), parents come from [`analysis::parents`]; a frame becomes a row when its
 //! end is read (a frame still open when the log ends becomes one then, without a `dur`).
 
 use std::collections::VecDeque;
@@ -12,8 +12,8 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::Shared;
 use crate::LogReader;
-use crate::pairing::Pairing;
-use crate::parents::Parents;
+use analysis::pairing::Pairing;
+use analysis::parents::Parents;
 
 /// Raw bytes read per refill: enough to amortize a call, little enough to stay responsive.
 const BUDGET: usize = 1 << 20;
@@ -205,7 +205,7 @@ impl State {
                     category: s.category,
                     depth,
                     parent: parent_key,
-                    inferred: matches!(parent, crate::parents::ParentOf::Inferred(_)),
+                    inferred: matches!(parent, analysis::parents::ParentOf::Inferred(_)),
                     context: s.context,
                     thread: self.thread.get(&s.worker).copied().unwrap_or(0),
                     wanted,

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use analysis::pairing::Pairing;
 use anyhow::Result;
 use clap::Args;
 use formats::{Breakdown, Category, FrameEnd, FrameKey, Parent, Record, RecordType};
 use framelog::LogReader;
 use framelog::label_match::LabelPattern;
-use framelog::pairing::Pairing;
 use serde_json::json;
 
 use crate::output;

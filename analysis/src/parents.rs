@@ -1,10 +1,15 @@
-//! [`Parents`]: each frame's parent, from records fed in file order. Pure logic.
+//! Each frame's parent: the rule ([`recorded_parent`], [`inferred_parent`]) every reader
+//! applies, and [`Parents`], which applies it to records fed in file order (`stats`, `sql`).
 //!
 //! A FrameStart with parent (type 6) names it: that is the answer, whatever the threads did.
 //! A type 0 start (a log written before parents were recorded, or streamed to an older peer)
 //! does not; its parent is then inferred as readers always did (`docs/FORMAT.md`, *Parents of
 //! type 0 starts*): the innermost frame of the same context still open on the same thread
 //! when it started, else the context's root, else none.
+//!
+//! Which frame is the innermost one open is each reader's to find, in the order it reads:
+//! [`Parents`] by file order; the exports' tracks by time, holding frames back until every
+//! earlier one has ended; the debugger's model in its lanes. The rest of the rule is here.
 
 use formats::{FrameKey, Parent, Record};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -24,6 +29,33 @@ impl ParentOf {
         match self {
             ParentOf::Recorded(k) | ParentOf::Inferred(k) => k,
         }
+    }
+}
+
+/// The parent a start records, if it records one: `Some(None)` for a root, `None` for a
+/// type 0 start (its parent is then inferred).
+#[inline]
+pub fn recorded_parent(worker: u8, parent: Parent) -> Option<Option<FrameKey>> {
+    match parent {
+        Parent::NotRecorded => None,
+        Parent::Root => Some(None),
+        Parent::Frame(id) => Some(Some(FrameKey::new(worker, id))),
+    }
+}
+
+/// A type 0 start's parent, given the innermost frame of its context open on its thread when
+/// it started: that frame, else the context's root, else none (a context's root, or a start
+/// with no context, is a root).
+#[inline]
+pub fn inferred_parent(
+    key: FrameKey,
+    context: u32,
+    innermost: Option<FrameKey>,
+) -> Option<FrameKey> {
+    match innermost {
+        Some(k) => Some(k),
+        None if context != key.id && context != 0 => Some(FrameKey::new(key.worker, context)),
+        None => None,
     }
 }
 
@@ -74,27 +106,21 @@ impl Parents {
                 if stack.len() >= COMPACT_AT {
                     stack.retain(|&(id, _)| open.contains(&FrameKey::new(s.worker, id)));
                 }
-                let parent = match s.parent {
-                    Parent::Root => {
+                let parent = match recorded_parent(s.worker, s.parent) {
+                    Some(p) => {
                         self.recorded += 1;
-                        ParentOf::Recorded(None)
+                        ParentOf::Recorded(p)
                     }
-                    Parent::Frame(p) => {
-                        self.recorded += 1;
-                        ParentOf::Recorded(Some(FrameKey::new(s.worker, p)))
-                    }
-                    Parent::NotRecorded => {
+                    None => {
                         self.inferred += 1;
-                        let innermost = stack.iter().rev().find(|&&(id, c)| {
-                            c == s.context && open.contains(&FrameKey::new(s.worker, id))
-                        });
-                        ParentOf::Inferred(match innermost {
-                            Some(&(id, _)) => Some(FrameKey::new(s.worker, id)),
-                            None if s.context != s.id && s.context != 0 => {
-                                Some(FrameKey::new(s.worker, s.context))
-                            }
-                            None => None,
-                        })
+                        let innermost = stack
+                            .iter()
+                            .rev()
+                            .find(|&&(id, c)| {
+                                c == s.context && open.contains(&FrameKey::new(s.worker, id))
+                            })
+                            .map(|&(id, _)| FrameKey::new(s.worker, id));
+                        ParentOf::Inferred(inferred_parent(key, s.context, innermost))
                     }
                 };
                 stack.push((s.id, s.context));
