@@ -331,33 +331,18 @@ fn dot_commands_as_the_query() {
         "{}",
         text(&one.stdout)
     );
-    for (q, says) in [
-        (".schema nope", "no table nope"),
-        (".frobnicate", "unknown command"),
-    ] {
-        let out = framelog(&["sql", d, q]);
-        assert_eq!(out.status.code(), Some(2), "{q}");
-        assert!(
-            text(&out.stderr).contains(says),
-            "{q}: {}",
-            text(&out.stderr)
-        );
-    }
+    exit_2_saying(
+        d,
+        &[
+            (".schema nope", "no table nope"),
+            (".frobnicate", "unknown command"),
+        ],
+    );
 }
 
-#[test]
-fn bad_sql_gets_sqlites_message_and_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    make_log(dir.path(), 3);
-    let d = dir.path().to_str().unwrap();
-    for (q, says) in [
-        ("selec 1", "syntax error"),
-        ("select * from nope", "no such table: nope"),
-        (
-            "select * from ancestor_slice",
-            "ancestor_slice(id) needs the id of a slice",
-        ),
-    ] {
+/// Each query on the log in `d` exits 2 with stderr saying its text, and no panic.
+fn exit_2_saying(d: &str, cases: &[(&str, &str)]) {
+    for &(q, says) in cases {
         let out = framelog(&["sql", d, q]);
         assert_eq!(out.status.code(), Some(2), "{q}");
         assert!(
@@ -367,6 +352,24 @@ fn bad_sql_gets_sqlites_message_and_exit_2() {
         );
         assert!(!text(&out.stderr).contains("panicked"));
     }
+}
+
+#[test]
+fn bad_sql_gets_sqlites_message_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    make_log(dir.path(), 3);
+    let d = dir.path().to_str().unwrap();
+    exit_2_saying(
+        d,
+        &[
+            ("selec 1", "syntax error"),
+            ("select * from nope", "no such table: nope"),
+            (
+                "select * from ancestor_slice",
+                "ancestor_slice(id) needs the id of a slice",
+            ),
+        ],
+    );
 }
 
 #[test]
