@@ -7,8 +7,10 @@
 //   FRAMELOG_WEB_TOOLS=DIR FRAMELOG_PERFETTO_UI=UI node tests/web/perfetto_load.mjs RUNS FILE...
 //
 // Prints one JSON line per load: {"file", "run", "ready_s", "import_s", "renderer_peak_bytes",
-// "slices"}; `import_s` is the trace processor's own parse time (its `parse_trace_duration_ns`
-// stat): the rest of `ready_s` is the page, the download and the UI's work once imported.
+// "slices", "out_of_order"}; `import_s` is the trace processor's own parse time (its
+// `parse_trace_duration_ns` stat): the rest of `ready_s` is the page, the download and the
+// UI's work once imported. `out_of_order`: events its sorter dropped because they came after
+// it had handed on later ones (its `sorter_push_event_out_of_order` stat).
 // Files are streamed from disk (a Chrome JSON export of a 10 M-frame log is over 3 GB).
 // Development use (docs/PERFORMANCE.md, *Export*); no test runs it.
 
@@ -91,9 +93,11 @@ try {
           const engine = globalThis.app?.trace?.engine;
           if (!engine) return null;
           const r = await engine.query(`select (select count(*) from slice) as n,
-            (select value from stats where name = 'parse_trace_duration_ns') as parse`);
-          const row = r.firstRow({ n: 0, parse: 0 });
-          return [Number(row.n), Number(row.parse) / 1e9];
+            (select value from stats where name = 'parse_trace_duration_ns') as parse,
+            (select coalesce(sum(value), 0) from stats
+              where name = 'sorter_push_event_out_of_order') as late`);
+          const row = r.firstRow({ n: 0, parse: 0, late: 0 });
+          return [Number(row.n), Number(row.parse) / 1e9, Number(row.late)];
         }).catch(() => null);
         if (slices !== null) break;
         if (Date.now() > deadline) throw new Error(`${file}: not loaded`);
@@ -102,7 +106,7 @@ try {
       const ready = (Date.now() - t0) / 1000;
       const peak = rendererPeak(chromium.browser.process().pid);
       console.log(JSON.stringify({ file, run, ready_s: ready, import_s: slices[1],
-        renderer_peak_bytes: peak, slices: slices[0] }));
+        renderer_peak_bytes: peak, slices: slices[0], out_of_order: slices[2] }));
       await page.close();
       await chromium.close();
     }

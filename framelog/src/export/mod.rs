@@ -34,7 +34,7 @@ use std::path::Path;
 use formats::{Category, FrameKey, Record};
 
 use crate::label_match::LabelPattern;
-use crate::{DataStore, LogReader};
+use crate::{DataStore, LogReader, Position};
 
 pub use tracks::Done;
 
@@ -248,6 +248,8 @@ pub struct Exporter {
     /// With a context or label filter: the frames it kept that are open (their messages and
     /// allocations are kept; those of other frames are not).
     kept_open: rustc_hash::FxHashSet<FrameKey>,
+    /// Records from here on are left out ([`Exporter::stop_at`]).
+    until: Option<Position>,
 }
 
 impl Exporter {
@@ -268,6 +270,16 @@ impl Exporter {
             };
             origin = Some(origin.map_or(ts, |o| o.min(ts)));
         })?;
+        Self::with_origin(dir, opts, origin)
+    }
+
+    /// Opens the log in `dir` with `origin` as its time origin (`None`: its first record's),
+    /// as another export of it found ([`Exporter::origin`]).
+    pub fn with_origin(
+        dir: &Path,
+        opts: &ExportOptions,
+        origin: Option<u64>,
+    ) -> Result<Self, ExportError> {
         let mut e = Self {
             opts: opts.clone(),
             reader: Some(LogReader::open(dir)?),
@@ -290,11 +302,31 @@ impl Exporter {
             allocs: HashMap::default(),
             polls: HashMap::default(),
             kept_open: Default::default(),
+            until: None,
         };
         if let Some(t0) = origin {
             e.set_origin(t0);
         }
         Ok(e)
+    }
+
+    /// The time origin (log time of the export's time 0), once known.
+    pub fn origin(&self) -> Option<u64> {
+        self.t0
+    }
+
+    /// Where the records read so far end.
+    pub fn read_to(&self) -> Position {
+        self.reader
+            .as_ref()
+            .map(LogReader::position)
+            .unwrap_or_default()
+    }
+
+    /// From now on, leaves out the records at or after `end` (another export's
+    /// [`Exporter::read_to`]): both then export the same records of a log that grows.
+    pub fn stop_at(&mut self, end: Position) {
+        self.until = Some(end);
     }
 
     /// Fixes the time origin, and with it the time window in log time.
@@ -360,8 +392,10 @@ impl Exporter {
         let Some(mut reader) = self.reader.take() else {
             return Ok(0);
         };
-        let read = reader.read_available(|_, rec| {
+        let until = self.until;
+        let read = reader.read_available(|pos, rec| {
             if io_error.is_none()
+                && until.is_none_or(|u| pos < u)
                 && let Err(e) = self.record(rec, sink)
             {
                 io_error = Some(e);

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use framelog::export::chrome::{ChromeTrace, NotWritten};
 use framelog::export::otlp::{OtlpSender, Signal, Signals};
-use framelog::export::perfetto::PerfettoTrace;
+use framelog::export::perfetto::export_perfetto;
 use framelog::export::speedscope::Speedscope;
 use framelog::export::{ExportError, ExportOptions, FrameSink, export};
 use framelog::label_match::LabelPattern;
@@ -330,8 +330,7 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             summary
         }
         Format::Perfetto => {
-            let mut sink = PerfettoTrace::new(out);
-            let summary = export(&a.dir, &opts, &mut sink).map_err(fail)?;
+            let (summary, sink) = export_perfetto(&a.dir, &opts, out).map_err(fail)?;
             not_written(&mut notes, "Perfetto", sink.not_written());
             unlinked(&mut notes, sink.unlinked(), "");
             summary

@@ -33,6 +33,7 @@
 //!   sequence the names it interned.
 
 pub mod proto;
+pub mod sorting;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -44,6 +45,36 @@ use super::links::{Held, LinkWindow};
 use super::{ExportMessage, Frame, FrameSink, PlotPoint};
 use formats::FrameKey;
 use proto::*;
+use sorting::{Plan, Replay, Spans};
+
+/// Exports the log in `dir` as a Perfetto trace to `out`, in two passes over the same
+/// records: the first plans where Perfetto's sorter may hand events on ([`sorting`]), the
+/// second writes the trace.
+pub fn export_perfetto<W: Write>(
+    dir: &std::path::Path,
+    opts: &super::ExportOptions,
+    out: W,
+) -> Result<(super::ExportSummary, PerfettoTrace<W>), super::ExportError> {
+    use super::{ExportOptions, Exporter};
+    // Frame data gives events annotations, never other events or times.
+    let mut first = Exporter::open(
+        dir,
+        &ExportOptions {
+            with_data: false,
+            ..opts.clone()
+        },
+    )?;
+    let mut planning = PerfettoTrace::planning();
+    first.step(&mut planning)?;
+    let (origin, end) = (first.origin(), first.read_to());
+    first.finish(&mut planning)?;
+    let mut second = Exporter::with_origin(dir, opts, origin)?;
+    second.stop_at(end);
+    let mut trace = PerfettoTrace::following(out, planning.plan());
+    second.step(&mut trace)?;
+    let summary = second.finish(&mut trace)?;
+    Ok((summary, trace))
+}
 
 /// The flow id of the link to `child` (one per link; never 0).
 fn flow_id(child: FrameKey) -> u64 {
@@ -156,6 +187,17 @@ pub struct PerfettoTrace<W: Write> {
     /// Each category's string id, once used (`u32::MAX`: not yet).
     category_ids: Vec<u32>,
     scratch: TrackEvent,
+    sorting: Sorting,
+}
+
+/// Whether and how the trace tells Perfetto's sorter where it may hand events on.
+enum Sorting {
+    /// No such points (the trace is sorted whole, at the end).
+    Off,
+    /// A first pass: records the packets' times, writes nothing.
+    Plan(Spans),
+    /// Places the points a first pass planned.
+    Follow(Replay),
 }
 
 struct Fixed {
@@ -171,6 +213,25 @@ struct Fixed {
     context: u32,
     fields: u32,
     message: u32,
+}
+
+impl PerfettoTrace<std::io::Sink> {
+    /// A first pass that writes nothing: it records when each packet would be, for
+    /// [`PerfettoTrace::plan`].
+    pub fn planning() -> Self {
+        let mut t = Self::new(std::io::sink());
+        t.sorting = Sorting::Plan(Spans::default());
+        t
+    }
+
+    /// Where a [`PerfettoTrace::following`] trace of the same events may place the sorter's
+    /// points.
+    pub fn plan(&self) -> Plan {
+        match &self.sorting {
+            Sorting::Plan(s) => s.plan(),
+            _ => Plan::default(),
+        }
+    }
 }
 
 impl<W: Write> PerfettoTrace<W> {
@@ -210,7 +271,30 @@ impl<W: Write> PerfettoTrace<W> {
             fixed,
             category_ids: vec![u32::MAX; 256],
             scratch: TrackEvent::default(),
+            sorting: Sorting::Off,
         }
+    }
+
+    /// A trace written to `out` that tells Perfetto's sorter where it may hand events on, as
+    /// `plan` (from a [`PerfettoTrace::planning`] pass over the same log) allows.
+    pub fn following(out: W, plan: Plan) -> Self {
+        let mut t = Self::new(out);
+        t.sorting = Sorting::Follow(Replay::new(plan));
+        t
+    }
+
+    /// Points written where Perfetto's sorter may hand events on (see [`sorting`]).
+    pub fn sort_points(&self) -> u64 {
+        match &self.sorting {
+            Sorting::Follow(r) => r.placed(),
+            _ => 0,
+        }
+    }
+
+    /// Whether the events differed from the planning pass's (the log changed between the
+    /// two), so that points stopped there.
+    pub fn diverged(&self) -> bool {
+        matches!(&self.sorting, Sorting::Follow(r) if r.diverged())
     }
 
     /// Flows written: children drawn apart from their parent, linked to it.
@@ -279,6 +363,7 @@ impl<W: Write> PerfettoTrace<W> {
                 seqs: &mut self.seqs,
                 strings: &self.strings,
                 scratch: &mut self.scratch,
+                sorting: &mut self.sorting,
             },
         )
     }
@@ -413,6 +498,7 @@ struct Writer<'a, W> {
     strings: &'a Strings,
     /// A begin event's vectors, kept for the next one (no allocation per event).
     scratch: &'a mut TrackEvent,
+    sorting: &'a mut Sorting,
 }
 
 impl<W: Write> Writer<'_, W> {
@@ -420,11 +506,14 @@ impl<W: Write> Writer<'_, W> {
         if self.error.is_some() {
             return;
         }
-        let packet = match h.item {
-            Item::Descriptor(d) => TracePacket {
-                track_descriptor: Some(*d),
-                ..Default::default()
-            },
+        let (packet, at) = match h.item {
+            Item::Descriptor(d) => (
+                TracePacket {
+                    track_descriptor: Some(*d),
+                    ..Default::default()
+                },
+                None,
+            ),
             Item::Begin {
                 seq,
                 ts,
@@ -465,7 +554,7 @@ impl<W: Write> Writer<'_, W> {
                 if interned != InternedData::default() {
                     p.interned_data = Some(interned);
                 }
-                self.write(&p);
+                self.write(&p, Some(ts));
                 if let Some(e) = p.track_event.take() {
                     *self.scratch = e;
                 }
@@ -477,7 +566,7 @@ impl<W: Write> Writer<'_, W> {
                     r#type: Some(TYPE_SLICE_END),
                     ..Default::default()
                 });
-                p
+                (p, Some(ts))
             }
             Item::Counter { seq, ts, value } => {
                 let mut p = self.timed(seq, ts);
@@ -486,10 +575,10 @@ impl<W: Write> Writer<'_, W> {
                     double_counter_value: Some(value),
                     ..Default::default()
                 });
-                p
+                (p, Some(ts))
             }
         };
-        self.write(&packet);
+        self.write(&packet, at);
     }
 
     /// A packet of `seq` at `ts`; the sequence's first packet sets it up before.
@@ -526,7 +615,7 @@ impl<W: Write> Writer<'_, W> {
                 }),
                 ..Default::default()
             };
-            self.write(&setup);
+            self.write(&setup, None);
         }
         let s = &mut self.seqs[seq];
         let mut p = TracePacket {
@@ -574,10 +663,34 @@ impl<W: Write> Writer<'_, W> {
         iid
     }
 
-    /// Appends one packet to the `Trace` (its field 1).
-    fn write(&mut self, p: &TracePacket) {
+    /// Appends one packet to the `Trace` (its field 1); `ts`: its time, if it has one.
+    fn write(&mut self, p: &TracePacket, ts: Option<u64>) {
+        let point = match self.sorting {
+            // The first pass: only the times, nothing encoded.
+            Sorting::Plan(spans) => {
+                spans.packet(ts);
+                return;
+            }
+            Sorting::Follow(replay) => replay.packet(ts),
+            Sorting::Off => false,
+        };
         self.buf.clear();
         prost::encoding::message::encode(1, p, self.buf);
+        if point {
+            // Twice "flushed", then "read": the trace processor's sorter hands on what it
+            // holds from before the previous point (see `sorting`).
+            for read in [false, false, true] {
+                let mark = TracePacket {
+                    timestamp: ts,
+                    service_event: Some(TracingServiceEvent {
+                        all_data_sources_flushed: (!read).then_some(true),
+                        read_tracing_buffers_completed: read.then_some(true),
+                    }),
+                    ..Default::default()
+                };
+                prost::encoding::message::encode(1, &mark, self.buf);
+            }
+        }
         if let Err(e) = self.out.write_all(self.buf) {
             *self.error = Some(e);
         }

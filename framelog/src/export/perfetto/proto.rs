@@ -28,6 +28,18 @@ pub struct TracePacket {
     pub track_event: Option<TrackEvent>,
     #[prost(message, optional, tag = "60")]
     pub track_descriptor: Option<TrackDescriptor>,
+    #[prost(message, optional, tag = "69")]
+    pub service_event: Option<TracingServiceEvent>,
+}
+
+/// `TracingServiceEvent`: the two events that let the trace processor's sorter hand on what
+/// it holds before the end of the file (its `event_type` oneof: at most one is set).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TracingServiceEvent {
+    #[prost(bool, optional, tag = "3")]
+    pub all_data_sources_flushed: Option<bool>,
+    #[prost(bool, optional, tag = "4")]
+    pub read_tracing_buffers_completed: Option<bool>,
 }
 
 /// `TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED`.
