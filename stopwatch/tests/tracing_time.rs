@@ -2,7 +2,7 @@
 //! with `FmtSpan::CLOSE` installed beside it on the same spans (`#[instrument]` async fns on
 //! a tokio multi-thread runtime, and synchronous spans) prints `time.busy` and `time.idle` for
 //! each span; our frame's busy time, and its queued plus waiting time, agree with them within
-//! 5 % + 20 µs, span by span.
+//! 5 % + 50 µs, span by span (all but a few descheduled ones).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -171,11 +171,13 @@ fn busy_and_idle_agree_with_tracing_subscribers_fmt_layer_span_by_span() {
         .unwrap();
     let mut data = DataStore::open(dir.path()).unwrap();
     let mut compared = 0;
-    // Spans whose figures differ by more than 5 % + 20 µs: allowed only for three of the 30
-    // and by at most 20 ms more, because two layers read their clocks at different moments
-    // and the OS may deschedule the thread between them (a machine with its other core
-    // compiling does, by 4 ms once in five runs). A wrong rule (a poll missed, the idle time
-    // miscounted) would be wrong for every span of its kind: ten of each.
+    // Spans whose figures differ by more than 5 % + 50 µs: allowed only for four of the ten
+    // spans of each kind and by at most 20 ms more, because two layers read their clocks at
+    // different moments (each layer's callback runs between the other's clock reads: a few
+    // tens of µs in a debug build, next to a sync span's ~70 µs of idle) and the OS may
+    // deschedule the thread between them (a CI machine did, by 1.3 ms, for one sync span
+    // while three others were 23-30 µs apart). A wrong rule (a poll missed, the idle time
+    // miscounted) would be wrong for every span of its kind: ten of ten.
     let mut outliers = Vec::new();
     for (key, (label, start)) in &starts {
         let doc = data.get(*key).unwrap().expect("the span's fields");
@@ -192,23 +194,29 @@ fn busy_and_idle_agree_with_tracing_subscribers_fmt_layer_span_by_span() {
             ("queued + waiting (idle)", s.queued_ns + s.waiting_ns, idle),
         ] {
             let off = ours.abs_diff(theirs);
-            if off > theirs / 20 + 20_000 {
+            if off > theirs / 20 + 50_000 {
                 // Descheduled between the two layers' callbacks on a loaded machine: a few ms.
                 assert!(
-                    off <= theirs / 20 + 20_000_000,
+                    off <= theirs / 20 + 20_050_000,
                     "{label} {i}: {what} {ours} ns, fmt says {theirs} ns ({p:?}, {dur} ns)"
                 );
-                outliers.push(format!("{label} {i}: {what} {ours} ns, fmt {theirs} ns"));
+                outliers.push((
+                    label.clone(),
+                    format!("{label} {i}: {what} {ours} ns, fmt {theirs} ns"),
+                ));
             }
         }
         compared += 1;
     }
     assert_eq!(compared, 30);
-    assert!(
-        outliers.len() <= 3,
-        "more than three of the 30 spans disagree: {outliers:#?}"
-    );
+    for kind in ["timer", "cpu", "sync"] {
+        let of_kind: Vec<_> = outliers.iter().filter(|(l, _)| l == kind).collect();
+        assert!(
+            of_kind.len() <= 4,
+            "more than four of the ten {kind} spans disagree: {of_kind:#?}"
+        );
+    }
     if !outliers.is_empty() {
-        eprintln!("within 20 ms but not 5 % + 20 µs (the thread was descheduled): {outliers:#?}");
+        eprintln!("within 20 ms but not 5 % + 50 µs (the thread was descheduled): {outliers:#?}");
     }
 }
