@@ -1,4 +1,4 @@
-//! `framelog export` throughput (Chrome JSON, Perfetto's protobuf and speedscope) on a 2 M-frame log, against reading the same
+//! `framelog export` throughput (Chrome JSON, Perfetto's protobuf in its two passes, and speedscope) on a 2 M-frame log, against reading the same
 //! log with `LogReader` (the floor: an export must read every record) in the same run; once
 //! with starts that record no parent (a log written before parents were recorded: nesting
 //! inferred), once with each start naming its parent (type 6: placed by parent, Chrome flow
@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use formats::{Category, FrameEnd, FrameStart, Record, ThreadInfo};
 use framelog::export::chrome::ChromeTrace;
-use framelog::export::perfetto::PerfettoTrace;
+use framelog::export::perfetto::export_perfetto;
 use framelog::export::speedscope::Speedscope;
 use framelog::export::{ExportOptions, export};
 use framelog::{LogReader, LogWriter};
@@ -94,6 +94,10 @@ fn run(parents: bool) {
     let mut chrome = Vec::new();
     let mut speedscope = Vec::new();
     let mut perfetto = Vec::new();
+    // To a file, as `framelog export -o FILE` writes (no fsync, as the CLI).
+    let mut chrome_file = Vec::new();
+    let mut perfetto_file = Vec::new();
+    let out = dir.path().join("export.out");
     let (mut chrome_bytes, mut perfetto_bytes) = (0, 0);
     for _ in 0..3 {
         let t = Instant::now();
@@ -113,11 +117,32 @@ fn run(parents: bool) {
         chrome_bytes = sink.into_inner().into_inner().unwrap().0;
 
         let t = Instant::now();
-        let mut sink = PerfettoTrace::new(std::io::BufWriter::new(Counted::default()));
-        let s = export(dir.path(), &ExportOptions::default(), &mut sink).unwrap();
+        // As `framelog export --format perfetto` writes it: two passes, the sorter's points.
+        let (s, trace) = export_perfetto(
+            dir.path(),
+            &ExportOptions::default(),
+            std::io::BufWriter::new(Counted::default()),
+        )
+        .unwrap();
         assert_eq!(s.frames, n);
+        assert!(trace.sort_points() > 0 && !trace.diverged());
         perfetto.push(s.frames as f64 / t.elapsed().as_secs_f64());
-        perfetto_bytes = sink.into_inner().into_inner().unwrap().0;
+        perfetto_bytes = trace.into_inner().into_inner().unwrap().0;
+
+        let t = Instant::now();
+        let file = std::io::BufWriter::new(std::fs::File::create(&out).unwrap());
+        let mut sink = ChromeTrace::new(file).unwrap();
+        let s = export(dir.path(), &ExportOptions::default(), &mut sink).unwrap();
+        drop(sink);
+        chrome_file.push(s.frames as f64 / t.elapsed().as_secs_f64());
+        std::fs::remove_file(&out).unwrap();
+
+        let t = Instant::now();
+        let file = std::io::BufWriter::new(std::fs::File::create(&out).unwrap());
+        let (s, trace) = export_perfetto(dir.path(), &ExportOptions::default(), file).unwrap();
+        drop(trace);
+        perfetto_file.push(s.frames as f64 / t.elapsed().as_secs_f64());
+        std::fs::remove_file(&out).unwrap();
 
         let t = Instant::now();
         let mut sink = Speedscope::new(std::io::BufWriter::new(std::io::sink()));
@@ -129,6 +154,8 @@ fn run(parents: bool) {
     floor.sort_by(f64::total_cmp);
     chrome.sort_by(f64::total_cmp);
     perfetto.sort_by(f64::total_cmp);
+    chrome_file.sort_by(f64::total_cmp);
+    perfetto_file.sort_by(f64::total_cmp);
     let runs = |v: &[f64]| {
         v.iter()
             .map(|r| (r / 1e4).round() / 100.0)
@@ -152,6 +179,14 @@ fn run(parents: bool) {
         chrome_bytes,
         chrome_bytes as f64 / FRAMES as f64,
         perfetto_bytes as f64 / chrome_bytes as f64
+    );
+    println!(
+        "[{what}] to a file: chrome {:.2} M frames/s ({:?}), perfetto {:.2} M frames/s ({:?}): {:.2}× chrome",
+        chrome_file[1] / 1e6,
+        runs(&chrome_file),
+        perfetto_file[1] / 1e6,
+        runs(&perfetto_file),
+        perfetto_file[1] / chrome_file[1]
     );
     println!(
         "[{what}] export speedscope: {:.2} M frames/s (median of 3: {:?}); ratio to the floor {:.3}",
