@@ -506,6 +506,26 @@ impl<W: Write> Writer<'_, W> {
         if self.error.is_some() {
             return;
         }
+        if let Sorting::Plan(spans) = &mut *self.sorting {
+            // The first pass: the packets' times, in order, without building them (a
+            // sequence's setup packet comes before its first timed one, as `timed` writes it).
+            let timed = match h.item {
+                Item::Descriptor(_) => None,
+                Item::Begin { seq, ts, .. }
+                | Item::End { seq, ts }
+                | Item::Counter { seq, ts, .. } => Some((seq, ts)),
+            };
+            if let Some((seq, ts)) = timed {
+                let s = &mut self.seqs[seq];
+                if !s.ready {
+                    s.ready = true;
+                    s.clock = ts;
+                    spans.packet(None);
+                }
+            }
+            spans.packet(timed.map(|(_, ts)| ts));
+            return;
+        }
         let (packet, at) = match h.item {
             Item::Descriptor(d) => (
                 TracePacket {
@@ -666,7 +686,8 @@ impl<W: Write> Writer<'_, W> {
     /// Appends one packet to the `Trace` (its field 1); `ts`: its time, if it has one.
     fn write(&mut self, p: &TracePacket, ts: Option<u64>) {
         let point = match self.sorting {
-            // The first pass: only the times, nothing encoded.
+            // The first pass: only the times, nothing encoded (`held` takes its events'
+            // packets before building them).
             Sorting::Plan(spans) => {
                 spans.packet(ts);
                 return;
