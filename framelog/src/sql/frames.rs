@@ -402,6 +402,11 @@ impl FrameScan {
         &self.state.labels[i as usize]
     }
 
+    /// The labels its rows name, by index.
+    pub fn into_labels(self) -> Vec<String> {
+        self.state.labels
+    }
+
     /// The next row, reading more of the log when none is ready; `None` at the end.
     pub fn next_row(&mut self) -> rusqlite::Result<Option<SliceRow>> {
         loop {

@@ -13,6 +13,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod by_id;
 mod catalog;
 mod context;
 mod events;
@@ -60,6 +61,7 @@ pub(crate) struct Shared {
     damage: Mutex<DamageSeen>,
     interrupted: AtomicBool,
     catalog: Mutex<Option<Arc<catalog::Catalog>>>,
+    lookups: Mutex<by_id::Lookups>,
 }
 
 impl Shared {
@@ -214,6 +216,7 @@ impl SqlLog {
             damage: Mutex::default(),
             interrupted: AtomicBool::new(false),
             catalog: Mutex::new(None),
+            lookups: Mutex::default(),
         });
         let conn = Connection::open_in_memory()?;
         register(&conn, &shared)?;
@@ -225,10 +228,12 @@ impl SqlLog {
         &self.conn
     }
 
-    /// Before a query: forgets the catalog read by earlier ones (the log may have grown) and
+    /// Before a query: forgets the catalog and the frames by id read by earlier ones (the log
+    /// may have grown) and
     /// clears an interrupt.
     pub fn refresh(&self) {
         *self.shared.catalog.lock() = None;
+        *self.shared.lookups.lock() = by_id::Lookups::default();
         self.shared.interrupted.store(false, Ordering::Relaxed);
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rusqlite::types::{Null, ToSqlOutput};
 use rusqlite::vtab::{Filters, IndexInfo};
 
+use super::by_id::{self, ById};
 use super::frames::{FrameScan, SliceRow, Wanted, key_of, slice_id, thread_id};
 use super::vtab::{Bound, Rows, opt, plan_constraints};
 use super::{Arg, Shared, arg};
@@ -58,11 +59,11 @@ const BY_NAME: c_int = 8;
 const BY_CONTEXT: c_int = 16;
 const SKIP_BLOCKS: c_int = 64;
 
-/// Column `i` of a frame row (`scan` names its label, `data` looks up its data).
+/// Column `i` of a frame row named `name` (`data` looks up its data).
 pub(crate) fn slice_cell<'a>(
     i: c_int,
     r: &SliceRow,
-    scan: &'a FrameScan,
+    name: &'a str,
     data: &RefCell<Option<DataStore>>,
     shared: &Shared,
 ) -> rusqlite::Result<ToSqlOutput<'a>> {
@@ -71,7 +72,7 @@ pub(crate) fn slice_cell<'a>(
         0 => slice_id(r.key).into(),
         1 => (r.ts as i64).into(),
         2 => opt(r.dur.map(|d| d as i64)),
-        3 => scan.label(r.label).into(),
+        3 => name.into(),
         4 => match r.category.name() {
             Some(n) => n.into(),
             None => r.category.0.to_string().into(),
@@ -118,6 +119,8 @@ pub(crate) fn slice_cell<'a>(
 pub(crate) struct SliceRows {
     shared: Arc<Shared>,
     scan: Option<FrameScan>,
+    /// The frames by id the row came from, for a lookup answered from them.
+    by_id: Option<Arc<ById>>,
     row: Option<SliceRow>,
     data: RefCell<Option<DataStore>>,
 }
@@ -128,6 +131,7 @@ impl SliceRows {
         let mut rows = Self {
             shared: shared.clone(),
             scan,
+            by_id: None,
             row: None,
             data: RefCell::new(None),
         };
@@ -161,7 +165,9 @@ impl Rows for SliceRows {
         }
         let mut plan = Vec::new();
         if idx & BY_ID != 0 {
-            plan.push("id = ?: stops at that frame's end");
+            plan.push(
+                "id = ?: stops at that frame's end (a join's later lookups: one read of the log)",
+            );
         }
         match (idx & (TS_FROM | TS_TO), idx & SKIP_BLOCKS != 0) {
             (0, _) => {}
@@ -257,6 +263,18 @@ impl Rows for SliceRows {
                 Arg::Other => {}
             }
         }
+        if let (Some(key), false) = (wanted.key, none)
+            && let Some(ix) = by_id::index(shared)?
+        {
+            // SQLite checks the other constraints on the row (none is omitted).
+            return Ok(Self {
+                shared: shared.clone(),
+                scan: None,
+                row: ix.get(key).cloned(),
+                by_id: Some(ix),
+                data: RefCell::new(None),
+            });
+        }
         let scan = if none {
             None
         } else {
@@ -285,10 +303,15 @@ impl Rows for SliceRows {
     }
 
     fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
-        match (&self.row, &self.scan) {
-            (Some(r), Some(s)) => slice_cell(i, r, s, &self.data, &self.shared),
-            _ => Ok(Null.into()),
-        }
+        let Some(r) = &self.row else {
+            return Ok(Null.into());
+        };
+        let name = match (&self.scan, &self.by_id) {
+            (Some(s), _) => s.label(r.label),
+            (None, Some(ix)) => ix.label(r.label),
+            (None, None) => return Ok(Null.into()),
+        };
+        slice_cell(i, r, name, &self.data, &self.shared)
     }
 
     fn rowid(&self) -> i64 {

@@ -186,7 +186,7 @@ impl<T: Relatives> Rows for TreeRows<T> {
     fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
         match (&self.row, &self.scan) {
             (_, _) if i == ARG => Ok(self.target.into()),
-            (Some(r), Some(s)) => slice_cell(i, r, s, &self.data, &self.shared),
+            (Some(r), Some(s)) => slice_cell(i, r, s.label(r.label), &self.data, &self.shared),
             _ => Ok(Null.into()),
         }
     }
