@@ -159,6 +159,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "100,000 draws, no unsafe code: 17 s under Miri")]
     fn fixed_probability_records_about_that_fraction() {
         let s = Sampler::new(Sampling::Probability(0.25));
         let rng = Cell::new(12345);
@@ -172,6 +173,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "20,000 draws, no unsafe code: 8 s under Miri")]
     fn adaptive_caps_each_second_and_spreads_under_load() {
         let s = Sampler::new(Sampling::Adaptive {
             max_per_second: 100,
