@@ -3,13 +3,12 @@
 //! that frame's end (a frame's depth and parent follow from every record before it), so a
 //! join read the log once per row: 9 s for 2,000 requests of a pruned log in a debug build,
 //! where each parent the pruning deleted was looked for to the log's end. After a few
-//! lookups a connection reads the log once and keeps its frames by key (at most
+//! lookups a connection reads the log once and keeps its frames sorted by key (at most
 //! [`MAX_ROWS`]) until the next [`super::SqlLog::refresh`].
 
 use std::sync::Arc;
 
-use formats::FrameKey;
-use rustc_hash::FxHashMap;
+use formats::{Category, FrameAlloc, FrameKey, FramePolls};
 
 use super::Shared;
 use super::frames::{FrameScan, SliceRow, Wanted};
@@ -18,38 +17,104 @@ use super::frames::{FrameScan, SliceRow, Wanted};
 /// query that asks for a few ids reads no more than it needs.
 pub(crate) const LOOKUPS_BEFORE_INDEX: u32 = 8;
 
-/// Frames kept at most, about 200 bytes each with the map (400 MiB): past this many, each
-/// lookup reads the log again.
-pub(crate) const MAX_ROWS: usize = 1 << 21;
+/// Frames kept at most (about 72 bytes each, twice that while the log is read): past this
+/// many, each lookup reads the log again.
+pub(crate) const MAX_ROWS: usize = 1 << 22;
 
 /// Every frame of the log by key, with the labels its rows name.
 #[derive(Debug)]
 pub(crate) struct ById {
-    rows: FxHashMap<FrameKey, SliceRow>,
+    /// Sorted by key; of two rows with one key, the first the log completed.
+    rows: Vec<Kept>,
+    /// What the few rows that have them counted: allocations and polls.
+    extras: Vec<(Option<FrameAlloc>, Option<FramePolls>)>,
     labels: Vec<String>,
 }
+
+/// A [`SliceRow`] as kept: a third of its size (its allocation and poll counts, 144 bytes
+/// and absent from most frames, are kept aside).
+#[derive(Debug)]
+struct Kept {
+    key: FrameKey,
+    ts: u64,
+    dur: Option<u64>,
+    parent: Option<FrameKey>,
+    label: u32,
+    depth: u32,
+    context: u32,
+    thread: u32,
+    /// Index into [`ById::extras`], or [`NO_EXTRAS`].
+    extras: u32,
+    category: Category,
+    parent_inferred: bool,
+}
+
+const NO_EXTRAS: u32 = u32::MAX;
 
 impl ById {
     /// Reads the whole log; `None` if it holds more than [`MAX_ROWS`] frames.
     fn read(shared: &Arc<Shared>) -> rusqlite::Result<Option<Self>> {
         let mut scan = FrameScan::new(shared, Wanted::default(), false)?;
-        let mut rows = FxHashMap::default();
+        let (mut rows, mut extras) = (Vec::new(), Vec::new());
         while let Some(r) = scan.next_row()? {
             if rows.len() == MAX_ROWS {
                 return Ok(None);
             }
-            // The first row of a key, as a lookup that stops at it returns.
-            rows.entry(r.key).or_insert(r);
+            let kept = if r.alloc.is_some() || r.polls.is_some() {
+                extras.push((r.alloc, r.polls));
+                (extras.len() - 1) as u32
+            } else {
+                NO_EXTRAS
+            };
+            rows.push(Kept {
+                key: r.key,
+                ts: r.ts,
+                dur: r.dur,
+                parent: r.parent,
+                label: r.label,
+                depth: r.depth,
+                context: r.context,
+                thread: r.thread,
+                extras: kept,
+                category: r.category,
+                parent_inferred: r.parent_inferred,
+            });
         }
+        // Stable: the first of a key stays first, and is the one a lookup that stops at it
+        // returns.
+        rows.sort_by_key(|k| k.key);
+        rows.dedup_by_key(|k| k.key);
+        rows.shrink_to_fit();
+        extras.shrink_to_fit();
         Ok(Some(Self {
             rows,
+            extras,
             labels: scan.into_labels(),
         }))
     }
 
     /// The row of `key`, if the log holds that frame.
-    pub fn get(&self, key: FrameKey) -> Option<&SliceRow> {
-        self.rows.get(&key)
+    pub fn get(&self, key: FrameKey) -> Option<SliceRow> {
+        let i = self.rows.binary_search_by_key(&key, |k| k.key).ok()?;
+        let k = &self.rows[i];
+        let (alloc, polls) = match k.extras {
+            NO_EXTRAS => (None, None),
+            e => self.extras[e as usize],
+        };
+        Some(SliceRow {
+            key: k.key,
+            ts: k.ts,
+            dur: k.dur,
+            label: k.label,
+            category: k.category,
+            depth: k.depth,
+            parent: k.parent,
+            parent_inferred: k.parent_inferred,
+            context: k.context,
+            thread: k.thread,
+            alloc,
+            polls,
+        })
     }
 
     /// Label `i` of a row this holds.

@@ -270,7 +270,7 @@ impl Rows for SliceRows {
             return Ok(Self {
                 shared: shared.clone(),
                 scan: None,
-                row: ix.get(key).cloned(),
+                row: ix.get(key),
                 by_id: Some(ix),
                 data: RefCell::new(None),
             });
