@@ -213,6 +213,8 @@ mod tests {
             Arc::ptr_eq(&ix, &index(&log.shared).unwrap().unwrap()),
             "kept"
         );
+        // What docs/SQL.md says a kept frame costs.
+        assert_eq!(std::mem::size_of::<Kept>(), 72);
         // A later query may see a log that grew: it counts again.
         log.refresh();
         assert!(index(&log.shared).unwrap().is_none());
