@@ -72,7 +72,7 @@ pub use header::{
     FileKind, HEADER_LEN, PARENTS_VERSION,
 };
 pub use instant::{FrameAlloc, Level, Message, Plot, PlotMode, PlotUnit};
-pub use label::{LabelKey, truncate_label};
+pub use label::{BlockLabels, LabelKey, truncate_label};
 pub use polls::{Breakdown, FramePolls, SlowPoll};
 pub use record::{
     Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,

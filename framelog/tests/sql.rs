@@ -462,6 +462,53 @@ fn a_ts_range_reads_only_overlapping_blocks_and_returns_what_a_full_scan_does() 
 }
 
 #[test]
+fn a_query_without_depth_or_parents_skips_them_and_returns_what_a_full_read_does() {
+    let dir = tempfile::tempdir().unwrap();
+    make_log(dir.path(), 400);
+    let plan = |q: &str| {
+        let out = framelog(&[
+            "sql",
+            dir.path().to_str().unwrap(),
+            &format!("explain query plan {q}"),
+        ]);
+        text(&out.stdout)
+    };
+    let cols = "name, count(*), sum(dur), sum(ts % 1000003), sum(context_id % 1000003), \
+                sum(thread_id % 1000003), sum(coalesce(busy_ns, 0)), count(dur)";
+    let lean = format!("select {cols} from slice group by name order by name");
+    // `depth >= 0` holds for every frame: the same rows, with parents followed.
+    let whole = format!("select {cols} from slice where depth >= 0 group by name order by name");
+    assert!(
+        plan(&lean).contains("parents not followed"),
+        "{}",
+        plan(&lean)
+    );
+    assert!(
+        !plan(&whole).contains("parents not followed"),
+        "{}",
+        plan(&whole)
+    );
+    for compacted in [false, true] {
+        if compacted {
+            let out = framelog(&["compact", "--all", dir.path().to_str().unwrap()]);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        let (a, b) = (sql_json(dir.path(), &lean), sql_json(dir.path(), &whole));
+        assert_eq!(a.len(), 4, "{a:?}");
+        assert_eq!(a, b, "compacted: {compacted}");
+    }
+    // A parent column turns them back on, and gets real parents.
+    let roots = sql_json(
+        dir.path(),
+        "select count(*) from slice where parent_id is null",
+    );
+    assert_eq!(
+        roots[0].as_object().unwrap().values().next(),
+        Some(&serde_json::json!(400))
+    );
+}
+
+#[test]
 fn a_damaged_log_says_what_was_skipped_and_counts_what_is_left() {
     let dir = tempfile::tempdir().unwrap();
     make_log(dir.path(), 200);

@@ -171,33 +171,17 @@ impl Batch {
             Record::Start(s) => {
                 // A compact block's starts name their label by its index in the block's table:
                 // each label is interned once per block, then looked up by index.
-                let keyed = key.block != 0 && key.label != u32::MAX;
-                if keyed && block_labels.0 != key.block {
-                    block_labels.0 = key.block;
-                    block_labels.1.clear();
-                }
-                let known = block_labels.1.get(key.label as usize).copied();
-                let label = match known {
-                    Some(id) if keyed && id != u32::MAX => id,
-                    _ => {
-                        let before = labels.len();
-                        let label = labels.intern(s.label);
-                        if label as usize == before {
-                            if self.new_labels.is_empty() {
-                                self.first_new_label = label;
-                            }
-                            self.new_labels.push(s.label.into());
+                let label = block_labels.id(key, || {
+                    let before = labels.len();
+                    let label = labels.intern(s.label);
+                    if label as usize == before {
+                        if self.new_labels.is_empty() {
+                            self.first_new_label = label;
                         }
-                        if keyed {
-                            let i = key.label as usize;
-                            if i >= block_labels.1.len() {
-                                block_labels.1.resize(i + 1, u32::MAX);
-                            }
-                            block_labels.1[i] = label;
-                        }
-                        label
+                        self.new_labels.push(s.label.into());
                     }
-                };
+                    label
+                });
                 let context = contexts.index(s.worker, s.context);
                 let pair = pairer.start(FrameKey::new(s.worker, s.id));
                 if let StartPair::Waits(slot) = pair {
@@ -291,9 +275,8 @@ impl Batch {
 #[derive(Default)]
 struct DigestMaps {
     labels: Interner,
-    /// The label ids of the compact block read now, by its [`LabelKey`]s: (block, ids by
-    /// index, `u32::MAX` where not seen yet).
-    block_labels: (u64, Vec<u32>),
+    /// The label ids of the compact block read now, by its [`LabelKey`]s.
+    block_labels: formats::BlockLabels,
     /// Plot series are numbered here, as labels are interned.
     series: SeriesIds,
     /// Contexts are indexed here, as labels are interned.

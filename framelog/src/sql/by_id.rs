@@ -61,7 +61,7 @@ impl ById {
                 return Ok(None);
             }
             let kept = if r.alloc.is_some() || r.polls.is_some() {
-                extras.push((r.alloc, r.polls));
+                extras.push((r.alloc.map(|a| *a), r.polls.map(|p| *p)));
                 (extras.len() - 1) as u32
             } else {
                 NO_EXTRAS
@@ -112,8 +112,8 @@ impl ById {
             parent_inferred: k.parent_inferred,
             context: k.context,
             thread: k.thread,
-            alloc,
-            polls,
+            alloc: alloc.map(Box::new),
+            polls: polls.map(Box::new),
         })
     }
 

@@ -44,10 +44,11 @@ pub(crate) struct SliceRow {
     pub context: u32,
     /// The thread it started on.
     pub thread: u32,
-    /// What its code allocated and freed, if recorded.
-    pub alloc: Option<FrameAlloc>,
+    /// What its code allocated and freed, if recorded (boxed, as the next field: most frames
+    /// have neither, and a row is moved three times on its way to SQLite).
+    pub alloc: Option<Box<FrameAlloc>>,
     /// Where its time went, for an asynchronous frame that recorded it.
-    pub polls: Option<formats::FramePolls>,
+    pub polls: Option<Box<formats::FramePolls>>,
 }
 
 /// The id SQL shows for a frame: worker in bits 32-39, id in bits 0-31.
@@ -85,6 +86,9 @@ pub(crate) struct Wanted {
     pub keys: Option<FxHashSet<FrameKey>>,
     /// Only the descendants of this frame (see [`Mode::Descendants`]).
     pub descendants_of: Option<FrameKey>,
+    /// Nobody reads `depth`, `parent` or `parent_inferred`: parents are not followed (those
+    /// fields of a row are 0, `None` and `false`), which spares a set and a stack per frame.
+    pub no_tree: bool,
 }
 
 impl Wanted {
@@ -127,6 +131,8 @@ struct State {
     polls: FxHashMap<FrameKey, formats::FramePolls>,
     labels: Vec<String>,
     label_ids: FxHashMap<String, u32>,
+    /// The ids of the compact block's labels read now.
+    block_labels: formats::BlockLabels,
     wanted: Wanted,
     /// Descendants found and open (for [`Wanted::descendants_of`]).
     family: FxHashSet<FrameKey>,
@@ -143,30 +149,40 @@ struct State {
 }
 
 impl State {
-    fn label_id(&mut self, label: &str) -> u32 {
-        if let Some(&id) = self.label_ids.get(label) {
-            return id;
-        }
-        let id = self.labels.len() as u32;
-        self.labels.push(label.to_owned());
-        self.label_ids.insert(label.to_owned(), id);
-        id
+    fn label_id(&mut self, key: formats::LabelKey, label: &str) -> u32 {
+        let (labels, ids) = (&mut self.labels, &mut self.label_ids);
+        self.block_labels.id(key, || {
+            if let Some(&id) = ids.get(label) {
+                return id;
+            }
+            let id = labels.len() as u32;
+            labels.push(label.to_owned());
+            ids.insert(label.to_owned(), id);
+            id
+        })
     }
 
     #[inline]
-    fn record(&mut self, rec: Record<'_>) {
+    fn record(&mut self, rec: Record<'_>, key: formats::LabelKey) {
         if self.stop {
             return;
         }
         match rec {
             Record::ThreadInfo(t) => {
-                self.parents.add(&rec);
+                if !self.wanted.no_tree {
+                    self.parents.add(&rec);
+                }
                 self.thread.insert(t.worker, t.thread);
             }
             Record::Start(s) => {
-                let parent = self.parents.add(&rec).expect("a start has a parent answer");
+                let parent = if self.wanted.no_tree {
+                    None
+                } else {
+                    Some(self.parents.add(&rec).expect("a start has a parent answer"))
+                };
+                let label_key = key;
                 let key = FrameKey::new(s.worker, s.id);
-                let parent_key = parent.key();
+                let parent_key = parent.and_then(|p| p.key());
                 let parent_open = parent_key.and_then(|p| self.pairing.info(p).copied());
                 let depth = parent_open.map_or(0, |p| p.depth + 1);
                 if self.ancestors_of == Some(key) {
@@ -199,13 +215,13 @@ impl State {
                         self.family_open += 1;
                     }
                 }
-                let label = self.label_id(s.label);
+                let label = self.label_id(label_key, s.label);
                 let open = Open {
                     label,
                     category: s.category,
                     depth,
                     parent: parent_key,
-                    inferred: matches!(parent, analysis::parents::ParentOf::Inferred(_)),
+                    inferred: matches!(parent, Some(analysis::parents::ParentOf::Inferred(_))),
                     context: s.context,
                     thread: self.thread.get(&s.worker).copied().unwrap_or(0),
                     wanted,
@@ -222,7 +238,9 @@ impl State {
             }
             Record::End(e) => {
                 let key = FrameKey::new(e.worker, e.id);
-                self.parents.add(&rec);
+                if !self.wanted.no_tree {
+                    self.parents.add(&rec);
+                }
                 if let Some(p) = self.pairing.end(key, e.timestamp) {
                     if p.start_info.wanted {
                         self.pending.fetch_sub(1, Ordering::Relaxed);
@@ -280,11 +298,12 @@ impl State {
             self.allocs
                 .remove(&key)
                 .or_else(|| self.early_allocs.remove(&key))
+                .map(Box::new)
         };
         let polls = if self.polls.is_empty() {
             None
         } else {
-            self.polls.remove(&key)
+            self.polls.remove(&key).map(Box::new)
         };
         self.out.push_back(SliceRow {
             polls,
@@ -371,6 +390,7 @@ impl FrameScan {
                 polls: FxHashMap::default(),
                 labels: Vec::new(),
                 label_ids: FxHashMap::default(),
+                block_labels: formats::BlockLabels::default(),
                 wanted,
                 family: wanted_root.into_iter().collect(),
                 family_open: 0,
@@ -432,7 +452,7 @@ impl FrameScan {
         let state = &mut self.state;
         let n = self
             .reader
-            .read_some(BUDGET, |_, rec| state.record(rec))
+            .read_some_labelled(BUDGET, |_, rec: Record<'_>, key| state.record(rec, key))
             .map_err(super::log_error);
         self.shared.add_damage(self.reader.take_damage());
         let n = n?;

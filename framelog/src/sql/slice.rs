@@ -58,6 +58,7 @@ const TS_TO: c_int = 4;
 const BY_NAME: c_int = 8;
 const BY_CONTEXT: c_int = 16;
 const SKIP_BLOCKS: c_int = 64;
+const NO_TREE: c_int = 128;
 
 /// Column `i` of a frame row named `name` (`data` looks up its data).
 pub(crate) fn slice_cell<'a>(
@@ -163,6 +164,14 @@ impl Rows for SliceRows {
         if idx & (TS_FROM | TS_TO) != 0 && !needs_all {
             idx |= SKIP_BLOCKS;
         }
+        // Parents are followed for these columns only (a group by name or a sum of durations
+        // does not pay for them).
+        if [DEPTH, PARENT_ID, PARENT_INFERRED]
+            .iter()
+            .all(|&c| used & (1 << c) == 0)
+        {
+            idx |= NO_TREE;
+        }
         let mut plan = Vec::new();
         if idx & BY_ID != 0 {
             plan.push(
@@ -184,6 +193,9 @@ impl Rows for SliceRows {
         }
         if plan.is_empty() {
             plan.push("full scan of the log");
+        }
+        if idx & NO_TREE != 0 {
+            plan.push("parents not followed (depth and parent_id unused)");
         }
         info.set_idx_num(idx);
         info.set_idx_str(&plan.join("; "));
@@ -211,7 +223,10 @@ impl Rows for SliceRows {
         _idx_str: Option<&str>,
         args: &Filters<'_>,
     ) -> rusqlite::Result<Self> {
-        let mut wanted = Wanted::default();
+        let mut wanted = Wanted {
+            no_tree: idx_num & NO_TREE != 0,
+            ..Wanted::default()
+        };
         let mut i = 0;
         let mut none = false;
         let mut next_arg = |lower: bool| {
