@@ -196,6 +196,18 @@ fn main() {
         let mut sink = ChromeTrace::new(std::io::BufWriter::new(std::io::sink())).unwrap();
         export(dir.path(), &ExportOptions::default(), &mut sink).unwrap()
     });
+    // What `framelog export -o FILE` does: the JSON written to a file (the Parquet export's
+    // files are real files too).
+    let json = out.path().join("trace.json");
+    let (chrome_file, _) = median(3, || {
+        let f = std::fs::File::create(&json).unwrap();
+        let mut sink = ChromeTrace::new(std::io::BufWriter::new(f)).unwrap();
+        let n = export(dir.path(), &ExportOptions::default(), &mut sink).unwrap();
+        // As the CLI does: flushed, not synced.
+        sink.into_inner().into_inner().unwrap();
+        n
+    });
+    std::fs::remove_file(&json).unwrap();
     let log_bytes: u64 = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
@@ -206,10 +218,12 @@ fn main() {
         .sum();
     let rate = |d: Duration| f64::from(frames) / d.as_secs_f64() / 1e6;
     println!(
-        "[{frames} frames] export: parquet {:.2} M frames/s, chrome {:.2} M frames/s (median of 3): ratio {:.2}; parquet files {} bytes, compact log {} bytes: ratio {:.2}",
+        "[{frames} frames] export: parquet {:.2} M frames/s; chrome into memory {:.2} M frames/s (ratio {:.2}), chrome to a file {:.2} M frames/s (ratio {:.2}) (medians of 3); parquet files {} bytes, compact log {} bytes: ratio {:.2}",
         rate(pq),
         rate(chrome),
         rate(pq) / rate(chrome),
+        rate(chrome_file),
+        rate(pq) / rate(chrome_file),
         pq_bytes,
         log_bytes,
         pq_bytes as f64 / log_bytes as f64

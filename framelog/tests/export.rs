@@ -362,6 +362,10 @@ fn a_missing_log_or_unwritable_output_is_one_clear_error() {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert!(v.is_object() || v.is_array());
     assert_eq!(std::fs::read_dir(out_dir.path()).unwrap().count(), 1);
+    // An ordinary file others can read (to share it), not the temporary file's 0600.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o644, "{mode:o}");
 }
 
 /// Checks what speedscope's importer requires of an evented profile: frame indexes in range,

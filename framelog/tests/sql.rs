@@ -547,6 +547,33 @@ fn a_damaged_log_says_what_was_skipped_and_counts_what_is_left() {
     let f: Vec<Value> = serde_json::from_slice(&ctx.stdout).unwrap();
     let left: u64 = stats_labels(dir.path()).iter().map(|l| l.1).sum();
     assert_eq!(f[0]["f"].as_u64(), Some(left));
+    // The Parquet export reads the log twice at once (`slice` and `context` in one read,
+    // the small tables in another) and says each damaged place once, as `sql` does.
+    let damage = |err: &str| -> Vec<String> {
+        err.lines()
+            .filter(|l| l.contains("damaged bytes"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let out_dir = tempfile::tempdir().unwrap();
+    let e = framelog(&[
+        "export",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "parquet",
+        "-o",
+        out_dir.path().join("pq").to_str().unwrap(),
+    ]);
+    assert!(e.status.success(), "{}", text(&e.stderr));
+    assert_eq!(
+        damage(&text(&e.stderr)),
+        damage(&err),
+        "{}",
+        text(&e.stderr)
+    );
+    if let Some(py) = python() {
+        compare_with_duckdb(dir.path(), &py, false);
+    }
 }
 
 #[test]

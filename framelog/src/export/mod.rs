@@ -38,6 +38,15 @@ use crate::{DataStore, LogReader, Position};
 
 pub use tracks::Done;
 
+/// Renames a finished export's temporary file to `path` as an ordinary file, readable by
+/// others (0644): a temporary file is created private (0600), and an export is for sharing.
+pub fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// What to export.
 #[derive(Debug, Clone, Default)]
 pub struct ExportOptions {

@@ -19,9 +19,10 @@ use super::slice::schema;
 use super::vtab::{Bound, Rows, opt, plan_constraints};
 use super::{Arg, Shared, arg};
 
-/// Contexts aggregated in memory before they are written to a sorted run (about 48 bytes
-/// each with the map's overhead: ~50 MB).
-pub(crate) const IN_MEMORY: usize = 1 << 20;
+/// Contexts aggregated in memory before they are written to a sorted run: the map is made
+/// this big at once (2^20 buckets of 48 bytes: ~50 MB), under its load limit (7/8), so it
+/// never grows (a growing map holds its old and new tables at once).
+pub(crate) const IN_MEMORY: usize = 900_000;
 
 /// What the frames of one context add up to so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,19 +58,27 @@ type Entry = (i64, Agg);
 /// Contexts being aggregated.
 struct Contexts {
     map: FxHashMap<i64, Agg>,
+    /// The context of the frame added last, not yet in `map` (a context's frames mostly
+    /// come one after another: they are added up here without a lookup).
+    pending: Option<Entry>,
     limit: usize,
     names: Vec<String>,
     name_ids: FxHashMap<String, u32>,
+    /// Name ids by the scan's label index (`NO_NAME`: not seen yet), so a root's label is
+    /// looked up by text once.
+    by_label: Vec<u32>,
     runs: Vec<std::fs::File>,
 }
 
 impl Contexts {
     fn new(limit: usize) -> Self {
         Self {
-            map: FxHashMap::default(),
+            map: FxHashMap::with_capacity_and_hasher(limit.min(IN_MEMORY), Default::default()),
+            pending: None,
             limit,
             names: Vec::new(),
             name_ids: FxHashMap::default(),
+            by_label: Vec::new(),
             runs: Vec::new(),
         }
     }
@@ -78,15 +87,7 @@ impl Contexts {
     fn add(&mut self, r: &SliceRow, label: &str) -> std::io::Result<()> {
         let context = FrameKey::new(r.key.worker, r.context);
         let root_name = if context == r.key {
-            match self.name_ids.get(label) {
-                Some(&i) => i,
-                None => {
-                    let i = self.names.len() as u32;
-                    self.names.push(label.to_owned());
-                    self.name_ids.insert(label.to_owned(), i);
-                    i
-                }
-            }
+            self.name_id(r.label, label)
         } else {
             NO_NAME
         };
@@ -97,14 +98,50 @@ impl Contexts {
             frames: 1,
             root_name,
         };
-        self.map
-            .entry(slice_id(context))
-            .and_modify(|a| a.merge(&agg))
-            .or_insert(agg);
-        if self.map.len() >= self.limit {
-            self.spill()?;
+        let id = slice_id(context);
+        match &mut self.pending {
+            Some((p, a)) if *p == id => a.merge(&agg),
+            pending => {
+                if let Some((p, a)) = pending.replace((id, agg)) {
+                    self.map.entry(p).and_modify(|m| m.merge(&a)).or_insert(a);
+                    if self.map.len() >= self.limit {
+                        self.spill()?;
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The name id of `label`, label `index` of the scan.
+    fn name_id(&mut self, index: u32, label: &str) -> u32 {
+        if let Some(&i) = self.by_label.get(index as usize).filter(|&&i| i != NO_NAME) {
+            return i;
+        }
+        let i = match self.name_ids.get(label) {
+            Some(&i) => i,
+            None => {
+                let i = self.names.len() as u32;
+                self.names.push(label.to_owned());
+                self.name_ids.insert(label.to_owned(), i);
+                i
+            }
+        };
+        let at = index as usize;
+        if at < 1 << 20 {
+            if self.by_label.len() <= at {
+                self.by_label.resize(at + 1, NO_NAME);
+            }
+            self.by_label[at] = i;
+        }
+        i
+    }
+
+    /// Moves the pending context into the map.
+    fn settle(&mut self) {
+        if let Some((p, a)) = self.pending.take() {
+            self.map.entry(p).and_modify(|m| m.merge(&a)).or_insert(a);
+        }
     }
 
     /// Writes the contexts in memory, sorted by id, to a new run.
@@ -127,6 +164,7 @@ impl Contexts {
 
     /// The contexts in id order, runs and memory merged.
     fn finish(mut self) -> std::io::Result<Merged> {
+        self.settle();
         let mut last: Vec<Entry> = self.map.drain().collect();
         last.sort_unstable_by_key(|e| e.0);
         let mut sources: Vec<Source> = self
@@ -251,6 +289,34 @@ fn aggregate(mut scan: FrameScan, limit: usize) -> rusqlite::Result<Merged> {
     contexts.finish().map_err(io_error)
 }
 
+/// Contexts added up from the frames another scan reads (the Parquet export's pass over
+/// `slice`), so `context` needs no read of its own.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) struct ContextTally(Contexts);
+
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+impl ContextTally {
+    /// An empty tally.
+    pub(crate) fn new() -> Self {
+        Self(Contexts::new(IN_MEMORY))
+    }
+
+    /// Counts frame `r`, labelled `label`, in its context.
+    pub(crate) fn add(&mut self, r: &SliceRow, label: &str) -> rusqlite::Result<()> {
+        self.0.add(r, label).map_err(io_error)
+    }
+
+    /// The `context` rows of the frames counted, as a scan of the whole log gives them.
+    pub(crate) fn into_rows(self) -> rusqlite::Result<ContextRows> {
+        let mut rows = ContextRows {
+            merged: Some(self.0.finish().map_err(io_error)?),
+            row: None,
+        };
+        rows.next()?;
+        Ok(rows)
+    }
+}
+
 const ID: c_int = 0;
 const ROOT_ID: c_int = 1;
 
@@ -355,7 +421,8 @@ mod tests {
             key: FrameKey::new(worker, id),
             ts,
             dur,
-            label: 0,
+            // A scan's label index names one text: "label {id}" below.
+            label: id,
             category: formats::Category(0),
             depth: 0,
             parent: None,

@@ -22,18 +22,19 @@ mod slice;
 mod tree;
 mod vtab;
 
-use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use rusqlite::Connection;
-use rusqlite::types::ToSqlOutput;
 use rusqlite::vtab::{Filters, Module};
 
 use crate::Damage;
-use vtab::{LogTab, Rows};
+pub(crate) use context::ContextTally;
+pub(crate) use frames::SliceRow;
+use vtab::LogTab;
+pub(crate) use vtab::Rows;
 
 pub use frames::{key_of as frame_key, slice_id};
 pub use rusqlite;
@@ -137,51 +138,15 @@ pub(crate) fn arg(args: &Filters<'_>, i: usize, lower: bool) -> rusqlite::Result
     })
 }
 
-/// A table's rows read without SQLite: the same cursor and the same cells as SQL's, for
-/// the Parquet export (SQLite's statement machinery per row would cost more than the read).
+/// What the Parquet export does with one table's rows read without SQLite (the same cursor
+/// and the same cells as SQL's; SQLite's statement machinery per row would cost more than
+/// the read). Generic over the table, so each cell is a direct call the compiler can inline.
 #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
-pub(crate) struct TableRows(Box<dyn DynRows>);
-
-/// A [`Rows`] behind a pointer (the export picks the table by name).
-#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
-trait DynRows {
-    fn eof(&self) -> bool;
-    fn next(&mut self) -> rusqlite::Result<()>;
-    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>>;
-}
-
-impl<R: Rows> DynRows for R {
-    fn eof(&self) -> bool {
-        Rows::eof(self)
-    }
-    fn next(&mut self) -> rusqlite::Result<()> {
-        Rows::next(self)
-    }
-    fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Rows::cell(self, i)
-    }
-}
-
-#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
-impl TableRows {
-    fn of<R: Rows + 'static>(shared: &Arc<Shared>) -> rusqlite::Result<Self> {
-        Ok(Self(Box::new(R::scan_all(shared)?)))
-    }
-
-    /// Past the last row.
-    pub(crate) fn eof(&self) -> bool {
-        self.0.eof()
-    }
-
-    /// Moves to the next row.
-    pub(crate) fn next(&mut self) -> rusqlite::Result<()> {
-        self.0.next()
-    }
-
-    /// Column `i` of the current row, as SQL shows it.
-    pub(crate) fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
-        self.0.cell(i)
-    }
+pub(crate) trait TableVisitor {
+    /// What a visit returns.
+    type Out;
+    /// Reads `rows` to their end.
+    fn visit<R: Rows>(self, rows: R) -> Self::Out;
 }
 
 /// Stops what a connection is running, from any thread ([`SqlLog::interrupt_handle`]).
@@ -237,21 +202,25 @@ impl SqlLog {
         self.shared.interrupted.store(false, Ordering::Relaxed);
     }
 
-    /// Every row of the log's table `name`, read directly (no SQL); `None` for a name
-    /// that is not one of the log's tables.
+    /// Every row of the log's table `name`, read directly (no SQL) by `v`; `None` for a
+    /// name that is not one of the log's tables.
     #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
-    pub(crate) fn scan_table(&self, name: &str) -> Option<rusqlite::Result<TableRows>> {
+    pub(crate) fn visit_table<V: TableVisitor>(
+        &self,
+        name: &str,
+        v: V,
+    ) -> Option<rusqlite::Result<V::Out>> {
         use catalog::CatalogRows as Catalog;
         use events::EventRows as Events;
         let s = &self.shared;
         Some(match name {
-            "slice" => TableRows::of::<slice::SliceRows>(s),
-            "thread" => TableRows::of::<Catalog<catalog::Thread>>(s),
-            "process" => TableRows::of::<Catalog<catalog::Process>>(s),
-            "counter_track" => TableRows::of::<Catalog<catalog::CounterTrack>>(s),
-            "counter" => TableRows::of::<Events<events::Counter>>(s),
-            "message" => TableRows::of::<Events<events::Message>>(s),
-            "context" => TableRows::of::<context::ContextRows>(s),
+            "slice" => slice::SliceRows::scan_all(s).map(|r| v.visit(r)),
+            "thread" => Catalog::<catalog::Thread>::scan_all(s).map(|r| v.visit(r)),
+            "process" => Catalog::<catalog::Process>::scan_all(s).map(|r| v.visit(r)),
+            "counter_track" => Catalog::<catalog::CounterTrack>::scan_all(s).map(|r| v.visit(r)),
+            "counter" => Events::<events::Counter>::scan_all(s).map(|r| v.visit(r)),
+            "message" => Events::<events::Message>::scan_all(s).map(|r| v.visit(r)),
+            "context" => context::ContextRows::scan_all(s).map(|r| v.visit(r)),
             _ => return None,
         })
     }

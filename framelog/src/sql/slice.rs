@@ -61,6 +61,7 @@ const SKIP_BLOCKS: c_int = 64;
 const NO_TREE: c_int = 128;
 
 /// Column `i` of a frame row named `name` (`data` looks up its data).
+#[inline(always)]
 pub(crate) fn slice_cell<'a>(
     i: c_int,
     r: &SliceRow,
@@ -317,6 +318,7 @@ impl Rows for SliceRows {
         )
     }
 
+    #[inline(always)]
     fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>> {
         let Some(r) = &self.row else {
             return Ok(Null.into());
@@ -331,6 +333,16 @@ impl Rows for SliceRows {
 
     fn rowid(&self) -> i64 {
         self.row.as_ref().map_or(0, |r| slice_id(r.key))
+    }
+
+    fn frame(&self) -> Option<(&SliceRow, &str)> {
+        let r = self.row.as_ref()?;
+        let name = match (&self.scan, &self.by_id) {
+            (Some(s), _) => s.label(r.label),
+            (None, Some(ix)) => ix.label(r.label),
+            (None, None) => return None,
+        };
+        Some((r, name))
     }
 }
 

@@ -342,8 +342,7 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
         Format::Parquet => unreachable!("written by parquet()"),
     };
     if let Some((tmp, path)) = pending {
-        tmp.persist(&path)
-            .map_err(|e| e.error)
+        framelog::export::persist(tmp, &path)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     eprintln!(
