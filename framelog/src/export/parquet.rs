@@ -176,6 +176,16 @@ impl Texts {
         Self::OTHER | (self.other.len() - 1) as u32
     }
 
+    /// The bytes of text `id`.
+    fn text(&self, id: u32) -> &[u8] {
+        let v = if id & Self::OTHER != 0 {
+            &self.other[(id & !Self::OTHER) as usize]
+        } else {
+            &self.short[id as usize]
+        };
+        v.data()
+    }
+
     /// The values of indices `ids`, in `self.values`.
     fn values_of(&mut self, ids: &[u32]) -> &[ByteArray] {
         self.values.clear();
@@ -322,14 +332,20 @@ fn export_in_groups(
         unreachable!("EXPORTED names slice, then context");
     };
     let (mut written, damage) = std::thread::scope(|s| {
-        let others = s.spawn(move || -> Result<_, ParquetError> {
-            let log = SqlLog::open(dir)?;
-            let mut written = Vec::new();
-            for t in &others {
-                written.push(write_log_table(&log, t, out, groups, None)?);
-            }
-            Ok((written, log.take_damage()))
-        });
+        let others = std::thread::Builder::new()
+            .name("parquet tables".into())
+            .spawn_scoped(s, move || -> Result<_, ParquetError> {
+                let log = SqlLog::open(dir)?;
+                let mut written = Vec::new();
+                for t in &others {
+                    written.push(write_log_table(&log, t, out, groups, None)?);
+                }
+                Ok((written, log.take_damage()))
+            })
+            .map_err(|e| ParquetError::Write {
+                path: out.to_owned(),
+                source: Box::new(e),
+            })?;
         let mut tally = ContextTally::new();
         let mut written = vec![write_log_table(
             &log,
@@ -448,6 +464,86 @@ fn write_group(
     Ok(())
 }
 
+/// Where `slice`'s columns are that `context` adds up.
+struct TallyColumns {
+    id: usize,
+    ts: usize,
+    dur: usize,
+    name: usize,
+    context: usize,
+}
+
+impl TallyColumns {
+    /// The columns of `t` (`slice`).
+    fn of(t: &Table) -> Result<Self, FileError> {
+        let at = |name: &str| {
+            t.columns
+                .iter()
+                .position(|(n, _)| n == name)
+                .ok_or_else(|| format!("{} has no column {name}", t.name))
+        };
+        Ok(Self {
+            id: at("id")?,
+            ts: at("ts")?,
+            dur: at("dur")?,
+            name: at("name")?,
+            context: at("context_id")?,
+        })
+    }
+
+    /// Counts the rows of one row group in their contexts.
+    fn add_up(&self, bufs: &[Buf], tally: &mut ContextTally) -> Result<(), ParquetError> {
+        let ints = |i: usize| match &bufs[i] {
+            Buf::Int(x, d) => Some((x.as_slice(), d.as_slice())),
+            _ => None,
+        };
+        let (Some(id), Some(ts), Some(dur), Some(context), Buf::Text(names, name_defs, texts)) = (
+            ints(self.id),
+            ints(self.ts),
+            ints(self.dur),
+            ints(self.context),
+            &bufs[self.name],
+        ) else {
+            return Err(ParquetError::Read(rusqlite::Error::ModuleError(
+                "slice's columns are not of their types".into(),
+            )));
+        };
+        // Each column holds values for its non-null rows only.
+        let mut cursors = [0usize; 4];
+        let mut take = |k: usize, (x, d): (&[i64], &[i16]), row: usize| {
+            (d[row] != 0).then(|| {
+                cursors[k] += 1;
+                x[cursors[k] - 1]
+            })
+        };
+        let mut name_at = 0;
+        for row in 0..name_defs.len() {
+            let (id, ts, dur, context) = (
+                take(0, id, row),
+                take(1, ts, row),
+                take(2, dur, row),
+                take(3, context, row),
+            );
+            let name = if name_defs[row] != 0 {
+                name_at += 1;
+                texts.text(names[name_at - 1])
+            } else {
+                &[]
+            };
+            if let (Some(id), Some(ts), Some(context)) = (id, ts, context) {
+                tally.add(
+                    id,
+                    context,
+                    ts,
+                    dur,
+                    std::str::from_utf8(name).unwrap_or(""),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The writing of one table's file: a visit of its rows.
 struct WriteTable<'a> {
     table: &'a Table,
@@ -467,23 +563,32 @@ impl TableVisitor for WriteTable<'_> {
             source: e,
         };
         let (tmp, writer) = open_file(t, path, groups).map_err(werr)?;
-        let mut tally = self.tally;
+        let tally = match self.tally {
+            Some(tally) => Some((tally, TallyColumns::of(t).map_err(werr)?)),
+            None => None,
+        };
         // Row groups are filled here and written on a thread of their own: one group fills
         // while the one before it is encoded (two groups' buffers at most, handed back and
-        // forth).
+        // forth). That thread also adds `slice`'s rows up by context, from the columns.
         let (total, writer) = std::thread::scope(|s| {
             let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<Buf>>(0);
             let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Buf>>();
-            let encoder = s.spawn(move || {
-                let mut writer = writer;
-                for mut bufs in full_rx {
-                    write_group(&mut writer, &mut bufs)?;
-                    if empty_tx.send(bufs).is_err() {
-                        break;
+            let encoder = std::thread::Builder::new()
+                .name(format!("parquet {}", t.name))
+                .spawn_scoped(s, move || {
+                    let (mut writer, mut tally) = (writer, tally);
+                    for mut bufs in full_rx {
+                        if let Some((tally, at)) = &mut tally {
+                            at.add_up(&bufs, tally)?;
+                        }
+                        write_group(&mut writer, &mut bufs).map_err(|e| werr(e.into()))?;
+                        if empty_tx.send(bufs).is_err() {
+                            break;
+                        }
                     }
-                }
-                Ok::<_, parquet::errors::ParquetError>(writer)
-            });
+                    Ok::<_, ParquetError>(writer)
+                })
+                .map_err(|e| werr(Box::new(e)))?;
             let new_bufs = || t.columns.iter().map(|(_, k)| Buf::new(*k)).collect();
             let mut bufs: Vec<Buf> = new_bufs();
             let (mut in_group, mut bytes, mut total) = (0usize, 0usize, 0u64);
@@ -503,9 +608,6 @@ impl TableVisitor for WriteTable<'_> {
                             None => b.push(ValueRef::Null),
                         };
                     }
-                    if let (Some(tally), Some((r, label))) = (tally.as_deref_mut(), rows.frame()) {
-                        tally.add(r, label)?;
-                    }
                     (in_group, bytes, total) = (in_group + 1, bytes + row_bytes, total + 1);
                     if in_group >= groups.rows || bytes >= groups.bytes {
                         bufs = send(std::mem::take(&mut bufs))?;
@@ -521,8 +623,7 @@ impl TableVisitor for WriteTable<'_> {
             drop(full_tx);
             let written = encoder
                 .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                .map_err(|e| werr(e.into()))?;
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
             filled?;
             Ok::<_, ParquetError>((total, written))
         })?;

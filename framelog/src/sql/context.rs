@@ -91,14 +91,25 @@ impl Contexts {
         } else {
             NO_NAME
         };
-        let ts = r.ts as i64;
+        let dur = r.dur.map(|d| d as i64);
+        self.add_frame(slice_id(context), r.ts as i64, dur, root_name)
+    }
+
+    /// Counts a frame of context `id` that started at `ts` and lasted `dur` (`None`: still
+    /// open), named `root_name` if it is the context's root.
+    fn add_frame(
+        &mut self,
+        id: i64,
+        ts: i64,
+        dur: Option<i64>,
+        root_name: u32,
+    ) -> std::io::Result<()> {
         let agg = Agg {
             first_ts: ts,
-            last_ts: r.dur.map_or(NONE_ENDED, |d| ts.saturating_add(d as i64)),
+            last_ts: dur.map_or(NONE_ENDED, |d| ts.saturating_add(d)),
             frames: 1,
             root_name,
         };
-        let id = slice_id(context);
         match &mut self.pending {
             Some((p, a)) if *p == id => a.merge(&agg),
             pending => {
@@ -113,12 +124,9 @@ impl Contexts {
         Ok(())
     }
 
-    /// The name id of `label`, label `index` of the scan.
-    fn name_id(&mut self, index: u32, label: &str) -> u32 {
-        if let Some(&i) = self.by_label.get(index as usize).filter(|&&i| i != NO_NAME) {
-            return i;
-        }
-        let i = match self.name_ids.get(label) {
+    /// The name id of `label`.
+    fn name_of(&mut self, label: &str) -> u32 {
+        match self.name_ids.get(label) {
             Some(&i) => i,
             None => {
                 let i = self.names.len() as u32;
@@ -126,7 +134,15 @@ impl Contexts {
                 self.name_ids.insert(label.to_owned(), i);
                 i
             }
-        };
+        }
+    }
+
+    /// The name id of `label`, label `index` of the scan.
+    fn name_id(&mut self, index: u32, label: &str) -> u32 {
+        if let Some(&i) = self.by_label.get(index as usize).filter(|&&i| i != NO_NAME) {
+            return i;
+        }
+        let i = self.name_of(label);
         let at = index as usize;
         if at < 1 << 20 {
             if self.by_label.len() <= at {
@@ -289,8 +305,8 @@ fn aggregate(mut scan: FrameScan, limit: usize) -> rusqlite::Result<Merged> {
     contexts.finish().map_err(io_error)
 }
 
-/// Contexts added up from the frames another scan reads (the Parquet export's pass over
-/// `slice`), so `context` needs no read of its own.
+/// Contexts added up from the `slice` rows another scan reads (the Parquet export adds them
+/// up from the columns it writes), so `context` needs no read of its own.
 #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 pub(crate) struct ContextTally(Contexts);
 
@@ -301,9 +317,24 @@ impl ContextTally {
         Self(Contexts::new(IN_MEMORY))
     }
 
-    /// Counts frame `r`, labelled `label`, in its context.
-    pub(crate) fn add(&mut self, r: &SliceRow, label: &str) -> rusqlite::Result<()> {
-        self.0.add(r, label).map_err(io_error)
+    /// Counts frame `id` (a `slice` id) of context `context`, started at `ts`, lasting `dur`
+    /// (`None`: still open), labelled `label`: the `slice` row's cells.
+    pub(crate) fn add(
+        &mut self,
+        id: i64,
+        context: i64,
+        ts: i64,
+        dur: Option<i64>,
+        label: &str,
+    ) -> rusqlite::Result<()> {
+        let root_name = if id == context {
+            self.0.name_of(label)
+        } else {
+            NO_NAME
+        };
+        self.0
+            .add_frame(context, ts, dur, root_name)
+            .map_err(io_error)
     }
 
     /// The `context` rows of the frames counted, as a scan of the whole log gives them.

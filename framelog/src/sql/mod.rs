@@ -32,7 +32,6 @@ use rusqlite::vtab::{Filters, Module};
 
 use crate::Damage;
 pub(crate) use context::ContextTally;
-pub(crate) use frames::SliceRow;
 use vtab::LogTab;
 pub(crate) use vtab::Rows;
 

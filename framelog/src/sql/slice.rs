@@ -334,16 +334,6 @@ impl Rows for SliceRows {
     fn rowid(&self) -> i64 {
         self.row.as_ref().map_or(0, |r| slice_id(r.key))
     }
-
-    fn frame(&self) -> Option<(&SliceRow, &str)> {
-        let r = self.row.as_ref()?;
-        let name = match (&self.scan, &self.by_id) {
-            (Some(s), _) => s.label(r.label),
-            (None, Some(ix)) => ix.label(r.label),
-            (None, None) => return None,
-        };
-        Some((r, name))
-    }
 }
 
 #[cfg(test)]

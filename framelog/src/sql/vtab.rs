@@ -44,12 +44,6 @@ pub(crate) trait Rows: Sized {
     fn cell(&self, i: c_int) -> rusqlite::Result<ToSqlOutput<'_>>;
     /// The current row's rowid.
     fn rowid(&self) -> i64;
-    /// The current row's frame and its label, for a table whose rows are frames (the
-    /// Parquet export adds contexts up from it as it writes `slice`).
-    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
-    fn frame(&self) -> Option<(&super::SliceRow, &str)> {
-        None
-    }
 }
 
 /// A virtual table over the log, read through `R`.
