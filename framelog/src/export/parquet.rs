@@ -517,14 +517,14 @@ impl TallyColumns {
             })
         };
         let mut name_at = 0;
-        for row in 0..name_defs.len() {
+        for (row, &named) in name_defs.iter().enumerate() {
             let (id, ts, dur, context) = (
                 take(0, id, row),
                 take(1, ts, row),
                 take(2, dur, row),
                 take(3, context, row),
             );
-            let name = if name_defs[row] != 0 {
+            let name = if named != 0 {
                 name_at += 1;
                 texts.text(names[name_at - 1])
             } else {
