@@ -20,7 +20,7 @@ use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::ColumnPath;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
-use crate::sql::{ContextTally, Rows, SqlLog, TableVisitor};
+use crate::sql::{ContextTally, Rows, SqlLog, TABLES, TableVisitor};
 
 /// Rows per row group, at most.
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
@@ -44,23 +44,15 @@ struct Table {
     cells: Vec<Option<c_int>>,
 }
 
-/// The tables exported, in the order the export lists them: every table of the log (the tree
-/// functions take an argument and are not tables of the log).
-const EXPORTED: [&str; 7] = [
-    "slice",
-    "thread",
-    "process",
-    "counter",
-    "counter_track",
-    "message",
-    "context",
-];
+/// The tables exported, in the order the export lists them: every table of the log
+/// ([`TABLES`] without its last two, the tree functions, which take an argument).
+const EXPORTED: &[&str] = TABLES.split_at(TABLES.len() - 2).0;
 
 /// The tables exported: every table with a fixed column list (the tree functions take an
 /// argument and are not tables of the log).
 fn tables(log: &SqlLog, with_data: bool) -> rusqlite::Result<Vec<Table>> {
     let mut out = Vec::new();
-    for name in EXPORTED {
+    for &name in EXPORTED {
         let conn = log.connection();
         let mut q = conn.prepare(&format!(
             "select name, type from pragma_table_xinfo('{name}') where hidden = 0"
@@ -767,7 +759,15 @@ mod tests {
         assert_eq!(names(&whole), names(&split));
         assert_eq!(
             whole.iter().map(|w| w.table).collect::<Vec<_>>(),
-            EXPORTED.to_vec()
+            [
+                "slice",
+                "thread",
+                "process",
+                "counter",
+                "counter_track",
+                "message",
+                "context"
+            ]
         );
         assert_eq!(whole[0].rows, 1200, "{:?}", names(&whole));
         assert_eq!(whole[6].rows, 400, "{:?}", names(&whole));
