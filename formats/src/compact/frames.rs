@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use super::ids::{IdIndex, IdIndexBuilder};
 use super::{MAX_RAW_BLOCK_LEN, get_varint, put_varint, unzigzag, zigzag};
 use crate::category::Category;
 use crate::header::{FileHeader, FileKind, HEADER_LEN};
@@ -240,13 +241,19 @@ impl Trailer {
 
 /// Parses a block index: `bytes` runs from `index_offset` to the trailer. `None` unless the
 /// magic, length and crc hold and the blocks lie in order between the header and the index.
+/// An id index after it ([`read_id_index`]) is passed over.
 pub fn read_index(bytes: &[u8], index_offset: u64) -> Option<Vec<BlockEntry>> {
     if bytes.len() < 12 || bytes[0..4] != INDEX_MAGIC {
         return None;
     }
     let count = u32_at(bytes, 4) as usize;
     let body = count.checked_mul(INDEX_ENTRY_LEN)?.checked_add(8)?;
-    if bytes.len() != body + 4 || crc(&bytes[..body]) != u32_at(bytes, body) {
+    if bytes.len() < body + 4 || crc(&bytes[..body]) != u32_at(bytes, body) {
+        return None;
+    }
+    // After the block index: nothing, or an id index whose header says it runs to the end.
+    let rest = &bytes[body + 4..];
+    if !rest.is_empty() && super::ids::section_len(rest) != Some(rest.len()) {
         return None;
     }
     let mut out = Vec::with_capacity(count);
@@ -266,6 +273,13 @@ pub fn read_index(bytes: &[u8], index_offset: u64) -> Option<Vec<BlockEntry>> {
         out.push(entry);
     }
     Some(out)
+}
+
+/// The id index after the block index in `bytes` (from `index_offset` to the trailer), if
+/// there is one and it checks for the block index's `blocks` blocks.
+pub fn read_id_index(bytes: &[u8], blocks: usize) -> Option<IdIndex> {
+    let at = blocks.checked_mul(INDEX_ENTRY_LEN)?.checked_add(12)?;
+    IdIndex::decode(bytes.get(at..)?, blocks)
 }
 
 /// What walking a compact file by its block headers found.
@@ -538,6 +552,8 @@ pub struct FramesEncoder {
     /// Per stream: raw bytes and bytes each compresses to alone (when measuring).
     measure: Option<[(u64, u64); STREAMS_WITH_PLOTS]>,
     level: i32,
+    /// Where each worker's start ids and threads are, block by block.
+    ids: IdIndexBuilder,
 }
 
 /// Slots of the label cache.
@@ -611,6 +627,7 @@ impl FramesEncoder {
             body: Vec::new(),
             measure: None,
             level,
+            ids: IdIndexBuilder::default(),
         };
         enc.start_block();
         enc
@@ -771,6 +788,7 @@ impl FramesEncoder {
             return Err(err("payload longer than 65,535 bytes"));
         }
         let gap = if self.count == 0 {
+            self.ids.begin_block();
             self.first_offset = offset;
             0
         } else if offset < self.prev_end {
@@ -791,6 +809,7 @@ impl FramesEncoder {
             _ => (rec.type_byte(), rec.worker(), rec.id(), rec.timestamp(), 0),
         };
         let lane = if kind == THREAD_INFO {
+            self.ids.thread(worker, id);
             self.lanes.switch(worker, id)
         } else {
             self.lanes.of(worker)
@@ -823,6 +842,7 @@ impl FramesEncoder {
         let lane = &mut self.lanes.lanes[lane];
         match rec {
             Record::Start(s) => {
+                self.ids.start(worker, id);
                 put_varint(ids, zigzag(i64::from(id) - i64::from(lane.last_start) - 1));
                 lane.last_start = id;
                 put_varint(label_ids, u64::from(label));
@@ -962,6 +982,7 @@ impl FramesEncoder {
         });
         self.out.extend_from_slice(&header.encode());
         self.out.extend_from_slice(&compressed);
+        self.ids.end_block();
         self.start_block();
     }
 
@@ -997,6 +1018,8 @@ impl FramesEncoder {
         }
         let c = crc(&self.out[at..]);
         self.out.extend_from_slice(&c.to_le_bytes());
+        let ids = std::mem::take(&mut self.ids).finish();
+        self.out.extend_from_slice(&ids.encode());
         let trailer = Trailer {
             index_offset,
             raw_len,

@@ -6,6 +6,7 @@ pub mod data;
 use crate::error::{DecodeError, ErrorKind};
 
 pub mod frames;
+pub mod ids;
 
 /// Largest `raw_len` of a compact block body (16 MiB): a reader refuses more before allocating.
 pub const MAX_RAW_BLOCK_LEN: usize = 16 << 20;

@@ -6,8 +6,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use formats::compact::frames::{
-    BLOCK_HEADER_LEN, BlockEntry, BlockHeader, TRAILER_LEN, Trailer, read_index, walk_blocks,
+    BLOCK_HEADER_LEN, BlockEntry, BlockHeader, TRAILER_LEN, Trailer, read_id_index, read_index,
+    walk_blocks,
 };
+use formats::compact::ids::IdIndex;
 use formats::{FileKind, HEADER_LEN};
 
 use crate::error::{IoContext, Result};
@@ -47,6 +49,8 @@ pub(crate) struct Plan {
     pub items: Vec<Item>,
     /// The raw segment's length (from the trailer; 0 if the trailer is damaged).
     pub raw_len: u64,
+    /// Where its FrameStart ids are, block by block (`None`: no id index, or damaged).
+    pub ids: Option<IdIndex>,
 }
 
 /// Reads the trailer and index of the compact file `file` (at `path`), or walks its blocks
@@ -82,6 +86,7 @@ pub(crate) fn plan(file: &File, path: &Path) -> Result<Plan> {
                     return Ok(Plan {
                         items,
                         raw_len: t.raw_len,
+                        ids: read_id_index(&ix, entries.len()),
                     });
                 }
             }
@@ -111,6 +116,7 @@ pub(crate) fn plan(file: &File, path: &Path) -> Result<Plan> {
     Ok(Plan {
         items,
         raw_len: walk.trailer.map_or(0, |t| t.raw_len),
+        ids: None,
     })
 }
 

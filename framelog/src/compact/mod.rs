@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 
 pub mod data;
 pub mod frames;
+pub(crate) mod locate;
 
 use formats::FileKind;
 

@@ -12,6 +12,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::Shared;
 use crate::LogReader;
+use crate::compact::locate::Start;
 use analysis::pairing::Pairing;
 use analysis::parents::Parents;
 
@@ -109,6 +110,9 @@ struct Open {
     thread: u32,
     /// It becomes a row.
     wanted: bool,
+    /// The nearest ancestor (the parent, or the parent's `unsure`, …) that was not open
+    /// when its child started: its `depth` is right only if that one's start was read.
+    unsure: Option<FrameKey>,
 }
 
 /// What the scan does when it stops early: the ancestors of the target, found when its
@@ -117,6 +121,18 @@ struct Open {
 pub(crate) struct Chain {
     /// The target's ancestors, innermost first, as far as they were open at its start.
     pub ancestors: Option<Vec<FrameKey>>,
+    /// The parent of the outermost of them (or of the target, without any), when it has one
+    /// that was not open: not started yet where the scan began, or ended.
+    pub beyond: Option<FrameKey>,
+    /// A parent on the chain was inferred (from what its thread had open, which a scan that
+    /// did not start at the log's start may not know).
+    pub inferred: bool,
+    /// The outermost ancestor's `unsure` ([`Open`]): the depths are right if it started
+    /// after the scan began.
+    pub unsure: Option<FrameKey>,
+    /// The target was not found, and the scan read past every place it could be
+    /// ([`Start::past`]).
+    pub absent: bool,
 }
 
 /// The pairing state and the rows found, fed by the reader.
@@ -186,17 +202,28 @@ impl State {
                 let parent_open = parent_key.and_then(|p| self.pairing.info(p).copied());
                 let depth = parent_open.map_or(0, |p| p.depth + 1);
                 if self.ancestors_of == Some(key) {
+                    let is_open = |q: &FrameKey| self.pairing.info(*q).is_some();
                     let mut chain = Vec::new();
+                    let mut inferred =
+                        matches!(parent, Some(analysis::parents::ParentOf::Inferred(_)));
+                    let mut beyond = parent_key.filter(|q| !is_open(q));
+                    let mut unsure = None;
                     let mut at = parent_open.and(parent_key);
                     while let Some(p) = at {
                         chain.push(p);
-                        at = self
-                            .pairing
-                            .info(p)
-                            .and_then(|o| o.parent)
-                            .filter(|q| self.pairing.info(*q).is_some());
+                        let o = self.pairing.info(p).expect("an open ancestor");
+                        inferred |= o.inferred;
+                        beyond = o.parent.filter(|q| !is_open(q));
+                        unsure = o.unsure;
+                        at = o.parent.filter(is_open);
                     }
-                    self.chain.ancestors = Some(chain);
+                    self.chain = Chain {
+                        ancestors: Some(chain),
+                        beyond,
+                        inferred,
+                        unsure,
+                        absent: false,
+                    };
                     self.stop = true;
                     return;
                 }
@@ -225,6 +252,10 @@ impl State {
                     context: s.context,
                     thread: self.thread.get(&s.worker).copied().unwrap_or(0),
                     wanted,
+                    unsure: match parent_open {
+                        Some(p) => p.unsure,
+                        None => parent_key,
+                    },
                 };
                 match self.pairing.take_early_end(key) {
                     Some(end) => self.completed(key, s.timestamp, Some(end), open),
@@ -363,7 +394,23 @@ impl FrameScan {
     /// one still open are not decoded: depth, parents and threads are then only right for
     /// what was read, so a caller asks for it only when those columns are not used.
     pub fn new(shared: &Arc<Shared>, wanted: Wanted, skip_blocks: bool) -> rusqlite::Result<Self> {
-        let mut reader = LogReader::open(shared.dir()).map_err(super::log_error)?;
+        Self::new_from(shared, wanted, skip_blocks, None)
+    }
+
+    /// Like [`FrameScan::new`], reading from `start` (with the threads current there)
+    /// instead of the log's first record: depth and parents are then only right for frames
+    /// whose ancestors all started after it.
+    pub fn new_from(
+        shared: &Arc<Shared>,
+        wanted: Wanted,
+        skip_blocks: bool,
+        start: Option<&Start>,
+    ) -> rusqlite::Result<Self> {
+        let mut reader = match start {
+            Some(s) => LogReader::open_at(shared.dir(), s.pos),
+            None => LogReader::open(shared.dir()),
+        }
+        .map_err(super::log_error)?;
         let pending = Arc::new(AtomicU64::new(0));
         let wanted_root = wanted.descendants_of;
         if skip_blocks && (wanted.ts_from.is_some() || wanted.ts_to.is_some()) {
@@ -384,7 +431,9 @@ impl FrameScan {
             state: State {
                 pairing: Pairing::new(),
                 parents: Parents::new(),
-                thread: FxHashMap::default(),
+                thread: start.map_or_else(FxHashMap::default, |s| {
+                    s.threads.iter().map(|(&w, &t)| (w, t)).collect()
+                }),
                 allocs: FxHashMap::default(),
                 early_allocs: FxHashMap::default(),
                 polls: FxHashMap::default(),
@@ -405,14 +454,27 @@ impl FrameScan {
         })
     }
 
-    /// A scan that reads until the start of `target` and finds its open ancestors.
-    pub fn ancestors_of(shared: &Arc<Shared>, target: FrameKey) -> rusqlite::Result<Chain> {
-        let mut scan = Self::new(shared, Wanted::default(), false)?;
+    /// A scan that reads (from `start`, else the log's first record) until the start of
+    /// `target` and finds its open ancestors.
+    pub fn ancestors_of(
+        shared: &Arc<Shared>,
+        target: FrameKey,
+        start: Option<&Start>,
+    ) -> rusqlite::Result<Chain> {
+        let mut scan = Self::new_from(shared, Wanted::default(), false, start)?;
         scan.state.wanted.keys = Some(FxHashSet::default());
         scan.state.ancestors_of = Some(target);
+        let past = start.and_then(|s| s.past);
         while !scan.finished && !scan.state.stop {
             scan.fill()?;
             scan.state.out.clear();
+            if let Some(p) = past
+                && scan.state.chain.ancestors.is_none()
+                && (scan.finished || scan.reader.position() >= p)
+            {
+                scan.state.chain.absent = true;
+                break;
+            }
         }
         Ok(std::mem::take(&mut scan.state.chain))
     }

@@ -639,3 +639,73 @@ fn version_5_plots_cost_a_few_bytes_each() {
         "a plot costs {p5:.2} B in version 5, {p4:.2} B in version 4"
     );
 }
+
+#[test]
+fn the_id_index_places_every_start_and_thread_and_walkers_that_predate_it_lose_nothing() {
+    let log = random_log_with(11, 140_000, true);
+    let file = encode(&log, 3);
+    let t = Trailer::decode(&file, file.len() as u64).unwrap();
+    let ix = &file[t.index_offset as usize..file.len() - TRAILER_LEN];
+    let entries = read_index(ix, t.index_offset).unwrap();
+    assert!(entries.len() >= 3, "{} blocks", entries.len());
+    let ids = read_id_index(ix, entries.len()).expect("an id index");
+    assert_eq!(ids.blocks.len(), entries.len());
+    assert!(
+        ids.blocks[1..]
+            .iter()
+            .all(|b| !b.threads.is_empty() && !b.starts.is_empty())
+    );
+    // Each start is in the block its offset says; the first block whose range may hold it
+    // is never after that one; each block's threads are the ones current at its start.
+    let block_of = |offset: u64| {
+        entries
+            .iter()
+            .rposition(|e| e.first_offset <= offset)
+            .unwrap()
+    };
+    let mut thread = std::collections::BTreeMap::new();
+    let mut seen_block = usize::MAX;
+    for (offset, r) in &log {
+        let b = block_of(*offset);
+        if b != seen_block {
+            let expect: Vec<(u8, u32)> = thread.iter().map(|(&w, &t)| (w, t)).collect();
+            assert_eq!(ids.blocks[b].threads, expect, "threads at block {b}");
+            seen_block = b;
+        }
+        match r {
+            Own::Start(id, w, ..) => {
+                let key = crate::FrameKey::new(*w, *id);
+                let first = ids.first_block_for(key).expect("a block may hold it");
+                assert!(first <= b, "start {key} in block {b}, index says {first}");
+                assert!(
+                    ids.blocks[b]
+                        .starts
+                        .iter()
+                        .any(|r| r.worker == *w && (r.min..=r.max).contains(id))
+                );
+            }
+            Own::Thread(w, th, ..) => {
+                thread.insert(*w, *th);
+            }
+            _ => {}
+        }
+    }
+    let end: Vec<(u8, u32)> = thread.into_iter().collect();
+    assert_eq!(ids.end_threads, end);
+    // A reader from before the id index refuses a block index with bytes after it and walks
+    // the blocks by their headers: the same blocks, no damage.
+    let w = walk_blocks(&file);
+    assert!(w.damage.is_empty(), "{:?}", w.damage);
+    assert_eq!(
+        w.blocks.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
+        entries.iter().map(|e| e.offset).collect::<Vec<_>>()
+    );
+    // A damaged id index costs only itself: the block index still reads.
+    let mut damaged = file.clone();
+    let last = damaged.len() - TRAILER_LEN - 3;
+    damaged[last] ^= 0x55;
+    let ix = &damaged[t.index_offset as usize..damaged.len() - TRAILER_LEN];
+    assert_eq!(read_index(ix, t.index_offset), Some(entries.clone()));
+    assert_eq!(read_id_index(ix, entries.len()), None);
+    assert_eq!(decode_all(&damaged), decode_all(&file));
+}
