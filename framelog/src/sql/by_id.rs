@@ -1,7 +1,8 @@
 //! `slice` rows by id, as a join asks for them: once per row of its other side
-//! (`join slice p on p.id = s.parent_id`). One lookup alone reads the log from its start to
-//! that frame's end (a frame's depth and parent follow from every record before it), so a
-//! join read the log once per row: 9 s for 2,000 requests of a pruned log in a debug build,
+//! (`join slice p on p.id = s.parent_id`). One lookup alone reads from near the frame where a
+//! compact segment's id index places it (`super::near`), else from the log's start to that
+//! frame's end (a frame's depth and parent follow from every record before it), so a join of
+//! a raw log read it once per row: 9 s for 2,000 requests of a pruned log in a debug build,
 //! where each parent the pruning deleted was looked for to the log's end. After a few
 //! lookups a connection reads the log once and keeps its frames sorted by key (at most
 //! [`MAX_ROWS`]) until the next [`super::SqlLog::refresh`].

@@ -479,6 +479,19 @@ impl FrameScan {
         Ok(std::mem::take(&mut scan.state.chain))
     }
 
+    /// Reads until the scan is finished, keeping every row for [`FrameScan::next_row`].
+    pub fn read_all(&mut self) -> rusqlite::Result<()> {
+        while !self.finished {
+            self.fill()?;
+        }
+        Ok(())
+    }
+
+    /// The rows read and not handed out yet.
+    pub fn rows_read(&self) -> impl Iterator<Item = &SliceRow> {
+        self.state.out.iter()
+    }
+
     /// Label `i`.
     pub fn label(&self, i: u32) -> &str {
         &self.state.labels[i as usize]

@@ -18,6 +18,7 @@ mod catalog;
 mod context;
 mod events;
 mod frames;
+mod near;
 mod slice;
 mod tree;
 mod vtab;

@@ -10,6 +10,7 @@ use rusqlite::vtab::{Filters, IndexInfo};
 
 use super::by_id::{self, ById};
 use super::frames::{FrameScan, SliceRow, Wanted, key_of, slice_id, thread_id};
+use super::near::{Near, rows_near};
 use super::vtab::{Bound, Rows, opt, plan_constraints};
 use super::{Arg, Shared, arg};
 use crate::DataStore;
@@ -176,7 +177,7 @@ impl Rows for SliceRows {
         let mut plan = Vec::new();
         if idx & BY_ID != 0 {
             plan.push(
-                "id = ?: stops at that frame's end (a join's later lookups: one read of the log)",
+                "id = ?: read from the block the id index places it in, else from the log's start to that frame's end (a join's later lookups: one read of the log)",
             );
         }
         match (idx & (TS_FROM | TS_TO), idx & SKIP_BLOCKS != 0) {
@@ -290,6 +291,13 @@ impl Rows for SliceRows {
                 by_id: Some(ix),
                 data: RefCell::new(None),
             });
+        }
+        if let (Some(key), false) = (wanted.key, none) {
+            match rows_near(shared, key, |_| Some(wanted.clone()))? {
+                Near::Rows(scan) => return Self::over(shared, Some(*scan)),
+                Near::Nothing => return Self::over(shared, None),
+                Near::FromStart => {}
+            }
         }
         let scan = if none {
             None

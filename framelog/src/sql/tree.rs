@@ -8,12 +8,12 @@ use std::sync::Arc;
 use rusqlite::types::{Null, ToSqlOutput};
 use rusqlite::vtab::{Filters, IndexConstraintOp, IndexInfo};
 
-use super::frames::{Chain, FrameScan, SliceRow, Wanted, key_of, slice_id};
+use super::frames::{FrameScan, SliceRow, Wanted, key_of, slice_id};
+use super::near::{Near, rows_near};
 use super::slice::{schema, slice_cell, slice_columns};
 use super::vtab::Rows;
 use super::{Arg, Shared, arg};
 use crate::DataStore;
-use crate::compact::locate::{Located, Start, locate_start};
 
 /// The hidden argument column (after the slice columns).
 const ARG: c_int = super::slice::SLICE_COLUMNS;
@@ -30,7 +30,8 @@ pub(crate) trait Relatives {
 }
 
 /// `ancestor_slice(id)`: the frames the frame was called from, as far as they were open
-/// when it started (read up to its start, then again for their rows).
+/// when it started (read up to its start, then again for their rows; from near its start
+/// where the id index places it).
 pub(crate) struct Ancestors;
 
 impl Relatives for Ancestors {
@@ -45,72 +46,21 @@ impl Relatives for Ancestors {
         shared: &Arc<Shared>,
         target: formats::FrameKey,
     ) -> rusqlite::Result<Option<FrameScan>> {
-        let (start, chain) = match by_id_index(shared, target)? {
-            Some(found) => found,
-            None => (None, FrameScan::ancestors_of(shared, target, None)?),
+        let rows = |ancestors: Option<Vec<formats::FrameKey>>| {
+            ancestors.filter(|k| !k.is_empty()).map(|keys| Wanted {
+                keys: Some(keys.into_iter().collect()),
+                ..Wanted::default()
+            })
         };
-        match chain.ancestors {
-            Some(keys) if !keys.is_empty() => {
-                let wanted = Wanted {
-                    keys: Some(keys.into_iter().collect()),
-                    ..Wanted::default()
-                };
-                Ok(Some(FrameScan::new_from(
-                    shared,
-                    wanted,
-                    false,
-                    start.as_ref(),
-                )?))
-            }
-            _ => Ok(None),
+        match rows_near(shared, target, |chain| rows(chain.ancestors.clone()))? {
+            Near::Rows(scan) => return Ok(Some(*scan)),
+            Near::Nothing => return Ok(None),
+            Near::FromStart => {}
         }
-    }
-}
-
-/// The ancestors of `target` read from near its start, found by the compact segments' id
-/// indexes, with where to read their rows from: the scan starts at the block the target's
-/// start may be in, and again earlier while a frame that decides the answer may have started
-/// before it (the outermost ancestor's parent, which may have been open; the frame that
-/// decides the ancestors' depths). `None` when only a read from the log's start can tell (a
-/// segment without an id index, a parent inferred from its thread, a target not where the
-/// index says).
-fn by_id_index(
-    shared: &Arc<Shared>,
-    target: formats::FrameKey,
-) -> rusqlite::Result<Option<(Option<Start>, Chain)>> {
-    let locate = |key| locate_start(shared.dir(), key).map_err(super::log_error);
-    let mut start = match locate(target)? {
-        Located::At(s) => s,
-        Located::Absent => return Ok(Some((None, Chain::default()))),
-        Located::Unknown => return Ok(None),
-    };
-    loop {
-        let chain = FrameScan::ancestors_of(shared, target, Some(&start))?;
-        if chain.absent {
-            // Not in any block that may hold it: not in the log.
-            return Ok(Some((None, Chain::default())));
-        }
-        if chain.ancestors.is_none() || chain.inferred {
-            return Ok(None);
-        }
-        let mut earliest: Option<Start> = None;
-        for key in [chain.beyond, chain.unsure].into_iter().flatten() {
-            match locate(key)? {
-                // It may have started before this scan did.
-                Located::At(s)
-                    if s.pos < start.pos && earliest.as_ref().is_none_or(|e| s.pos < e.pos) =>
-                {
-                    // The target is known to be found now: no stopping short.
-                    earliest = Some(Start { past: None, ..s })
-                }
-                // Read by this scan (and not open when it mattered), or not in the log.
-                Located::At(_) | Located::Absent => {}
-                Located::Unknown => return Ok(None),
-            }
-        }
-        match earliest {
-            Some(s) => start = s,
-            None => return Ok(Some((Some(start), chain))),
+        let chain = FrameScan::ancestors_of(shared, target, None)?;
+        match rows(chain.ancestors) {
+            Some(wanted) => Ok(Some(FrameScan::new(shared, wanted, false)?)),
+            None => Ok(None),
         }
     }
 }
@@ -261,6 +211,8 @@ mod tests {
 
     use super::*;
     use crate::sql::SqlLog;
+    use crate::sql::frames::Chain;
+    use crate::sql::near::chain_near;
     use crate::{LogWriter, WriterOptions};
 
     const T0: u64 = 1_700_000_000_000_000_000;
@@ -418,7 +370,7 @@ mod tests {
         let raw = SqlLog::open(dir.path()).unwrap();
         let probe = FrameKey::new(workers[0].0, workers[0].2[9_000][2]);
         assert!(
-            by_id_index(&raw.shared, probe).unwrap().is_none(),
+            chain_near(&raw.shared, probe).unwrap().is_none(),
             "raw segments have no id index"
         );
         crate::compact::compact_log(
@@ -475,7 +427,7 @@ mod tests {
         };
         let mut later = 0;
         for (target, what) in targets {
-            let found = by_id_index(&log.shared, target).unwrap();
+            let found = chain_near(&log.shared, target).unwrap();
             if what.starts_with("an unused id") {
                 assert!(
                     matches!(found, Some((None, _))),
@@ -494,6 +446,17 @@ mod tests {
             };
             let slow_rows =
                 seen(wanted(&slow).map(|w| FrameScan::new(&log.shared, w, false).unwrap()));
+            // `slice where id = ?` from near its start: the row a read from the start gives.
+            let by_key = || Wanted {
+                key: Some(target),
+                ..Wanted::default()
+            };
+            let slow_row = seen(Some(FrameScan::new(&log.shared, by_key(), false).unwrap()));
+            match rows_near(&log.shared, target, |_| Some(by_key())).unwrap() {
+                Near::Rows(scan) => assert_eq!(seen(Some(*scan)), slow_row, "{target} ({what})"),
+                Near::Nothing => assert!(slow_row.is_empty(), "{target} ({what})"),
+                Near::FromStart => assert!(slow.inferred, "{target} ({what}) read from the start"),
+            }
             if slow.inferred {
                 assert!(
                     found.is_none(),
@@ -517,6 +480,36 @@ mod tests {
             later >= 12,
             "only {later} lookups started past the first block"
         );
+        // Through SQL: `id = ?` (from near the frame) against `+id = ?` (SQLite filters a
+        // whole scan), with every column that follows from the records before the frame.
+        let c = log.connection();
+        let row = |sql: &str, id: i64| -> Vec<String> {
+            let mut st = c.prepare(sql).unwrap();
+            st.query_map([id], |r| {
+                Ok(format!(
+                    "{:?}",
+                    (0..9)
+                        .map(|i| r.get::<_, rusqlite::types::Value>(i))
+                        .collect::<rusqlite::Result<Vec<_>>>()?
+                ))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+        };
+        let cols = "id, ts, dur, name, depth, parent_id, context_id, thread_id, allocs";
+        for r in [3_001, 9_602] {
+            let [_, a, b] = workers[0].2[r];
+            for id in [a, b] {
+                let id = slice_id(FrameKey::new(workers[0].0, id));
+                let fast = row(&format!("select {cols} from slice where id = ?1"), id);
+                assert_eq!(fast.len(), 1);
+                assert_eq!(
+                    fast,
+                    row(&format!("select {cols} from slice where +id = ?1"), id)
+                );
+            }
+        }
     }
 
     /// The rows without their threads (a damaged block's `thread_info` records are lost to
@@ -559,8 +552,8 @@ mod tests {
         let answer = |log: &SqlLog, target| seen(Ancestors::scan(&log.shared, target).unwrap());
         {
             let log = SqlLog::open(dir.path()).unwrap();
-            assert!(by_id_index(&log.shared, early).unwrap().is_some());
-            assert!(by_id_index(&log.shared, late).unwrap().is_some());
+            assert!(chain_near(&log.shared, early).unwrap().is_some());
+            assert!(chain_near(&log.shared, late).unwrap().is_some());
             assert_eq!(answer(&log, late), slow(&log, late));
             assert!(!answer(&log, late).is_empty());
         }
@@ -580,7 +573,7 @@ mod tests {
         std::fs::write(&first, &bytes).unwrap();
         let log = SqlLog::open(dir.path()).unwrap();
         for target in [early, late] {
-            assert!(by_id_index(&log.shared, target).unwrap().is_none());
+            assert!(chain_near(&log.shared, target).unwrap().is_none());
             assert_eq!(answer(&log, target), slow(&log, target));
         }
         assert!(
