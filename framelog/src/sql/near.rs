@@ -159,14 +159,7 @@ mod tests {
         end(&mut buf, moved + 1, t + 990);
         w.append_frames(&buf).unwrap();
         drop(w);
-        crate::compact::compact_log(
-            dir.path(),
-            &crate::compact::CompactOptions {
-                all: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        crate::sql::tree::tests::compact_all(dir.path());
         let log = SqlLog::open(dir.path()).unwrap();
         let key = FrameKey::new(worker, moved);
         let Located::At(at) = locate_start(dir.path(), key).unwrap() else {

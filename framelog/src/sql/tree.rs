@@ -204,7 +204,7 @@ impl<T: Relatives> Rows for TreeRows<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::sql) mod tests {
     use formats::{
         Category, FrameAlloc, FrameEnd, FrameKey, FrameStart, Parent, Record, ThreadInfo,
     };
@@ -241,6 +241,15 @@ mod tests {
         }
         rows.sort();
         rows
+    }
+
+    /// Compacts every segment of the log in `dir`, the newest too.
+    pub(in crate::sql) fn compact_all(dir: &std::path::Path) {
+        let all = crate::compact::CompactOptions {
+            all: true,
+            ..Default::default()
+        };
+        crate::compact::compact_log(dir, &all).unwrap();
     }
 
     /// Writes `requests` requests of each of two workers (two writers) into `dir`, raw, in
@@ -373,14 +382,7 @@ mod tests {
             chain_near(&raw.shared, probe).unwrap().is_none(),
             "raw segments have no id index"
         );
-        crate::compact::compact_log(
-            dir.path(),
-            &crate::compact::CompactOptions {
-                all: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        compact_all(dir.path());
         let log = SqlLog::open(dir.path()).unwrap();
         let segments = crate::segments::list(dir.path(), formats::FileKind::FrameLog).unwrap();
         assert!(segments.len() >= 3, "{segments:?}");
@@ -526,14 +528,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let requests = 10_000;
         let workers = write_log(dir.path(), requests);
-        crate::compact::compact_log(
-            dir.path(),
-            &crate::compact::CompactOptions {
-                all: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        compact_all(dir.path());
         let segments = crate::segments::list(dir.path(), formats::FileKind::FrameLog).unwrap();
         let path = |n| crate::segments::segment_path(dir.path(), formats::FileKind::FrameLog, n);
         let (w, _, reqs) = &workers[0];
