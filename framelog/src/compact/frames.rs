@@ -50,6 +50,8 @@ pub(crate) struct Plan {
     /// The raw segment's length (from the trailer; 0 if the trailer is damaged).
     pub raw_len: u64,
     /// Where its FrameStart ids are, block by block (`None`: no id index, or damaged).
+    // Read only by `locate` (the `sql` feature); decoded always, so the plan is one shape.
+    #[cfg_attr(not(feature = "sql"), allow(dead_code))]
     pub ids: Option<IdIndex>,
 }
 

@@ -16,6 +16,8 @@ use parking_lot::Mutex;
 
 pub mod data;
 pub mod frames;
+// Only `framelog sql` looks one frame up by its id.
+#[cfg(feature = "sql")]
 pub(crate) mod locate;
 
 use formats::FileKind;

@@ -32,6 +32,7 @@ use rusqlite::Connection;
 use rusqlite::vtab::{Filters, Module};
 
 use crate::Damage;
+#[cfg(feature = "parquet")]
 pub(crate) use context::ContextTally;
 use vtab::LogTab;
 pub(crate) use vtab::Rows;
