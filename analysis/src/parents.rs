@@ -62,14 +62,33 @@ pub fn inferred_parent(
 /// Past this many entries a thread's stack of open frames drops the ones that ended.
 const COMPACT_AT: usize = 4096;
 
+/// One thread's frames, innermost last, with their contexts; entries that ended are dropped
+/// lazily.
+#[derive(Debug)]
+struct Stack {
+    frames: Vec<(u32, u32)>,
+    /// The length at which to drop ended entries next: at least twice what the last drop
+    /// kept, so a thread with thousands of frames open at once (an async service's in-flight
+    /// requests) pays for a drop once per doubling, not on every start.
+    compact_at: usize,
+}
+
+impl Default for Stack {
+    fn default() -> Self {
+        Stack {
+            frames: Vec::new(),
+            compact_at: COMPACT_AT,
+        }
+    }
+}
+
 /// Resolves parents from records fed in file order ([`Parents::add`]).
 #[derive(Debug, Default)]
 pub struct Parents {
     /// Each worker's current thread (set by its `thread_info` records).
     thread: FxHashMap<u8, u32>,
-    /// Per (worker, thread): frames started there, innermost last, with their contexts.
-    /// Entries that ended are dropped lazily.
-    stacks: FxHashMap<(u8, u32), Vec<(u32, u32)>>,
+    /// Per (worker, thread): frames started there.
+    stacks: FxHashMap<(u8, u32), Stack>,
     /// Frames of those stacks that have not ended.
     /// (A fast hash: every frame goes in and out once.)
     open: FxHashSet<FrameKey>,
@@ -95,7 +114,8 @@ impl Parents {
                 // Every frame open on a thread may enclose a later type 0 start there,
                 // whatever its own start recorded.
                 let thread = self.thread.get(&s.worker).copied().unwrap_or(u32::MAX);
-                let stack = self.stacks.entry((s.worker, thread)).or_default();
+                let entry = self.stacks.entry((s.worker, thread)).or_default();
+                let stack = &mut entry.frames;
                 let open = &self.open;
                 while stack
                     .last()
@@ -103,8 +123,9 @@ impl Parents {
                 {
                     stack.pop();
                 }
-                if stack.len() >= COMPACT_AT {
+                if stack.len() >= entry.compact_at {
                     stack.retain(|&(id, _)| open.contains(&FrameKey::new(s.worker, id)));
+                    entry.compact_at = COMPACT_AT.max(2 * stack.len());
                 }
                 let parent = match recorded_parent(s.worker, s.parent) {
                     Some(p) => {
@@ -216,5 +237,34 @@ mod tests {
         p.add(&thread(2));
         assert_eq!(p.add(&start(6, 1, nr)), Some(ParentOf::Inferred(k(1))));
         assert_eq!(p.inferred(), 6);
+    }
+
+    /// An async worker thread with 20,000 requests in flight (each its own context, type 0
+    /// starts), half of them ended out of order: the stack drops ended entries several
+    /// times, and each new start still finds its own context's innermost open frame.
+    #[test]
+    fn thousands_of_frames_open_on_one_thread_keep_their_parents_across_compactions() {
+        let mut p = Parents::new();
+        let k = |id| Some(FrameKey::new(1, id));
+        let nr = Parent::NotRecorded;
+        p.add(&thread(1));
+        // Requests 1..=20,000 (context = id), each open; every even one ends.
+        for id in 1..=20_000 {
+            assert_eq!(p.add(&start(id, id, nr)), Some(ParentOf::Inferred(None)));
+            if id % 2 == 0 {
+                p.add(&end(id));
+            }
+        }
+        // A child of every 97th odd request, after all of that.
+        for c in (1..=20_000).step_by(194) {
+            let child = 100_000 + c;
+            assert_eq!(p.add(&start(child, c, nr)), Some(ParentOf::Inferred(k(c))));
+            p.add(&end(child));
+        }
+        // An ended request's context: its root, not a frame.
+        assert_eq!(
+            p.add(&start(200_000, 2, nr)),
+            Some(ParentOf::Inferred(k(2)))
+        );
     }
 }
