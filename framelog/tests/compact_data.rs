@@ -555,3 +555,67 @@ mod random_logs {
         }
     }
 }
+
+/// The store keeps per batch (per compact block) the range of ids it holds, and the ids far
+/// from the rest exactly: data written long after its frame started (here 30,000 frames
+/// later, past the range a batch keeps) reads back merged in file order, raw and compacted,
+/// as do frames whose data is in neither.
+#[test]
+fn data_written_long_after_its_frame_reads_back_raw_and_compacted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let w = LogWriter::open_with(
+        dir,
+        WriterOptions {
+            data_segment_bytes: 256 << 10,
+            compact: false,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap();
+    let first = w.reserve_ids(60_000).unwrap();
+    let worker = w.worker();
+    let key = |i: u32| FrameKey::new(worker, first + i);
+    let doc = |v: serde_json::Value| formats::to_document(&v).unwrap();
+    let mut expected = std::collections::HashMap::new();
+    let mut batch = DataBatch::new();
+    for i in 0..60_000u32 {
+        // Every third frame has data when it starts.
+        if i % 3 == 0 {
+            batch.push(key(i), &doc(serde_json::json!({"at": "start", "i": i})));
+            expected.insert(key(i), serde_json::json!({"at": "start", "i": i}));
+        }
+        // Frame i - 30,000 gets more data now: a late update of one with data at its start,
+        // or the only data of one without.
+        if i >= 30_000 && i % 1_000 < 2 {
+            let late = i - 30_000;
+            batch.push(key(late), &doc(serde_json::json!({"at": "late", "by": i})));
+            let e = expected
+                .entry(key(late))
+                .or_insert_with(|| serde_json::json!({}));
+            e["at"] = "late".into();
+            e["by"] = i.into();
+        }
+        if batch.len() == 200 {
+            w.append_data(&batch).unwrap();
+            batch.clear();
+        }
+    }
+    w.append_data(&batch).unwrap();
+    drop(w);
+    let check = |what: &str| {
+        let mut store = DataStore::open(dir).unwrap();
+        for i in 0..60_000 {
+            let got = store
+                .get(key(i))
+                .unwrap()
+                .map(|d| bson::Bson::Document(d).into_relaxed_extjson());
+            assert_eq!(got.as_ref(), expected.get(&key(i)), "{what}: frame {i}");
+            assert_eq!(store.contains(key(i)), got.is_some(), "{what}: frame {i}");
+        }
+        assert!(store.take_damage().is_empty(), "{what}");
+    };
+    check("raw");
+    assert!(compact_all(dir) > 0);
+    check("compacted");
+}

@@ -36,7 +36,7 @@ fn browser_env() -> Result<(PathBuf, PathBuf), String> {
 
 /// The first frame written with data, once there is one.
 fn a_frame_with_data(dir: &Path) -> Option<FrameKey> {
-    let store = DataStore::open(dir).ok()?;
+    let mut store = DataStore::open(dir).ok()?;
     let mut found = None;
     LogReader::open(dir)
         .ok()?

@@ -1,5 +1,5 @@
 //! A `DataStore` keeps answering, without SIGBUS, while another process cuts the torn tail of
-//! the data file it has mapped: it maps only the bytes of whole indexed batches.
+//! the data file it reads: it reads (never maps) the bytes of whole indexed batches.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,16 +62,10 @@ fn lookups_survive_another_process_cutting_a_torn_data_tail() {
     for &key in &keys {
         assert!(store.get(key).unwrap().is_some());
     }
-    // Only whole batches are mapped, never the torn tail.
-    let page = 4096;
+    // A framed data file is read, not mapped: a cut can never take a page from under it,
+    // and an export that reads every frame's data does not keep the file resident.
     let sizes = mapped_sizes(&data_path);
-    assert!(!sizes.is_empty(), "the data file is mapped");
-    for size in sizes {
-        assert!(
-            size <= whole.div_ceil(page) * page,
-            "mapped {size} bytes of a file whose whole batches end at {whole}"
-        );
-    }
+    assert!(sizes.is_empty(), "the data file is mapped: {sizes:?}");
 
     // Another process opens the log: it cuts the torn tail and appends more data while this
     // one keeps looking frames up.

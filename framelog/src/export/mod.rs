@@ -616,8 +616,8 @@ impl Exporter {
         for d in self.done.drain(..) {
             let (start, end) = (d.start_ns.saturating_sub(t0), d.end_ns.saturating_sub(t0));
             let data = match &mut self.store {
-                Some(s) if s.contains(d.key) => s.get(d.key).ok().flatten(),
-                _ => None,
+                Some(s) => s.get(d.key).ok().flatten(),
+                None => None,
             };
             let f = Frame {
                 key: d.key,

@@ -1,21 +1,26 @@
 //! [`DataStore`]: a frame's data on demand, without scanning the data files.
 //!
-//! The index files are loaded into a map from `(worker, id)` to entry locations; the data
-//! files are memory-mapped and sliced at those locations. In batch-framed files, index entries
-//! are accepted a whole batch at a time (checked against the batch's marker), a frame's data is
-//! used only after its batch's CRC32C held, and only the bytes of whole indexed batches are
-//! mapped: the only bytes a writer ever cuts lie after them, so a mapping never loses a page.
+//! The index files are read once, batch by batch, into [`KeyRanges`]: per batch (in a compact
+//! file, per data block) the range of ids it holds, so the store's memory grows with the
+//! batches, not with the frames (as a map of every key, a 10 M-frame log's data index took
+//! ~700 MB). A lookup reads again the index entries of the few batches its key may be in (the
+//! last ones read are kept). In batch-framed files, index entries are accepted a whole batch
+//! at a time (checked against the batch's marker, and again when read again), and a frame's
+//! data is read with its whole batch and used only after the batch's CRC32C held. Data files
+//! are read, not memory-mapped (except unframed files of old writers): mapped pages stay
+//! resident, so an export reading every frame's data would hold the whole data file.
 //!
-//! A compact (version 2) data segment holds its own index: it is loaded from the trailer once,
+//! A compact (version 2) data segment holds its own index: it is read from the trailer once,
 //! and a lookup reads and decompresses the one block holding each entry (the last few blocks
-//! are kept decompressed). Compaction may replace a raw segment while this store reads it: a
+//! are kept decompressed), whose entries are walked and checked against what the index said.
+//! Compaction may replace a raw segment while this store reads it: a
 //! store that opened the raw pair keeps reading it (the open files outlive their names), and
 //! one that finds the index gone after opening the raw data file opens the compact file.
 //! Without the `compact` feature, a compact data segment is refused with
 //! [`Error::CompactUnsupported`] when the store first opens it.
 
-// Memory-mapping a file is `unsafe` (the mapping must stay backed): the two maps below say
-// why they are.
+// Memory-mapping a file is `unsafe` (the mapping must stay backed): the map of an unframed
+// file below says why it is.
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
@@ -31,12 +36,16 @@ use formats::{
     DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileKind, FrameKey, HEADER_LEN,
     INDEX_ENTRY_LEN, Probe, check_index_entries, decode_data_entry, decode_index_entry,
 };
-use memmap2::{Mmap, MmapOptions};
+use memmap2::Mmap;
 
 use crate::damage::{Damage, DamageLog};
 use crate::error::{Error, IoContext, Result};
 use crate::pread::{read_full_at, read_header, read_vec_at};
 use crate::segments::{self, segment_path};
+
+mod key_ranges;
+
+use key_ranges::KeyRanges;
 
 /// No batch: an entry of an unframed (older) data file.
 const UNFRAMED: u32 = u32::MAX;
@@ -86,7 +95,41 @@ struct Batch {
     marker: u32,
     marker_info: DataMarker,
     checked: Checked,
+    /// Where its index entries (after the marker's own) are in the index file.
+    idx_at: u64,
+    /// How far its data sits from where its index entries say (see `Segment::shift`).
+    shift: i64,
 }
+
+/// A group of entries [`KeyRanges`] names: a framed raw batch or a compact data block.
+#[derive(Debug, Clone, Copy)]
+enum Group {
+    /// Batch `batch` (of `batches`) of segment `segment` (an index into `segments`).
+    Raw { segment: u32, batch: u32 },
+    /// Data block `block` of compact segment `segment`: `count` entries whose keys and
+    /// offsets hash to `keys` ([`entries_hash`]).
+    #[cfg(feature = "compact")]
+    Compact {
+        segment: u32,
+        block: u32,
+        count: u32,
+        keys: u64,
+    },
+}
+
+/// A group's entries as a lookup wants them: (packed key, seek or block offset), sorted by
+/// key, entries of one key in file order.
+type GroupEntries = Vec<(u64, u32)>;
+
+/// Groups whose entries are kept for the next lookups (neighbouring frames' data is
+/// usually in the same group).
+const GROUP_CACHE: usize = 64;
+
+/// Data batch bodies kept for the next lookups (16 KiB each, as writers cut them).
+const BATCH_CACHE: usize = 16;
+
+/// Bytes of an index file read at a time while loading it.
+const INDEX_CHUNK: usize = 4 << 20;
 
 impl Batch {
     fn body(&self) -> std::ops::Range<usize> {
@@ -141,8 +184,6 @@ struct Segment {
     framed: bool,
     /// Bytes of the index file accepted so far (0 until its header was read).
     idx_read: u64,
-    /// End of the data that whole indexed batches cover (framed files).
-    covered: u64,
     /// Length of the data file at the last refresh.
     data_len: u64,
     /// How far data batches sit from where the index says (bytes inserted or deleted by
@@ -155,7 +196,15 @@ struct Segment {
 pub struct DataStore {
     dir: PathBuf,
     segments: Vec<(u32, Segment)>,
-    index: HashMap<FrameKey, Locs>,
+    /// Entries of unframed (older) index files, which have no batches to name.
+    unframed: HashMap<FrameKey, Locs>,
+    /// Which groups may hold a key.
+    ranges: KeyRanges,
+    groups: Vec<Group>,
+    /// Recently read groups' entries, (group, entries), most recent last.
+    group_cache: Vec<(u32, GroupEntries)>,
+    /// Recently read data batch bodies, (batch, body), most recent last.
+    batch_cache: Vec<(u32, Vec<u8>)>,
     batches: Vec<Batch>,
     entries: usize,
     damage: DamageLog,
@@ -182,7 +231,11 @@ impl DataStore {
         let mut store = Self {
             dir,
             segments: Vec::new(),
-            index: HashMap::new(),
+            unframed: HashMap::new(),
+            ranges: KeyRanges::default(),
+            groups: Vec::new(),
+            group_cache: Vec::new(),
+            batch_cache: Vec::new(),
             batches: Vec::new(),
             entries: 0,
             damage: DamageLog::default(),
@@ -203,9 +256,10 @@ impl DataStore {
         self.entries == 0
     }
 
-    /// Whether `key` has any data.
-    pub fn contains(&self, key: FrameKey) -> bool {
-        self.index.contains_key(&key)
+    /// Whether `key` has any data (`true` also when looking failed: [`DataStore::get`]
+    /// then says why).
+    pub fn contains(&mut self, key: FrameKey) -> bool {
+        self.locs(key).map_or(true, |l| !l.is_empty())
     }
 
     /// Damage found since the last call: in index files (the entries there were skipped) and
@@ -241,7 +295,6 @@ impl DataStore {
                         data: None,
                         framed: false,
                         idx_read: 0,
-                        covered: 0,
                         shift: 0,
                         data_len: 0,
                         map: None,
@@ -325,17 +378,17 @@ impl DataStore {
         let seg = &mut self.segments[i].1;
         let file = seg.idx.as_ref().expect("opened above");
         let len = file.metadata().at(&seg.idx_path)?.len();
-        let tail = read_vec_at(
-            file,
-            &seg.idx_path,
-            seg.idx_read,
-            len.saturating_sub(seg.idx_read) as usize,
-        )?;
         if !seg.framed {
+            let tail = read_vec_at(
+                file,
+                &seg.idx_path,
+                seg.idx_read,
+                len.saturating_sub(seg.idx_read) as usize,
+            )?;
             let whole = tail.len() / INDEX_ENTRY_LEN * INDEX_ENTRY_LEN;
             for chunk in tail[..whole].chunks_exact(INDEX_ENTRY_LEN) {
                 let e = decode_index_entry(chunk).expect("nine bytes");
-                self.insert(e.key, i, e.seek, UNFRAMED);
+                self.insert_unframed(e.key, i, e.seek);
             }
             self.segments[i].1.idx_read += whole as u64;
             return Ok(whole / INDEX_ENTRY_LEN);
@@ -350,6 +403,37 @@ impl DataStore {
         }
         let data = seg.data.as_ref().expect("opened above");
         seg.data_len = data.metadata().at(&seg.data_path)?.len();
+        // A chunk at a time: the index of a 1 GiB segment is tens of MB.
+        let mut added = 0;
+        let mut chunk = INDEX_CHUNK;
+        loop {
+            let seg = &self.segments[i].1;
+            let file = seg.idx.as_ref().expect("opened above");
+            let left = len.saturating_sub(seg.idx_read);
+            let last = left <= chunk as u64;
+            let tail = read_vec_at(
+                file,
+                &seg.idx_path,
+                seg.idx_read,
+                left.min(chunk as u64) as usize,
+            )?;
+            let (pos, n) = self.index_chunk(i, &tail, sealed && last)?;
+            added += n;
+            self.segments[i].1.idx_read += pos as u64;
+            if last {
+                break;
+            }
+            // A batch longer than a chunk (never written: a batch's index is under 20 KiB).
+            if pos == 0 {
+                chunk *= 2;
+            }
+        }
+        Ok(added)
+    }
+
+    /// Loads the whole batches of index bytes `tail` (of segment `i`, from its `idx_read`):
+    /// returns the bytes consumed and the entries added. `sealed`: nothing follows `tail`.
+    fn index_chunk(&mut self, i: usize, tail: &[u8], sealed: bool) -> Result<(usize, usize)> {
         let mut pos = 0usize;
         let mut added = 0;
         while tail.len() - pos >= INDEX_ENTRY_LEN {
@@ -357,23 +441,26 @@ impl DataStore {
                 IndexBatch::Whole(need, marker_seek, m) => {
                     let own = decode_index_entry(&tail[pos..]).expect("whole");
                     let entries = &tail[pos + INDEX_ENTRY_LEN..pos + need];
+                    let shift = i64::from(marker_seek) - i64::from(own.seek);
+                    let written_body = u64::from(own.seek) + DATA_MARKER_LEN as u64;
+                    let list = check_index_entries(&m, entries, written_body).expect("checked");
                     let batch = self.batches.len() as u32;
+                    let seg = &mut self.segments[i].1;
                     self.batches.push(Batch {
                         marker: marker_seek,
                         marker_info: m,
                         checked: Checked::Unknown,
+                        idx_at: seg.idx_read + (pos + INDEX_ENTRY_LEN) as u64,
+                        shift,
                     });
-                    let shift = i64::from(marker_seek) - i64::from(own.seek);
-                    let written_body = u64::from(own.seek) + DATA_MARKER_LEN as u64;
-                    let list = check_index_entries(&m, entries, written_body).expect("checked");
-                    for e in list {
-                        self.insert(e.key, i, (i64::from(e.seek) + shift) as u32, batch);
-                    }
+                    let group = self.groups.len() as u32;
+                    self.groups.push(Group::Raw {
+                        segment: i as u32,
+                        batch,
+                    });
+                    self.ranges.add_group(group, list.iter().map(|e| e.key));
                     added += m.count as usize;
-                    let seg = &mut self.segments[i].1;
                     seg.shift = shift;
-                    let body = u64::from(marker_seek) + DATA_MARKER_LEN as u64;
-                    seg.covered = seg.covered.max(body + u64::from(m.len));
                     pos += need;
                 }
                 IndexBatch::Partial => break,
@@ -403,8 +490,8 @@ impl DataStore {
                 }
             }
         }
-        let seg = &mut self.segments[i].1;
         if sealed && pos < tail.len() {
+            let seg = &self.segments[i].1;
             let at = seg.idx_read + pos as u64;
             self.damage.add(
                 &seg.idx_path,
@@ -414,8 +501,7 @@ impl DataStore {
             );
             pos = tail.len();
         }
-        seg.idx_read += pos as u64;
-        Ok(added)
+        Ok((pos, added))
     }
 
     /// Classifies the index bytes at the front of `idx` (of segment `i`) as a batch.
@@ -476,16 +562,16 @@ impl DataStore {
         Ok(IndexBatch::Bad)
     }
 
-    fn insert(&mut self, key: FrameKey, segment: usize, seek: u32, batch: u32) {
+    fn insert_unframed(&mut self, key: FrameKey, segment: usize, seek: u32) {
         let loc = Loc {
             segment: segment as u32,
             seek,
-            batch,
+            batch: UNFRAMED,
         };
-        match self.index.get_mut(&key) {
+        match self.unframed.get_mut(&key) {
             Some(locs) => locs.push(loc),
             None => {
-                self.index.insert(key, Locs::One(loc));
+                self.unframed.insert(key, Locs::One(loc));
             }
         }
     }
@@ -510,8 +596,16 @@ impl DataStore {
         };
         let (index, decoder, end) = loaded;
         let added = index.entries.len();
-        for e in &index.entries {
-            self.insert(e.key, i, e.offset, e.block);
+        // Entries are in file order, so each block's are together.
+        for run in index.entries.chunk_by(|a, b| a.block == b.block) {
+            let group = self.groups.len() as u32;
+            self.groups.push(Group::Compact {
+                segment: i as u32,
+                block: run[0].block,
+                count: run.len() as u32,
+                keys: entries_hash(run.iter().map(|e| (e.key, e.offset))),
+            });
+            self.ranges.add_group(group, run.iter().map(|e| e.key));
         }
         let seg = &mut self.segments[i].1;
         seg.form = Form::Compact;
@@ -594,17 +688,204 @@ impl DataStore {
         Ok(self.cache.len() - 1)
     }
 
+    /// Where `key`'s entries are, in file order.
+    fn locs(&mut self, key: FrameKey) -> Result<Vec<Loc>> {
+        let mut locs: Vec<Loc> = self
+            .unframed
+            .get(&key)
+            .map_or_else(Vec::new, |l| l.as_slice().to_vec());
+        let mut groups = Vec::new();
+        self.ranges.candidates(key, &mut groups);
+        let k = packed(key);
+        for g in groups {
+            let c = self.group_entries(g)?;
+            let entries = &self.group_cache[c].1;
+            let (segment, batch) = match self.groups[g as usize] {
+                Group::Raw { segment, batch } => (segment, batch),
+                #[cfg(feature = "compact")]
+                Group::Compact { segment, block, .. } => (segment, block),
+            };
+            let from = entries.partition_point(|e| e.0 < k);
+            locs.extend(
+                entries[from..]
+                    .iter()
+                    .take_while(|e| e.0 == k)
+                    .map(|&(_, seek)| Loc {
+                        segment,
+                        seek,
+                        batch,
+                    }),
+            );
+        }
+        // File order across segments: a segment loaded late (its index appeared after a later
+        // segment's, or compaction replaced it mid-refresh) still comes before later ones.
+        // Within a segment, batches (blocks) and offsets ascend in file order.
+        locs.sort_by_key(|l| (self.segments[l.segment as usize].0, l.batch, l.seek));
+        Ok(locs)
+    }
+
+    /// The cache slot holding group `g`'s entries (read now if they are not cached).
+    fn group_entries(&mut self, g: u32) -> Result<usize> {
+        if let Some(pos) = self.group_cache.iter().position(|(h, _)| *h == g) {
+            let hit = self.group_cache.remove(pos);
+            self.group_cache.push(hit);
+            return Ok(self.group_cache.len() - 1);
+        }
+        let mut entries = match self.groups[g as usize] {
+            Group::Raw { segment, batch } => self.raw_group(segment as usize, batch)?,
+            #[cfg(feature = "compact")]
+            Group::Compact {
+                segment,
+                block,
+                count,
+                keys,
+            } => self.compact_group(segment as usize, block, count, keys)?,
+        };
+        // Stable: one key's entries stay in file order.
+        entries.sort_by_key(|e| e.0);
+        if self.group_cache.len() >= GROUP_CACHE {
+            self.group_cache.remove(0);
+        }
+        self.group_cache.push((g, entries));
+        Ok(self.group_cache.len() - 1)
+    }
+
+    /// The entries of batch `batch` of raw segment `si`, read again from its index file (which
+    /// writers only append to) and checked against the batch's marker as when first read.
+    fn raw_group(&self, si: usize, batch: u32) -> Result<GroupEntries> {
+        let b = &self.batches[batch as usize];
+        let seg = &self.segments[si].1;
+        let file = seg
+            .idx
+            .as_ref()
+            .expect("a framed segment's index stays open");
+        let len = b.marker_info.count as usize * INDEX_ENTRY_LEN;
+        let bytes = read_vec_at(file, &seg.idx_path, b.idx_at, len)?;
+        let written_body = (i64::from(b.marker) - b.shift) as u64 + DATA_MARKER_LEN as u64;
+        let list = check_index_entries(&b.marker_info, &bytes, written_body).ok_or_else(|| {
+            corrupt(
+                &seg.idx_path,
+                b.idx_at,
+                format!(
+                    "the index entries of the data batch at offset {} changed after they were read",
+                    b.marker
+                ),
+            )
+        })?;
+        Ok(list
+            .iter()
+            .map(|e| (packed(e.key), (i64::from(e.seek) + b.shift) as u32))
+            .collect())
+    }
+
+    /// The entries of data block `block` of compact segment `si`: walked in the decompressed
+    /// block when they are the `count` entries the index gave (`keys`), else (a damaged
+    /// block, or one that disagrees with the index) the index's own, so that a lookup of one
+    /// of them reports the damage as before and other frames' lookups are not refused.
+    #[cfg(feature = "compact")]
+    fn compact_group(
+        &mut self,
+        si: usize,
+        block: u32,
+        count: u32,
+        keys: u64,
+    ) -> Result<GroupEntries> {
+        if let Ok(c) = self.compact_block(si, block)
+            && let Some(list) = formats::data_batch_entries(&self.cache[c].2)
+            && list.len() == count as usize
+            && entries_hash(list.iter().copied()) == keys
+        {
+            return Ok(list.iter().map(|&(k, o)| (packed(k), o)).collect());
+        }
+        let seg = &self.segments[si].1;
+        let c = seg.compact.as_ref().expect("a compact segment");
+        let len = c.file.metadata().at(&seg.data_path)?.len();
+        let index = match read_compact_index(&c.file, &seg.data_path, len)? {
+            Ok((index, _, _)) => index,
+            Err(e) => {
+                return Err(corrupt(
+                    &seg.data_path,
+                    e.offset,
+                    format!("the index changed after it was read: {}", e.kind),
+                ));
+            }
+        };
+        Ok(index
+            .entries
+            .iter()
+            .filter(|e| e.block == block)
+            .map(|e| (packed(e.key), e.offset))
+            .collect())
+    }
+
+    /// The cache slot holding the body of data batch `batch` (of raw segment `si`), read now
+    /// if it is not cached; refused, naming `key`, if it fails its CRC32C checksum. Read, not
+    /// mapped: a mapping's pages would stay resident, and a whole-log read (an export) would
+    /// hold the whole data file.
+    fn batch_body(&mut self, si: usize, batch: u32, key: FrameKey) -> Result<usize> {
+        if let Some(pos) = self.batch_cache.iter().position(|(b, _)| *b == batch) {
+            let hit = self.batch_cache.remove(pos);
+            self.batch_cache.push(hit);
+            return Ok(self.batch_cache.len() - 1);
+        }
+        let b = &mut self.batches[batch as usize];
+        let seg = &self.segments[si].1;
+        let range = b.body();
+        let bad = |b: &Batch| {
+            corrupt(
+                &seg.data_path,
+                u64::from(b.marker),
+                format!(
+                    "the data batch holding frame {key} fails its CRC32C checksum ({} bytes skipped)",
+                    DATA_MARKER_LEN + b.body().len()
+                ),
+            )
+        };
+        if b.checked == Checked::Bad {
+            return Err(bad(b));
+        }
+        let file = match &seg.data {
+            Some(f) => f,
+            None => {
+                return Err(Error::io(
+                    &seg.data_path,
+                    std::io::ErrorKind::NotFound.into(),
+                ));
+            }
+        };
+        let body = read_vec_at(file, &seg.data_path, range.start as u64, range.len())?;
+        if body.len() < range.len() {
+            return Err(corrupt(
+                &seg.data_path,
+                range.start as u64 + body.len() as u64,
+                format!(
+                    "the data file ends at byte {}, before the end of the batch its index names ({})",
+                    range.start + body.len(),
+                    range.end
+                ),
+            ));
+        }
+        if b.checked == Checked::Unknown {
+            b.checked = if b.marker_info.body_matches(&body) {
+                Checked::Good
+            } else {
+                Checked::Bad
+            };
+        }
+        if b.checked == Checked::Bad {
+            return Err(bad(b));
+        }
+        if self.batch_cache.len() >= BATCH_CACHE {
+            self.batch_cache.remove(0);
+        }
+        self.batch_cache.push((batch, body));
+        Ok(self.batch_cache.len() - 1)
+    }
+
     /// The raw BSON documents of `key`, in file order (each checked against the index, and
     /// in framed files against its batch's checksum).
     pub fn raw_entries(&mut self, key: FrameKey) -> Result<Vec<Vec<u8>>> {
-        let Some(locs) = self.index.get(&key) else {
-            return Ok(Vec::new());
-        };
-        let mut locs = locs.as_slice().to_vec();
-        // File order across segments: a segment loaded late (its index appeared after a later
-        // segment's, or compaction replaced it mid-refresh) still comes before later ones.
-        // Stable, so entries keep their order within a segment.
-        locs.sort_by_key(|l| self.segments[l.segment as usize].0);
+        let locs = self.locs(key)?;
         let mut out = Vec::with_capacity(locs.len());
         for loc in locs {
             let seek = loc.seek as usize;
@@ -628,40 +909,17 @@ impl DataStore {
                 out.push(e.document.to_vec());
                 continue;
             }
-            // The end of the bytes the entry may use: its batch's end in framed files.
-            let end = if loc.batch == UNFRAMED {
+            let bytes = if loc.batch == UNFRAMED {
                 mapped_from(&mut self.segments[si].1, seek)?;
-                None
+                &self.segments[si].1.map.as_ref().expect("mapped above")[seek..]
             } else {
-                let batch = &mut self.batches[loc.batch as usize];
-                let seg = &mut self.segments[si].1;
-                let body = batch.body();
-                let map = map_covered(seg)?;
-                if batch.checked == Checked::Unknown {
-                    batch.checked = if batch.marker_info.body_matches(&map[body.clone()]) {
-                        Checked::Good
-                    } else {
-                        Checked::Bad
-                    };
-                }
-                if batch.checked == Checked::Bad {
-                    return Err(corrupt(
-                        &seg.data_path,
-                        u64::from(batch.marker),
-                        format!(
-                            "the data batch holding frame {key} fails its CRC32C checksum ({} bytes skipped)",
-                            DATA_MARKER_LEN + body.len()
-                        ),
-                    ));
-                }
-                Some(body.end)
+                // The entry may use the bytes of its batch only.
+                let c = self.batch_body(si, loc.batch, key)?;
+                let start = self.batches[loc.batch as usize].body().start;
+                let body = &self.batch_cache[c].1;
+                body.get(seek.saturating_sub(start)..).unwrap_or_default()
             };
             let seg = &self.segments[si].1;
-            let map = seg.map.as_ref().expect("mapped above");
-            let bytes = match end {
-                None => &map[seek..],
-                Some(end) => map.get(seek..end).unwrap_or_default(),
-            };
             let entry = match decode_data_entry(bytes) {
                 Ok(Some(e)) => e,
                 Ok(None) => {
@@ -707,6 +965,22 @@ impl DataStore {
         }
         Ok(Some(merged))
     }
+}
+
+/// A key as one integer, ordered by worker, then id.
+fn packed(key: FrameKey) -> u64 {
+    (u64::from(key.worker) << 32) | u64::from(key.id)
+}
+
+/// A hash of a compact block's entries (keys and offsets, in order), to tell whether its
+/// decompressed entries are the ones the index listed.
+#[cfg(feature = "compact")]
+fn entries_hash(entries: impl Iterator<Item = (FrameKey, u32)>) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    entries.fold(0, |h, (key, offset)| {
+        let h = (h ^ packed(key)).wrapping_mul(K);
+        (h ^ u64::from(offset)).wrapping_mul(K).rotate_left(29)
+    })
 }
 
 /// What a data file turned out to be when opened.
@@ -837,37 +1111,9 @@ enum IndexBatch {
     Bad,
 }
 
-/// The mapping of a framed segment's covered bytes, extended if more batches were indexed.
-fn map_covered(seg: &mut Segment) -> Result<&Mmap> {
-    let have = seg.map.as_ref().map_or(0, |m| m.len() as u64);
-    if have < seg.covered {
-        let file = data_file(seg)?;
-        let len = file.metadata().at(&seg.data_path)?.len();
-        if len < seg.covered {
-            return Err(corrupt(
-                &seg.data_path,
-                len,
-                format!(
-                    "the data file is {len} bytes, shorter than its index says ({})",
-                    seg.covered
-                ),
-            ));
-        }
-        // SAFETY: only bytes of whole, indexed batches are mapped. Writers never change or
-        // cut those (they append, and cut only an unfinished batch after the last whole one:
-        // docs/FORMAT.md, "Torn tails"), so the mapped pages stay backed by the file.
-        // Compaction and retention never write it either: they rename a new file over its
-        // name or unlink it, and the mapped file lives on. A program outside this protocol
-        // that truncates the file can break this (SIGBUS).
-        let map =
-            unsafe { MmapOptions::new().len(seg.covered as usize).map(&file) }.at(&seg.data_path)?;
-        seg.map = Some(map);
-    }
-    Ok(seg.map.as_ref().expect("mapped"))
-}
-
-/// The mapped bytes of an unframed `seg` from `seek` on, remapping if the file grew.
-fn mapped_from(seg: &mut Segment, seek: usize) -> Result<&[u8]> {
+/// Maps an unframed `seg` so that its entry at `seek` is inside the mapping, remapping if the
+/// file grew.
+fn mapped_from(seg: &mut Segment, seek: usize) -> Result<()> {
     let need_remap = match &seg.map {
         // An entry's header and length prefix must be inside the mapping; a longer
         // document is checked again below.
@@ -894,7 +1140,7 @@ fn mapped_from(seg: &mut Segment, seek: usize) -> Result<&[u8]> {
     if seek + 5 + doc_len > len {
         remap_whole(seg)?;
     }
-    Ok(&seg.map.as_ref().expect("mapped")[seek..])
+    Ok(())
 }
 
 /// The segment's data file: the one this store holds open if any (it stays readable after
