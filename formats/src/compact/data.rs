@@ -328,6 +328,20 @@ fn streams(raw: &[u8]) -> Result<[&[u8]; STREAMS], DecodeError> {
 /// exactly what it must, that blocks are ascending between the file header and the index, and
 /// that every entry names a block that exists.
 pub fn decode_index(raw: &[u8], count: u32, index_offset: u64) -> Result<DataIndex, DecodeError> {
+    let mut entries = Vec::with_capacity(count as usize);
+    let blocks = decode_index_with(raw, count, index_offset, |e| entries.push(e))?;
+    Ok(DataIndex { blocks, entries })
+}
+
+/// [`decode_index`] without holding the entries: each is handed to `each` in file order as it
+/// is decoded, and the data blocks' offsets are returned. (An error can come after entries were
+/// handed on: a caller that keeps them decodes twice, or drops them on an error.)
+pub fn decode_index_with(
+    raw: &[u8],
+    count: u32,
+    index_offset: u64,
+    mut each: impl FnMut(IndexedEntry),
+) -> Result<Vec<u64>, DecodeError> {
     let [blocks_s, workers, ids_s, eblocks_s, offsets_s] = streams(raw)?;
     let cut = |what: &str| bad(0, format!("index stream {what} is cut short or malformed"));
     let mut s = blocks_s;
@@ -362,7 +376,6 @@ pub fn decode_index(raw: &[u8], count: u32, index_offset: u64) -> Result<DataInd
     let (mut ids, mut eblocks, mut offsets) = (ids_s, eblocks_s, offsets_s);
     let mut last_id = [0u32; 256];
     let mut block = 0u64;
-    let mut entries = Vec::with_capacity(count as usize);
     for &worker in workers {
         // Exact differences (FORMAT.md, *Integers and varints*): a result outside u32 is bad.
         let diff = unzigzag(get_varint(&mut ids).ok_or_else(|| cut("ids"))?);
@@ -380,7 +393,7 @@ pub fn decode_index(raw: &[u8], count: u32, index_offset: u64) -> Result<DataInd
             .ok()
             .filter(|&o| (o as usize) < MAX_RAW_BLOCK_LEN)
             .ok_or_else(|| cut("entry_offsets"))?;
-        entries.push(IndexedEntry {
+        each(IndexedEntry {
             key: FrameKey::new(worker, id),
             block: block as u32,
             offset,
@@ -389,7 +402,7 @@ pub fn decode_index(raw: &[u8], count: u32, index_offset: u64) -> Result<DataInd
     if !(ids.is_empty() && eblocks.is_empty() && offsets.is_empty()) {
         return Err(bad(0, "an index stream has bytes after its values"));
     }
-    Ok(DataIndex { blocks, entries })
+    Ok(blocks)
 }
 
 /// The data entries of a decompressed data block body that must hold `count` of them, each

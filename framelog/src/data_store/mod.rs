@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 #[cfg(feature = "compact")]
 use formats::compact::data::{
-    BLOCK_HEADER_LEN, BlockDecoder, BlockHeader, DATA_MAGIC, DICT_MAGIC, INDEX_MAGIC, TRAILER_LEN,
-    Trailer, decode_index, entry_at,
+    BLOCK_HEADER_LEN, BlockDecoder, BlockHeader, DATA_MAGIC, DICT_MAGIC, INDEX_MAGIC, IndexedEntry,
+    TRAILER_LEN, Trailer, decode_index_with, entry_at,
 };
 use formats::{
     DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileKind, FrameKey, HEADER_LEN,
@@ -594,29 +594,46 @@ impl DataStore {
                 return Ok(0);
             }
         };
-        let (index, decoder, end) = loaded;
-        let added = index.entries.len();
-        // Entries are in file order, so each block's are together.
-        for run in index.entries.chunk_by(|a, b| a.block == b.block) {
-            let group = self.groups.len() as u32;
-            self.groups.push(Group::Compact {
-                segment: i as u32,
-                block: run[0].block,
-                count: run.len() as u32,
-                keys: entries_hash(run.iter().map(|e| (e.key, e.offset))),
-            });
-            self.ranges.add_group(group, run.iter().map(|e| e.key));
-        }
+        // Entries are in file order, so each block's are together: a group at each change.
+        let mut run: Vec<IndexedEntry> = Vec::new();
+        let (groups, ranges) = (&mut self.groups, &mut self.ranges);
+        let mut flush = |run: &mut Vec<IndexedEntry>| {
+            if let Some(first) = run.first() {
+                let group = groups.len() as u32;
+                groups.push(Group::Compact {
+                    segment: i as u32,
+                    block: first.block,
+                    count: run.len() as u32,
+                    keys: entries_hash(run.iter().map(|e| (e.key, e.offset))),
+                });
+                ranges.add_group(group, run.iter().map(|e| e.key));
+                run.clear();
+            }
+        };
+        loaded.for_each(|e| {
+            if run.last().is_some_and(|l| l.block != e.block) {
+                flush(&mut run);
+            }
+            run.push(e);
+        });
+        flush(&mut run);
+        let CompactIndex {
+            count,
+            at,
+            blocks,
+            decoder,
+            ..
+        } = loaded;
         let seg = &mut self.segments[i].1;
         seg.form = Form::Compact;
         seg.compact = Some(CompactSeg {
             file,
-            bad: vec![false; index.blocks.len()],
-            blocks: index.blocks,
-            end,
+            bad: vec![false; blocks.len()],
+            blocks,
+            end: at,
             decoder,
         });
-        Ok(added)
+        Ok(count as usize)
     }
 
     /// The cache slot holding data block `block` of compact segment `si`, decompressed
@@ -801,7 +818,7 @@ impl DataStore {
         let c = seg.compact.as_ref().expect("a compact segment");
         let len = c.file.metadata().at(&seg.data_path)?.len();
         let index = match read_compact_index(&c.file, &seg.data_path, len)? {
-            Ok((index, _, _)) => index,
+            Ok(index) => index,
             Err(e) => {
                 return Err(corrupt(
                     &seg.data_path,
@@ -810,12 +827,13 @@ impl DataStore {
                 ));
             }
         };
-        Ok(index
-            .entries
-            .iter()
-            .filter(|e| e.block == block)
-            .map(|e| (packed(e.key), e.offset))
-            .collect())
+        let mut out = Vec::new();
+        index.for_each(|e| {
+            if e.block == block {
+                out.push((packed(e.key), e.offset));
+            }
+        });
+        Ok(out)
     }
 
     /// The cache slot holding the body of data batch `batch` (of raw segment `si`), read now
@@ -1015,10 +1033,28 @@ fn open_data(path: &Path) -> Result<Opened> {
     )
 }
 
-/// What a compact file's index gives a store: the index, a decoder (with the dictionary),
-/// and where the data blocks end.
+/// A compact file's index as a store reads it: checked, still encoded (a few bytes an entry;
+/// decoded, 16), with a decoder (holding the dictionary).
 #[cfg(feature = "compact")]
-type CompactIndex = (formats::compact::data::DataIndex, BlockDecoder, u64);
+struct CompactIndex {
+    /// The index block's decompressed body.
+    raw: Vec<u8>,
+    /// Its entries.
+    count: u32,
+    /// Where the index block is (the data blocks end there).
+    at: u64,
+    /// File offset of each data block's header.
+    blocks: Vec<u64>,
+    decoder: BlockDecoder,
+}
+
+#[cfg(feature = "compact")]
+impl CompactIndex {
+    /// Hands each entry to `each`, in file order (the index was checked when read).
+    fn for_each(&self, each: impl FnMut(IndexedEntry)) {
+        decode_index_with(&self.raw, self.count, self.at, each).expect("checked when read");
+    }
+}
 
 /// Reads a compact data file's trailer, dictionary and index block (`Ok(Err(..))`: they are
 /// damaged, at the error's file offset).
@@ -1088,17 +1124,25 @@ fn read_compact_index(
         Ok(r) => r,
         Err(e) => return Ok(Err(e.shifted(at))),
     };
-    let index = match decode_index(&raw, h.count, at) {
-        Ok(i) => i,
+    // Checked here without keeping the entries (16 bytes each decoded: 160 MB for a 10 M-entry
+    // segment); a reader decodes them again as it needs them.
+    let blocks = match decode_index_with(&raw, h.count, at, |_| {}) {
+        Ok(b) => b,
         Err(e) => return bad(at, &format!("index block: {}", e.kind)),
     };
-    if index.blocks.first().is_some_and(|&b| b != first_block) {
+    if blocks.first().is_some_and(|&b| b != first_block) {
         return bad(
             first_block,
             "the first data block is not where the index says",
         );
     }
-    Ok(Ok((index, decoder, at)))
+    Ok(Ok(CompactIndex {
+        raw,
+        count: h.count,
+        at,
+        blocks,
+        decoder,
+    }))
 }
 
 /// What the index bytes at a position are.
