@@ -580,10 +580,15 @@ fn data_written_long_after_its_frame_reads_back_raw_and_compacted() {
     let mut expected = std::collections::HashMap::new();
     let mut batch = DataBatch::new();
     for i in 0..60_000u32 {
-        // Every third frame has data when it starts.
+        // Every third frame has data when it starts (some of it longer than a lookup's
+        // first read of an entry).
         if i % 3 == 0 {
-            batch.push(key(i), &doc(serde_json::json!({"at": "start", "i": i})));
-            expected.insert(key(i), serde_json::json!({"at": "start", "i": i}));
+            let mut v = serde_json::json!({"at": "start", "i": i});
+            if i % 999 == 0 {
+                v["pad"] = "x".repeat(5_000).into();
+            }
+            batch.push(key(i), &doc(v.clone()));
+            expected.insert(key(i), v);
         }
         // Frame i - 30,000 gets more data now: a late update of one with data at its start,
         // or the only data of one without.
