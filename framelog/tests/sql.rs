@@ -576,6 +576,36 @@ fn a_damaged_log_says_what_was_skipped_and_counts_what_is_left() {
     }
 }
 
+/// A data batch damaged in the middle of the data file costs the data of its frames (NULL),
+/// said on stderr, not the query; other frames' data still reads.
+#[test]
+fn a_damaged_data_batch_costs_its_frames_data_not_the_query() {
+    let dir = tempfile::tempdir().unwrap();
+    make_log(dir.path(), 400);
+    let query = "select count(*) as n, count(data) as d from slice";
+    let whole = sql_json(dir.path(), query);
+    let with_data = whole[0]["d"].as_u64().unwrap();
+    assert!(with_data > 0);
+    let seg = dir.path().join("data-000001.framedata");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 16] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&seg, &bytes).unwrap();
+    let out = framelog(&["sql", dir.path().to_str().unwrap(), "--json", query]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("data-000001.framedata") && err.contains("CRC32C"),
+        "{err}"
+    );
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["n"], whole[0]["n"], "every frame is still a row");
+    let left = rows[0]["d"].as_u64().unwrap();
+    assert!(left < with_data && left > 0, "{left} of {with_data}");
+}
+
 #[test]
 fn a_log_being_written_is_queried_while_it_grows() {
     let dir = tempfile::tempdir().unwrap();

@@ -910,6 +910,14 @@ impl DataStore {
             b.checked = if b.marker_info.body_matches(&body) {
                 Checked::Good
             } else {
+                // Reported once, as a damaged compact block is.
+                let len = (DATA_MARKER_LEN + range.len()) as u64;
+                self.damage.add(
+                    &seg.data_path,
+                    u64::from(b.marker),
+                    len,
+                    DamageKind::BadChecksum,
+                );
                 Checked::Bad
             };
         }

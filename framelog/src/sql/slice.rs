@@ -95,9 +95,15 @@ pub(crate) fn slice_cell<'a>(
                 *store = Some(DataStore::open(shared.dir()).map_err(super::log_error)?);
             }
             let s = store.as_mut().expect("opened above");
-            let doc = s.get(r.key).map_err(super::log_error);
+            let doc = s.get(r.key);
             shared.add_damage(s.take_damage());
-            opt(doc?.map(super::bson_json))
+            match doc {
+                Ok(doc) => opt(doc.map(super::bson_json)),
+                // Damage costs the frames whose data it holds (reported with the rest of the
+                // damage the query met), not the query.
+                Err(crate::Error::Corrupt { .. }) => Null.into(),
+                Err(e) => return Err(super::log_error(e)),
+            }
         }
         15 => r.parent_inferred.into(),
         16..=20 => {
