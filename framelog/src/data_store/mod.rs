@@ -262,14 +262,14 @@ impl DataStore {
         self.locs(key).map_or(true, |l| !l.is_empty())
     }
 
-    /// Damage found since the last call: in index files (the entries there were skipped) and
-    /// in compact data files (a damaged index or trailer costs the file, a damaged block the
-    /// entries in it).
+    /// Damage found since the last call: in index files (the entries there were skipped), in
+    /// raw data batches a lookup found failing their CRC32C, and in compact data files (a
+    /// damaged index or trailer costs the file, a damaged block the entries in it).
     pub fn take_damage(&mut self) -> Vec<Damage> {
         self.damage.take()
     }
 
-    /// All index damage skipped so far: (bytes, places).
+    /// All damage skipped so far: (bytes, places).
     pub fn damage_totals(&self) -> (u64, u64) {
         (self.damage.bytes(), self.damage.places())
     }
