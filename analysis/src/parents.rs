@@ -92,6 +92,9 @@ pub struct Parents {
     /// Frames of those stacks that have not ended.
     /// (A fast hash: every frame goes in and out once.)
     open: FxHashSet<FrameKey>,
+    /// Frames whose end was read before their start (a frame that moved threads, its end
+    /// flushed first): their start finds them here and they never count as open.
+    early_ends: FxHashSet<FrameKey>,
     recorded: u64,
     inferred: u64,
 }
@@ -144,12 +147,19 @@ impl Parents {
                         ParentOf::Inferred(inferred_parent(key, s.context, innermost))
                     }
                 };
-                stack.push((s.id, s.context));
-                self.open.insert(key);
+                // A frame whose end came first has ended: it encloses nothing after it (kept
+                // open, it would stay in the stack for good and could be inferred a parent).
+                if self.early_ends.is_empty() || !self.early_ends.remove(&key) {
+                    stack.push((s.id, s.context));
+                    self.open.insert(key);
+                }
                 Some(parent)
             }
             Record::End(e) => {
-                self.open.remove(&FrameKey::new(e.worker, e.id));
+                let key = FrameKey::new(e.worker, e.id);
+                if !self.open.remove(&key) {
+                    self.early_ends.insert(key);
+                }
                 None
             }
             _ => None,
@@ -237,6 +247,38 @@ mod tests {
         p.add(&thread(2));
         assert_eq!(p.add(&start(6, 1, nr)), Some(ParentOf::Inferred(k(1))));
         assert_eq!(p.inferred(), 6);
+    }
+
+    /// A frame whose end was read before its start (it moved threads and its end was flushed
+    /// first) is not open: a later start of its context on its thread does not take it for a
+    /// parent, and the resolver keeps nothing of it.
+    #[test]
+    fn a_frame_whose_end_came_first_is_not_open_after_its_start() {
+        let mut p = Parents::new();
+        let k = |id| Some(FrameKey::new(1, id));
+        let nr = Parent::NotRecorded;
+        p.add(&thread(1));
+        assert_eq!(p.add(&start(1, 1, nr)), Some(ParentOf::Inferred(None)));
+        p.add(&end(2));
+        assert_eq!(p.add(&start(2, 1, nr)), Some(ParentOf::Inferred(k(1))));
+        assert_eq!(p.add(&start(3, 1, nr)), Some(ParentOf::Inferred(k(1))));
+        // 100,000 frames of other contexts whose ends came first: nothing kept of them.
+        for id in 10..100_010 {
+            p.add(&end(id));
+            p.add(&start(id, id, nr));
+        }
+        let kept = |p: &Parents| {
+            (
+                p.open.len(),
+                p.early_ends.len(),
+                p.stacks[&(1, 1)].frames.len(),
+            )
+        };
+        assert!(
+            kept(&p).0 <= 2 && kept(&p).1 == 0 && kept(&p).2 <= 2,
+            "{:?}",
+            kept(&p)
+        );
     }
 
     /// An async worker thread with 20,000 requests in flight (each its own context, type 0
