@@ -989,3 +989,64 @@ mod prop {
         }
     }
 }
+
+/// Stopped by SIGINT in the middle, an export leaves no temporary file in its output
+/// directory, keeps the files it finished whole, and exits 130; a Chrome export to a file
+/// leaves neither the file nor its temporary name.
+#[test]
+fn an_export_stopped_by_sigint_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    make_log(dir.path(), 60_000);
+    let out = tempfile::tempdir().unwrap();
+    let temps = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(".framelog-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let pq = out.path().join("pq");
+    let json = out.path().join("trace.json");
+    let runs: [(&[&str], &Path, &Path); 2] = [
+        (&["--format", "parquet", "-o"], &pq, &pq),
+        (&["-o"], &json, out.path()),
+    ];
+    for (args, target, watched) in runs {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_framelog"))
+            .arg("export")
+            .arg(dir.path())
+            .args(args)
+            .arg(target)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Stopped once it is writing: its temporary file is there.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while temps(watched).is_empty() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the export of {target:?} ended before a temporary file was seen"
+            );
+            assert!(std::time::Instant::now() < deadline, "no temporary file");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let kill = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let done = child.wait_with_output().unwrap();
+        let err = text(&done.stderr);
+        assert_eq!(done.status.code(), Some(130), "{err}");
+        assert!(err.contains("stopped"), "{err}");
+        assert_eq!(temps(watched), Vec::<String>::new(), "{err}");
+    }
+    assert!(!json.exists(), "a stopped export leaves no partial file");
+    // What the Parquet export finished before the stop is whole.
+    for e in std::fs::read_dir(&pq).unwrap() {
+        let b = std::fs::read(e.unwrap().path()).unwrap();
+        assert!(b.starts_with(b"PAR1") && b.ends_with(b"PAR1"));
+    }
+}

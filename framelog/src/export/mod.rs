@@ -38,12 +38,70 @@ use crate::{DataStore, LogReader, Position};
 
 pub use tracks::Done;
 
+/// The temporary files of exports in progress, and whether the process is stopping (see
+/// [`remove_unfinished`]).
+static UNFINISHED: std::sync::Mutex<Unfinished> = std::sync::Mutex::new((Vec::new(), false));
+
+/// Temporary files not yet made whole, and whether the process is stopping.
+type Unfinished = (Vec<std::path::PathBuf>, bool);
+
+fn unfinished() -> std::sync::MutexGuard<'static, Unfinished> {
+    // A list of paths is whole whatever a panicking holder did.
+    UNFINISHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A new hidden temporary file beside `path`, named `prefix` and random characters, that
+/// [`persist`] makes `path` once it is whole, and [`remove_unfinished`] removes before then.
+pub fn temp_beside(path: &Path, prefix: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    // Created under the lock, so that a stop either finds it in the list or prevents it.
+    let mut list = unfinished();
+    if list.1 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Interrupted,
+            "the export is stopping",
+        ));
+    }
+    let tmp = tempfile::Builder::new().prefix(prefix).tempfile_in(dir)?;
+    list.0.push(tmp.path().to_owned());
+    Ok(tmp)
+}
+
+/// Removes the temporary files of the exports in progress, for a process that is stopped
+/// (Ctrl-C, SIGTERM) and exits without unwinding, which would leave them behind. Until the
+/// returned guard is dropped (hold it until the exit) no export creates another or ends with
+/// an error of its own; and after, none creates another. Files already made whole by
+/// [`persist`] stay.
+pub fn remove_unfinished() -> Stopping {
+    let mut list = unfinished();
+    list.1 = true;
+    for path in list.0.drain(..) {
+        let _ = std::fs::remove_file(path);
+    }
+    Stopping { _held: list }
+}
+
+/// Held while a stopping process exits (see [`remove_unfinished`]).
+#[must_use = "hold it until the process exits"]
+pub struct Stopping {
+    _held: std::sync::MutexGuard<'static, Unfinished>,
+}
+
 /// Renames a finished export's temporary file to `path` as an ordinary file, readable by
 /// others (0644): a temporary file is created private (0600), and an export is for sharing.
 pub fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))?;
-    tmp.persist(path).map_err(|e| e.error)?;
+    let at = tmp.path().to_owned();
+    let done = (|| {
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))?;
+        tmp.persist(path).map_err(|e| e.error)
+    })();
+    // Renamed or removed (a failed persist drops the file): no longer in progress either way.
+    unfinished().0.retain(|p| *p != at);
+    done?;
     Ok(())
 }
 

@@ -661,10 +661,7 @@ fn open_file(
             .set_column_encoding(ColumnPath::from(n.as_str()), encoding);
     }
     let props = props.build();
-    let dirname = path.parent().unwrap_or(Path::new("."));
-    let tmp = tempfile::Builder::new()
-        .prefix(".framelog-parquet-")
-        .tempfile_in(dirname)?;
+    let tmp = super::temp_beside(path, ".framelog-parquet-")?;
     let file: File = tmp.as_file().try_clone()?;
     let writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props))?;
     Ok((tmp, writer))

@@ -297,13 +297,8 @@ pub fn run(a: &ExportArgs) -> Result<ExitCode> {
             p.display().to_string(),
         ),
         Some(p) => {
-            let parent = p
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(std::path::Path::new("."));
-            let tmp = tempfile::Builder::new()
-                .prefix(".framelog-export-")
-                .tempfile_in(parent)
+            remove_unfinished_on_stop();
+            let tmp = framelog::export::temp_beside(p, ".framelog-export-")
                 .with_context(|| format!("creating {}", p.display()))?;
             let file: File = tmp
                 .as_file()
@@ -419,9 +414,25 @@ fn parquet(a: &ExportArgs) -> Result<ExitCode> {
             "--format parquet exports whole tables: filter with SQL on them (or `framelog sql`) instead of --context, --label, --from, --to"
         );
     }
+    remove_unfinished_on_stop();
     let written = framelog::export::parquet::export_parquet(&a.dir, out, !a.no_data)?;
     for w in &written {
         eprintln!("{}: {} rows", w.path.display(), w.rows);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stopped by Ctrl-C or SIGTERM, an export exits (130) without unwinding: its temporary files
+/// are removed first, and the files it finished stay whole.
+fn remove_unfinished_on_stop() {
+    let installed = ctrlc::set_handler(|| {
+        // Held until the exit: an export that finds its file gone waits instead of saying
+        // so and exiting first.
+        let _stopping = framelog::export::remove_unfinished();
+        eprintln!("framelog export: stopped; files not finished were removed");
+        std::process::exit(130);
+    });
+    if let Err(e) = installed {
+        eprintln!("framelog export: a stop (Ctrl-C) may leave a temporary file behind: {e}");
+    }
 }
