@@ -1,8 +1,8 @@
 //! [`DataStore`]: a frame's data on demand, without scanning the data files.
 //!
 //! The index files are read once, batch by batch, into key ranges (`key_ranges.rs`): per
-//! batch (in a compact file, per data block) the range of ids it holds, so the store's memory grows with the
-//! batches, not with the frames (as a map of every key, a 10 M-frame log's data index took
+//! batch (in a compact file, per data block) the range of ids it holds, so the store's memory
+//! grows with the batches, not with the frames (as a map of every key, a 10 M-frame log's data index took
 //! ~700 MB). A lookup reads again the index entries of the few batches its key may be in (the
 //! last ones read are kept). In batch-framed files, index entries are accepted a whole batch
 //! at a time (checked against the batch's marker, and again when read again), and a frame's
