@@ -1,14 +1,14 @@
 //! [`DataStore`]: a frame's data on demand, without scanning the data files.
 //!
-//! The index files are read once, batch by batch, into key ranges (`key_ranges.rs`): per
-//! batch (in a compact file, per data block) the range of ids it holds, so the store's memory
-//! grows with the batches, not with the frames (as a map of every key, a 10 M-frame log's data index took
-//! ~700 MB). A lookup reads again the index entries of the few batches its key may be in (the
-//! last ones read are kept). In batch-framed files, index entries are accepted a whole batch
-//! at a time (checked against the batch's marker, and again when read again), and a frame's
-//! data is read with its whole batch and used only after the batch's CRC32C held. Data files
-//! are read, not memory-mapped (except unframed files of old writers): mapped pages stay
-//! resident, so an export reading every frame's data would hold the whole data file.
+//! The index files are read once, batch by batch, into key ranges (`key_ranges.rs`): per batch (in
+//! a compact file, per data block) the range of ids it holds, so the store's memory grows with the
+//! batches, not with the frames (as a map of every key, a 10 M-frame log's data index took ~700
+//! MB). A lookup reads again the index entries of the few batches its key may be in (the last ones
+//! read are kept). In batch-framed files, index entries are accepted a whole batch at a time
+//! (checked against the batch's marker, and again when read again), and a frame's data is read with
+//! its whole batch and used only after the batch's CRC32C held. Data files are read, not
+//! memory-mapped (except unframed files of old writers): mapped pages stay resident, so an export
+//! reading every frame's data would hold the whole data file.
 //!
 //! A compact (version 2) data segment holds its own index: it is read from the trailer once,
 //! and a lookup reads and decompresses the one block holding each entry (the last few blocks
