@@ -71,10 +71,10 @@ pub fn temp_beside(path: &Path, prefix: &str) -> std::io::Result<tempfile::Named
 }
 
 /// Removes the temporary files of the exports in progress, for a process that is stopped
-/// (Ctrl-C, SIGTERM) and exits without unwinding, which would leave them behind. Until the
-/// returned guard is dropped (hold it until the exit) no export creates another or ends with
-/// an error of its own; and after, none creates another. Files already made whole by
-/// [`persist`] stay.
+/// (Ctrl-C, SIGTERM) and exits without unwinding, which would leave them behind. While the
+/// returned guard is held (until the exit), an export that would create or [`persist`] a file
+/// waits, so it cannot report its removed file as an error first; after, none creates one.
+/// Files already made whole by [`persist`] stay.
 pub fn remove_unfinished() -> Stopping {
     let mut list = unfinished();
     list.1 = true;
