@@ -50,6 +50,7 @@ mod header;
 pub mod instant;
 mod label;
 pub mod nesting;
+pub mod packed;
 pub mod polls;
 pub mod protocol;
 mod record;
