@@ -17,8 +17,10 @@ use std::ops::Range;
 use crate::FrameKey;
 use crate::data::{INDEX_ENTRY_LEN, decode_data_entry, decode_index_entry};
 use crate::error::{DecodeError, ErrorKind};
+use crate::packed::PACKED_BATCH_TYPE;
 use crate::record::{
-    Decoded, EXT_HEADER_LEN, FRAME_END_LEN, FRAME_START_HEADER_LEN, RecordType, decode_record,
+    Decoded, EXT_HEADER_LEN, FRAME_END_LEN, FRAME_START_HEADER_LEN, RecordIter, RecordType,
+    decode_record,
 };
 
 /// Header flag (bit 0): every append to this file is batch-framed.
@@ -75,6 +77,8 @@ pub struct BatchHeader {
     pub count: u32,
     /// CRC32C (Castagnoli) of those bytes.
     pub crc: u32,
+    /// The bytes are a packed body (type 12, `docs/FORMAT.md`, *Packed batches*), not records.
+    pub packed: bool,
 }
 
 impl BatchHeader {
@@ -86,6 +90,25 @@ impl BatchHeader {
             len: records.len() as u32,
             count,
             crc: crc(records),
+            packed: false,
+        }
+    }
+
+    /// The header of a packed body of `count` records ([`crate::packed::pack`]), coded against
+    /// `worker` and `timestamp`.
+    pub fn for_packed(worker: u8, timestamp: u64, body: &[u8], count: u32) -> Self {
+        Self {
+            packed: true,
+            ..Self::for_records(worker, timestamp, body, count)
+        }
+    }
+
+    /// The record type byte of this header: 5, or 12 for a packed batch.
+    fn type_byte(&self) -> u8 {
+        if self.packed {
+            PACKED_BATCH_TYPE
+        } else {
+            RecordType::Batch as u8
         }
     }
 
@@ -94,7 +117,7 @@ impl BatchHeader {
         let mut out = [0u8; BATCH_RECORD_LEN];
         // id 0, worker, type 5, timestamp, payload_size 16.
         out[4] = self.worker;
-        out[5] = RecordType::Batch as u8;
+        out[5] = self.type_byte();
         out[6..14].copy_from_slice(&self.timestamp.to_le_bytes());
         out[14..16].copy_from_slice(&BATCH_PAYLOAD_LEN.to_le_bytes());
         out[16..20].copy_from_slice(&self.len.to_le_bytes());
@@ -112,8 +135,9 @@ impl BatchHeader {
             // Only the bytes present are compared.
             None => buf.get(range.start..).is_none_or(|b| want.starts_with(b)),
         };
+        let packed = buf.get(5) == Some(&PACKED_BATCH_TYPE);
         if !fits(0..4, &[0; 4])
-            || !fits(5..6, &[RecordType::Batch as u8])
+            || !(packed || fits(5..6, &[RecordType::Batch as u8]))
             || !fits(14..16, &BATCH_PAYLOAD_LEN.to_le_bytes())
         {
             return Probe::Invalid;
@@ -137,6 +161,7 @@ impl BatchHeader {
             len: word(16),
             count: word(20),
             crc: word(24),
+            packed,
         })
     }
 }
@@ -288,6 +313,8 @@ pub enum DamageKind {
     BadIndex,
     /// A compact (version 2) block that fails its checks: checksum, decompression, decoding.
     BadBlock(String),
+    /// A packed batch whose checksum holds but whose body does not unpack.
+    BadPacked(String),
 }
 
 impl std::fmt::Display for DamageKind {
@@ -301,6 +328,7 @@ impl std::fmt::Display for DamageKind {
             DamageKind::BadRecord(k) => write!(f, "{k}"),
             DamageKind::BadIndex => f.write_str("index entries do not match their batch"),
             DamageKind::BadBlock(why) => write!(f, "compact block: {why}"),
+            DamageKind::BadPacked(why) => write!(f, "packed batch: {why}"),
         }
     }
 }
@@ -316,6 +344,9 @@ pub enum Unit<'a> {
         body: &'a [u8],
         /// The batch's worker field.
         worker: u8,
+        /// A packed frame-log batch's header ([`Unit::records`] unpacks its body); `None` for
+        /// plain records and frame data.
+        packed: Option<BatchHeader>,
     },
     /// A record or data entry outside any batch (a file written without batch framing).
     Unframed(usize),
@@ -346,6 +377,7 @@ struct Head {
     body_len: usize,
     crc: u32,
     worker: u8,
+    packed: Option<BatchHeader>,
 }
 
 impl Framing {
@@ -356,12 +388,14 @@ impl Framing {
                 body_len: h.len as usize,
                 crc: h.crc,
                 worker: h.worker,
+                packed: h.packed.then_some(h),
             }),
             Framing::Data => DataMarker::probe(buf).map(|m| Head {
                 header_len: DATA_MARKER_LEN,
                 body_len: m.len as usize,
                 crc: m.data_crc,
                 worker: m.worker,
+                packed: None,
             }),
         }
     }
@@ -411,6 +445,7 @@ impl Framing {
                         len: end,
                         body,
                         worker: h.worker,
+                        packed: h.packed,
                     },
                     Some(_) => self.resync(buf, 1, DamageKind::BadChecksum, at_end),
                     None => partial(DamageKind::TornTail),
@@ -456,6 +491,69 @@ impl Framing {
             len: buf.len(),
             why,
         }
+    }
+}
+
+/// The records of a verified frame-log batch ([`Unit::Batch`]) whose body starts at position
+/// `body_at` of its segment, each with its position: a plain batch's records where they lie, a
+/// packed one's unpacked into `scratch`, at `body_at + i` (`docs/FORMAT.md`, *Packed batches*).
+/// A packed body that does not unpack is the batch's damage, whole.
+pub fn batch_records<'a>(
+    body: &'a [u8],
+    packed: Option<&BatchHeader>,
+    body_at: u64,
+    scratch: &'a mut Vec<u8>,
+) -> Result<BatchRecords<'a>, DamageKind> {
+    match packed {
+        None => Ok(BatchRecords {
+            iter: RecordIter::new(body, body_at),
+            len: body.len(),
+            packed_at: None,
+        }),
+        Some(h) => {
+            crate::packed::unpack(h.worker, h.timestamp, h.count, body, scratch)
+                .map_err(DamageKind::BadPacked)?;
+            Ok(BatchRecords {
+                len: scratch.len(),
+                iter: RecordIter::new(scratch, 0),
+                packed_at: Some((body_at, 0)),
+            })
+        }
+    }
+}
+
+/// The records of one batch with their positions: see [`batch_records`].
+pub struct BatchRecords<'a> {
+    iter: RecordIter<'a>,
+    /// Bytes of the batch's (unpacked) records.
+    len: usize,
+    /// A packed batch's body position and the next record's index.
+    packed_at: Option<(u64, u64)>,
+}
+
+impl BatchRecords<'_> {
+    /// Bytes of the batch's records not delivered as whole records so far (after the last
+    /// record: bytes of a verified batch that are not a whole record, written wrong).
+    pub fn left_over(&self) -> usize {
+        self.len - self.iter.consumed()
+    }
+}
+
+impl<'a> Iterator for BatchRecords<'a> {
+    type Item = Result<(u64, crate::Record<'a>), DecodeError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.iter.next()?;
+        Some(match &mut self.packed_at {
+            None => item,
+            Some((at, i)) => {
+                let pos = *at + *i;
+                *i += 1;
+                item.map(|(_, rec)| (pos, rec))
+                    .map_err(|e| DecodeError::new(pos, e.kind))
+            }
+        })
     }
 }
 
@@ -510,9 +608,13 @@ pub fn check_batches(
 ) -> Result<(), u64> {
     let mut pos = 0usize;
     while pos < buf.len() {
+        // Writers hand over plain batches; packing is the appender's (it knows the segment).
         let Probe::Valid(h) = BatchHeader::probe(&buf[pos..]) else {
             return Err(pos as u64);
         };
+        if h.packed {
+            return Err(pos as u64);
+        }
         let body = pos + BATCH_RECORD_LEN..pos + BATCH_RECORD_LEN + h.len as usize;
         if body.end > buf.len() {
             return Err(pos as u64);

@@ -6,8 +6,8 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 use crate::error::{DecodeError, ErrorKind};
 
 pub use crate::version::{
-    COMPACT_PARENTS_VERSION, COMPACT_PLOTS_VERSION, COMPACT_VERSION, FORMAT_VERSION,
-    PARENTS_VERSION,
+    COMPACT_PACKED_VERSION, COMPACT_PARENTS_VERSION, COMPACT_PLOTS_VERSION, COMPACT_VERSION,
+    FORMAT_VERSION, PACKED_VERSION, PARENTS_VERSION,
 };
 
 /// Length of the v1 file header in bytes.
@@ -121,18 +121,32 @@ impl FileHeader {
         }
     }
 
-    /// Whether the file is a compact sealed segment (version 2, or 4 or 5 for a frame log).
+    /// The header of a new raw frame-log segment whose batches may be packed (version 6).
+    pub const fn frames_packed() -> Self {
+        Self {
+            kind: FileKind::FrameLog,
+            version: PACKED_VERSION,
+            header_len: HEADER_LEN as u16,
+            flags: 0,
+        }
+    }
+
+    /// Whether the file is a compact sealed segment (version 2, or 4, 5 or 7 for a frame log).
     pub const fn is_compact(&self) -> bool {
         self.version == COMPACT_VERSION
             || self.version == COMPACT_PARENTS_VERSION
             || self.version == COMPACT_PLOTS_VERSION
+            || self.version == COMPACT_PACKED_VERSION
     }
 
-    /// Whether the file may hold FrameStart with parent records (version 3, 4 or 5).
+    /// Whether the file may hold FrameStart with parent records (version 3 to 7).
     pub const fn has_parents(&self) -> bool {
-        self.version == PARENTS_VERSION
-            || self.version == COMPACT_PARENTS_VERSION
-            || self.version == COMPACT_PLOTS_VERSION
+        self.version >= PARENTS_VERSION && self.version <= COMPACT_PACKED_VERSION
+    }
+
+    /// Whether a writer may append packed batches to the file (version 6).
+    pub const fn takes_packed(&self) -> bool {
+        self.version == PACKED_VERSION
     }
 
     /// The header's 16 bytes.
@@ -184,9 +198,12 @@ impl FileHeader {
         }
         let version = raw.version.get();
         let known = match (kind, version) {
-            (_, FORMAT_VERSION) | (FileKind::FrameLog, PARENTS_VERSION) => true,
+            (_, FORMAT_VERSION) | (FileKind::FrameLog, PARENTS_VERSION | PACKED_VERSION) => true,
             (_, COMPACT_VERSION)
-            | (FileKind::FrameLog, COMPACT_PARENTS_VERSION | COMPACT_PLOTS_VERSION) => compact,
+            | (
+                FileKind::FrameLog,
+                COMPACT_PARENTS_VERSION | COMPACT_PLOTS_VERSION | COMPACT_PACKED_VERSION,
+            ) => compact,
             _ => false,
         };
         if !known {

@@ -58,9 +58,10 @@ pub mod varint;
 mod version;
 
 pub use batch::{
-    BATCH_RECORD_LEN, BatchHeader, DATA_BATCH_TARGET, DATA_MARKER_LEN, DamageKind, DataMarker,
-    FLAG_BATCHES, FRAMES_BATCH_TARGET, Framing, MAX_FRAMES_BATCH_LEN, Probe, Unit, check_batches,
-    check_index_entries, data_batch_entries, frame_data_batch, record_len, split_records,
+    BATCH_RECORD_LEN, BatchHeader, BatchRecords, DATA_BATCH_TARGET, DATA_MARKER_LEN, DamageKind,
+    DataMarker, FLAG_BATCHES, FRAMES_BATCH_TARGET, Framing, MAX_FRAMES_BATCH_LEN, Probe, Unit,
+    batch_records, check_batches, check_index_entries, data_batch_entries, frame_data_batch,
+    record_len, split_records,
 };
 pub use category::Category;
 pub use data::{
@@ -69,8 +70,8 @@ pub use data::{
 };
 pub use error::{DecodeError, ErrorKind};
 pub use header::{
-    COMPACT_PARENTS_VERSION, COMPACT_PLOTS_VERSION, COMPACT_VERSION, FORMAT_VERSION, FileHeader,
-    FileKind, HEADER_LEN, PARENTS_VERSION,
+    COMPACT_PACKED_VERSION, COMPACT_PARENTS_VERSION, COMPACT_PLOTS_VERSION, COMPACT_VERSION,
+    FORMAT_VERSION, FileHeader, FileKind, HEADER_LEN, PACKED_VERSION, PARENTS_VERSION,
 };
 pub use instant::{FrameAlloc, Level, Message, Plot, PlotMode, PlotUnit};
 pub use label::{BlockLabels, LabelKey, truncate_label};

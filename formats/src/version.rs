@@ -14,3 +14,9 @@ pub const COMPACT_PARENTS_VERSION: u16 = 4;
 /// The version of compact frame-log segments that keep plot values in their own streams
 /// (`docs/FORMAT.md`, *Compact plots: version 5*): version 4 otherwise.
 pub const COMPACT_PLOTS_VERSION: u16 = 5;
+/// The version of raw frame-log segments whose batches may be packed (`docs/FORMAT.md`,
+/// *Packed batches: versions 6 and 7*): version 3 otherwise.
+pub const PACKED_VERSION: u16 = 6;
+/// The version of compact frame-log segments made from version 6 ones: version 5 with signed
+/// `gaps`.
+pub const COMPACT_PACKED_VERSION: u16 = 7;

@@ -141,8 +141,8 @@ fn open_append(path: &Path) -> Result<File> {
 }
 
 /// Writes a framed header into a file that has fewer than 16 bytes (created, not yet
-/// written): version 3 for a frame log (it may hold FrameStart with parent), 1 for data and
-/// index files. Returns the header in effect, or `None` if the file is not one this writer may
+/// written): version 6 for a frame log (it may hold FrameStart with parent and packed batches),
+/// 1 for data and index files. Returns the header in effect, or `None` if the file is not one this writer may
 /// append to: a header that is not ours (wrong magic, newer version), or a file without batch
 /// framing (written before it existed).
 fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<FileHeader>> {
@@ -158,12 +158,39 @@ fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<File
         file.set_len(0).at(path)?;
     }
     let mut header = match kind {
-        FileKind::FrameLog => FileHeader::frames_with_parents(),
+        FileKind::FrameLog => FileHeader::frames_packed(),
         _ => FileHeader::new(kind),
     };
     header.flags = FLAG_BATCHES;
     (&*file).write_all(&header.encode()).at(path)?;
     Ok(Some(header))
+}
+
+/// Packs plain batches, each given as (its 32-byte header, its records), into `out` (cleared
+/// first) as the same run of batches for a version 6 segment: each one packed, or kept plain
+/// where packing would not make it smaller (`docs/FORMAT.md`, *Packed batches*). Runs before
+/// the segment's lock is taken: the work is the writer's, not the other processes'.
+fn pack_batches<'a>(batches: impl Iterator<Item = (&'a [u8], &'a [u8])>, out: &mut Vec<u8>) {
+    out.clear();
+    for (head, body) in batches {
+        let formats::Probe::Valid(h) = BatchHeader::probe(head) else {
+            unreachable!("the caller framed or checked every header")
+        };
+        let at = out.len();
+        out.resize(at + formats::BATCH_RECORD_LEN, 0);
+        match formats::packed::pack(h.worker, h.timestamp, body, out) {
+            Some(count) if out.len() - at - formats::BATCH_RECORD_LEN < body.len() => {
+                let packed = &out[at + formats::BATCH_RECORD_LEN..];
+                let head = BatchHeader::for_packed(h.worker, h.timestamp, packed, count);
+                out[at..at + formats::BATCH_RECORD_LEN].copy_from_slice(&head.encode());
+            }
+            _ => {
+                out.truncate(at);
+                out.extend_from_slice(head);
+                out.extend_from_slice(body);
+            }
+        }
+    }
 }
 
 /// Cuts a torn tail: shortens `file` to `len` if it is longer.
@@ -296,11 +323,15 @@ pub(crate) struct FramesAppender {
     current: Option<Current>,
     syncer: Syncer,
     heads: Vec<([u8; formats::BATCH_RECORD_LEN], Range<usize>)>,
-    /// This appender has written to a version 3 segment, or started one to move past a
-    /// version 1 live segment: a version 1 segment it finds from now on (an older writer's,
-    /// appending to the same log) is appended to with parents removed, not moved past again
-    /// (`docs/FORMAT.md`, *Parents: versions 3 and 4*).
-    on_parents_segment: bool,
+    /// The batches of an append, packed (`docs/FORMAT.md`, *Packed batches*), for a version 6
+    /// segment.
+    packed: Vec<u8>,
+    /// This appender has written to a version 6 segment, or started one to move past an
+    /// older live segment: an older segment it finds from now on (an older writer's, appending
+    /// to the same log) is appended to as that version takes it (plain batches; for version 1
+    /// with parents removed), not moved past again (`docs/FORMAT.md`, *Parents: versions 3
+    /// and 4*, *Packed batches: versions 6 and 7*).
+    on_newest_segment: bool,
 }
 
 /// What [`FramesAppender::write_batches`] did.
@@ -320,7 +351,8 @@ impl FramesAppender {
             config,
             current: None,
             heads: Vec::new(),
-            on_parents_segment: false,
+            packed: Vec::new(),
+            on_newest_segment: false,
         }
     }
 
@@ -349,8 +381,14 @@ impl FramesAppender {
             slices.push(IoSlice::new(&bytes[r.clone()]));
         }
         let total = (bytes.len() + heads.len() * formats::BATCH_RECORD_LEN) as u64;
-        let done = self.write_batches(&mut slices, total, bytes);
+        let mut packed = std::mem::take(&mut self.packed);
+        pack_batches(
+            heads.iter().map(|(h, r)| (&h[..], &bytes[r.clone()])),
+            &mut packed,
+        );
+        let done = self.write_batches(&mut slices, total, &packed, bytes);
         drop(slices);
+        self.packed = packed;
         self.heads = heads;
         match done? {
             Written::Done => Ok(()),
@@ -370,14 +408,26 @@ impl FramesAppender {
             return Ok(());
         }
         let len = batches.len() as u64;
-        match self.write_batches(&mut [IoSlice::new(batches)], len, batches)? {
+        let mut packed = std::mem::take(&mut self.packed);
+        let mut each = Vec::new();
+        formats::check_batches(batches, |_, body| {
+            each.push((
+                &batches[body.start - formats::BATCH_RECORD_LEN..body.start],
+                &batches[body],
+            ))
+        })
+        .map_err(|at| Error::BadAppend(format!("no whole batch at offset {at}")))?;
+        pack_batches(each.into_iter(), &mut packed);
+        let done = self.write_batches(&mut [IoSlice::new(batches)], len, &packed, batches);
+        self.packed = packed;
+        match done? {
             Written::Done => Ok(()),
             Written::NeedsVersion1 => {
                 let stripped = formats::downgrade::strip_parents_framed(batches)
                     .map_err(|e| Error::BadAppend(e.to_string()))?;
                 let len = stripped.len() as u64;
                 let mut slices = [IoSlice::new(&stripped)];
-                match self.write_batches(&mut slices, len, &stripped)? {
+                match self.write_batches(&mut slices, len, &[], &stripped)? {
                     Written::Done => Ok(()),
                     Written::NeedsVersion1 => unreachable!("stripped batches hold no parents"),
                 }
@@ -385,13 +435,15 @@ impl FramesAppender {
         }
     }
 
-    /// Writes `slices` (whole batches, `total` bytes, whose records are `records`: the same
-    /// bytes, or the records without their batch headers) under the segment's lock, following
-    /// the append protocol (sealed segments, header, version, torn tail, rotation).
+    /// Writes `slices` (whole plain batches, `total` bytes, whose records are `records`: the
+    /// same bytes, or the records without their batch headers), or into a version 6 segment
+    /// the same batches `packed` (when not empty), under the segment's lock, following the
+    /// append protocol (sealed segments, header, version, torn tail, rotation).
     fn write_batches(
         &mut self,
         slices: &mut [IoSlice<'_>],
         total: u64,
+        packed: &[u8],
         records: &[u8],
     ) -> Result<Written> {
         let kind = FileKind::FrameLog;
@@ -414,11 +466,12 @@ impl FramesAppender {
             let mut start_next = header.is_none();
             let header_len = header.map_or(HEADER_LEN as u64, |h| u64::from(h.header_len));
             let parents = header.is_some_and(|h| h.has_parents());
-            if header.is_some() && !parents && !self.on_parents_segment {
-                // A log a writer from before parents left: move on to a version 3 segment,
-                // once (see `on_parents_segment`).
+            let takes_packed = header.is_some_and(|h| h.takes_packed());
+            if header.is_some() && !takes_packed && !self.on_newest_segment {
+                // A log a writer from before packed batches (or parents) left: move on to a
+                // version 6 segment, once (see `on_newest_segment`).
                 start_next = true;
-                self.on_parents_segment = true;
+                self.on_newest_segment = true;
             }
             if !cur.checked && !start_next {
                 match repair::frames_tail(&cur.file, &cur.path, header_len)? {
@@ -434,6 +487,12 @@ impl FramesAppender {
                 cur.checked = true;
             }
             let len = cur.file.metadata().at(&cur.path)?.len();
+            let use_packed = takes_packed && !packed.is_empty();
+            let total = if use_packed {
+                packed.len() as u64
+            } else {
+                total
+            };
             if start_next || (len > header_len && len + total > self.config.limit) {
                 open_append(&segment_path(&self.dir, kind, next))?;
                 drop(lock);
@@ -444,8 +503,13 @@ impl FramesAppender {
                 // Never a type 6 record in a version 1 file: its readers would skip it.
                 return Ok(Written::NeedsVersion1);
             }
-            self.on_parents_segment |= parents;
-            if let Err(e) = write_all_vectored(&cur.file, &cur.path, slices) {
+            self.on_newest_segment |= takes_packed;
+            let written = if use_packed {
+                write_all_vectored(&cur.file, &cur.path, &mut [IoSlice::new(packed)])
+            } else {
+                write_all_vectored(&cur.file, &cur.path, slices)
+            };
+            if let Err(e) = written {
                 // A failed append (a full disk) leaves nothing behind: what was written of it
                 // is cut while the lock is still held, so readers never see part of a batch
                 // the caller was told failed.

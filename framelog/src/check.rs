@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use formats::{
     BATCH_RECORD_LEN, DATA_MARKER_LEN, DamageKind, DataMarker, FLAG_BATCHES, FileHeader, FileKind,
-    FrameKey, Framing, INDEX_ENTRY_LEN, Probe, RecordIter, Unit, check_index_entries,
+    FrameKey, Framing, INDEX_ENTRY_LEN, Probe, Unit, batch_records, check_index_entries,
     decode_data_entry, decode_index_entry,
 };
 
@@ -170,13 +170,24 @@ fn check_frames(report: &mut Report, path: &Path, bytes: &[u8], live: bool) {
     let Some((mut pos, mut framed)) = header(report, path, FileKind::FrameLog, bytes) else {
         return;
     };
+    let mut unpacked = Vec::new();
     while pos < bytes.len() {
         match Framing::Frames.next_unit(&bytes[pos..], framed, true) {
-            Unit::Batch { len, body, .. } => {
+            Unit::Batch {
+                len, body, packed, ..
+            } => {
                 report.batches += 1;
                 let body_at = (pos + BATCH_RECORD_LEN) as u64;
                 let mut decoded = 0u32;
-                for item in RecordIter::new(body, body_at) {
+                let items = match batch_records(body, packed.as_ref(), body_at, &mut unpacked) {
+                    Ok(items) => items,
+                    Err(why) => {
+                        report.add(Severity::Error, path, pos as u64, why.to_string());
+                        pos += len;
+                        continue;
+                    }
+                };
+                for item in items {
                     match item {
                         Ok(_) => decoded += 1,
                         Err(e) => report.add(

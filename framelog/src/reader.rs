@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use formats::{
     BATCH_RECORD_LEN, DamageKind, Decoded, FLAG_BATCHES, FileKind, Framing, LabelKey,
-    MAX_FRAMES_BATCH_LEN, Record, RecordIter, RecordType, Unit, decode_record,
+    MAX_FRAMES_BATCH_LEN, Record, RecordType, Unit, batch_records, decode_record,
 };
 
 #[cfg(feature = "compact")]
@@ -78,6 +78,10 @@ pub struct LogReader {
     /// File length seen by the last read of the current segment, to detect growth.
     seen_len: u64,
     buf: Vec<u8>,
+    /// A packed batch's records, unpacked.
+    unpacked: Vec<u8>,
+    /// Opened at a position inside a packed batch: the records before it are passed over.
+    from_inside: Option<u64>,
     bytes_read: u64,
     watch: Option<DirWatch>,
     /// Segments found deleted (by retention) before this reader got to them.
@@ -125,6 +129,8 @@ impl LogReader {
             damage: DamageLog::default(),
             seen_len: 0,
             buf: Vec::new(),
+            unpacked: Vec::new(),
+            from_inside: None,
             bytes_read: 0,
             watch: None,
             pruned: 0,
@@ -314,6 +320,9 @@ impl LogReader {
                         self.framed = h.flags & FLAG_BATCHES != 0;
                         if self.pos.offset == 0 {
                             self.pos.offset = u64::from(h.header_len);
+                        } else if self.framed {
+                            // Opened at a position: it may be inside a (packed) batch.
+                            self.start_at_batch(u64::from(h.header_len))?;
                         }
                     }
                     // Being created: its header is not written yet.
@@ -391,10 +400,27 @@ impl LogReader {
                     }
                 };
                 match unit {
-                    Unit::Batch { len, body, .. } => {
+                    Unit::Batch {
+                        len, body, packed, ..
+                    } => {
                         let body_at = base + (used + BATCH_RECORD_LEN) as u64;
-                        for item in RecordIter::new(body, body_at) {
+                        let items =
+                            match batch_records(body, packed.as_ref(), body_at, &mut self.unpacked)
+                            {
+                                Ok(items) => items,
+                                Err(why) => {
+                                    let at = base + used as u64;
+                                    self.damage.add(path, at, len as u64, why);
+                                    used += len;
+                                    continue;
+                                }
+                            };
+                        // Skips records before where this reader was opened (a position
+                        // inside a packed batch).
+                        let from = self.from_inside.take().unwrap_or(0);
+                        for item in items {
                             match item {
+                                Ok((offset, _)) if offset < from => {}
                                 Ok((offset, rec)) => {
                                     self.damage.saw(&rec);
                                     f.record(
@@ -449,6 +475,31 @@ impl LogReader {
                 return Ok(delivered);
             }
         }
+    }
+
+    /// Opened at a position inside a batch of a framed segment: starts at that batch's header
+    /// and passes over the records before the position (`docs/FORMAT.md`, *Packed batches*:
+    /// positions of packed records lie inside their batch). Walks the batch headers from
+    /// `header_len`; a position at a batch boundary, or past damage, is left as it is.
+    fn start_at_batch(&mut self, header_len: u64) -> Result<()> {
+        let (file, path) = self.file.as_ref().expect("opened before");
+        let target = self.pos.offset;
+        let mut at = header_len;
+        let mut head = [0u8; BATCH_RECORD_LEN];
+        while at < target {
+            let n = read_full_at(file, path, &mut head, at)?;
+            let formats::Probe::Valid(h) = formats::BatchHeader::probe(&head[..n]) else {
+                return Ok(());
+            };
+            let end = at + (BATCH_RECORD_LEN as u64) + u64::from(h.len);
+            if target < end {
+                self.from_inside = Some(target);
+                self.pos.offset = at;
+                return Ok(());
+            }
+            at = end;
+        }
+        Ok(())
     }
 
     /// Moves to the start of the next segment (after a corrupt one, or a torn tail).

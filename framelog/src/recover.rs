@@ -51,8 +51,24 @@ fn valid_units(
         FileKind::FrameLog => Framing::Frames,
         _ => Framing::Data,
     };
+    let mut unpacked = Vec::new();
     while pos < bytes.len() {
         match framing.next_unit(&bytes[pos..], is_framed, true) {
+            Unit::Batch {
+                len,
+                body,
+                packed: Some(h),
+                ..
+            } => {
+                match formats::packed::unpack(h.worker, h.timestamp, h.count, body, &mut unpacked) {
+                    Ok(()) => f(&unpacked)?,
+                    Err(why) => {
+                        let why = formats::DamageKind::BadPacked(why);
+                        damage.add(path, pos as u64, len as u64, why);
+                    }
+                }
+                pos += len;
+            }
             Unit::Batch { len, body, .. } => {
                 f(body)?;
                 pos += len;

@@ -520,8 +520,10 @@ pub struct FramesEncoder {
     records: u64,
     /// Version 4 or 5 (with the `parents` stream) rather than 2.
     parents: bool,
-    /// Version 5 (plots in `series` and `values`).
+    /// Version 5 or 7 (plots in `series` and `values`).
     plots: bool,
+    /// Version 7: `gaps` are signed.
+    signed_gaps: bool,
     streams: [Vec<u8>; STREAMS_WITH_PLOTS],
     /// The block's labels: id by label, and the table's bytes in id order.
     label_ids: FxMap<Box<str>, u32>,
@@ -593,6 +595,11 @@ impl FramesEncoder {
         Self::with_version(level, crate::COMPACT_PARENTS_VERSION)
     }
 
+    /// A new version 7 file, for a version 6 (packed) raw segment: version 5 with signed gaps.
+    pub fn packed(level: i32) -> Self {
+        Self::with_version(level, crate::COMPACT_PACKED_VERSION)
+    }
+
     fn with_version(level: i32, version: u16) -> Self {
         let mut header = FileHeader::compact(FileKind::FrameLog);
         header.version = version;
@@ -604,7 +611,9 @@ impl FramesEncoder {
             index: Vec::new(),
             records: 0,
             parents,
-            plots: version == crate::COMPACT_PLOTS_VERSION,
+            plots: version == crate::COMPACT_PLOTS_VERSION
+                || version == crate::COMPACT_PACKED_VERSION,
+            signed_gaps: version == crate::COMPACT_PACKED_VERSION,
             streams: Default::default(),
             label_ids: FxMap::default(),
             label_table: Vec::new(),
@@ -791,6 +800,9 @@ impl FramesEncoder {
             self.ids.begin_block();
             self.first_offset = offset;
             0
+        } else if self.signed_gaps {
+            // A packed batch's records are one position apart (version 7).
+            zigzag(offset.wrapping_sub(self.prev_end) as i64)
         } else if offset < self.prev_end {
             return Err(err("overlaps the record before it"));
         } else {
@@ -1065,8 +1077,10 @@ pub struct BlockDecoder {
     decompressor: Option<zstd::bulk::Decompressor<'static>>,
     /// Blocks of a version 4 or 5 file (FrameStart with parent).
     parents: bool,
-    /// Blocks of a version 5 file (plots in `series` and `values`).
+    /// Blocks of a version 5 or 7 file (plots in `series` and `values`).
     plots: bool,
+    /// Blocks of a version 7 file: `gaps` are signed.
+    signed_gaps: bool,
     /// Version 5: the block's plot series table, each entry (name's start in `text`, name's
     /// length, mode, unit).
     series: Vec<(u32, u8, PlotMode, PlotUnit)>,
@@ -1128,6 +1142,7 @@ impl BlockDecoder {
             decompressor: zstd::bulk::Decompressor::new().ok(),
             parents: false,
             plots: false,
+            signed_gaps: false,
             series: Vec::new(),
             values: Vec::new(),
             max_frame_time: 0,
@@ -1138,9 +1153,13 @@ impl BlockDecoder {
     /// Decodes blocks of a file of `version` from now on: 4 has the `parents` stream, 5 also
     /// `series` and `values`, 2 none of them.
     pub fn set_version(&mut self, version: u16) {
-        self.parents =
-            version == crate::COMPACT_PARENTS_VERSION || version == crate::COMPACT_PLOTS_VERSION;
-        self.plots = version == crate::COMPACT_PLOTS_VERSION;
+        use crate::{COMPACT_PACKED_VERSION, COMPACT_PARENTS_VERSION, COMPACT_PLOTS_VERSION};
+        self.parents = matches!(
+            version,
+            COMPACT_PARENTS_VERSION | COMPACT_PLOTS_VERSION | COMPACT_PACKED_VERSION
+        );
+        self.plots = matches!(version, COMPACT_PLOTS_VERSION | COMPACT_PACKED_VERSION);
+        self.signed_gaps = version == COMPACT_PACKED_VERSION;
     }
 
     /// Checks and decodes the block with header `h` whose compressed body is `body`; on
@@ -1329,7 +1348,12 @@ impl BlockDecoder {
             if i == 0 && gap != 0 {
                 return Err("the first record's gap is not 0".to_owned());
             }
-            let offset = prev_end.checked_add(gap).ok_or("record offset overflows")?;
+            let offset = if self.signed_gaps {
+                let o = i128::from(prev_end) + i128::from(unzigzag(gap));
+                u64::try_from(o).map_err(|_| "record offset out of range")?
+            } else {
+                prev_end.checked_add(gap).ok_or("record offset overflows")?
+            };
             let id_code = varint(&mut ids, "ids")?;
             let lane = if kind == THREAD_INFO {
                 let thread = u32::try_from(id_code).map_err(|_| "thread id over u32")?;
@@ -1577,9 +1601,14 @@ impl BlockDecoder {
         self.rows.get(i).map(|r| r.offset)
     }
 
-    /// Raw-segment offset just past the decoded block's last record.
+    /// Raw-segment offset just past the decoded block's last record: where a reader that
+    /// delivered it goes on. In a version 7 file the next record may be one position later
+    /// (a packed batch's records are one apart), so it is that.
     pub fn end_offset(&self) -> Option<u64> {
         let r = self.rows.last()?;
+        if self.signed_gaps {
+            return Some(r.offset + 1);
+        }
         let len = match r.kind {
             START => FRAME_START_HEADER_LEN as u64 + u64::from(self.labels[r.b as usize].1),
             START_WITH_PARENT if self.parents => {

@@ -188,8 +188,9 @@ fn read_raw(
     enc: &mut formats::compact::frames::FramesEncoder,
     stop: &AtomicBool,
 ) -> Result<RawRead> {
-    use formats::{BATCH_RECORD_LEN, Decoded, Framing, RecordIter, Unit, decode_record};
+    use formats::{BATCH_RECORD_LEN, Decoded, Framing, Unit, batch_records, decode_record};
     let mut out = RawRead::default();
+    let mut unpacked = Vec::new();
     let mut buf = vec![0u8; CHUNK];
     let mut pos = header_len;
     let mut damage = |len: u64| {
@@ -222,9 +223,16 @@ fn read_raw(
                 }
             };
             match unit {
-                Unit::Batch { len, body, .. } => {
+                Unit::Batch {
+                    len, body, packed, ..
+                } => {
                     let body_at = pos + (used + BATCH_RECORD_LEN) as u64;
-                    let mut iter = RecordIter::new(body, body_at);
+                    let Ok(mut iter) = batch_records(body, packed.as_ref(), body_at, &mut unpacked)
+                    else {
+                        damage(len as u64);
+                        used += len;
+                        continue;
+                    };
                     for item in &mut iter {
                         match item {
                             Ok((offset, rec)) => {
@@ -239,9 +247,9 @@ fn read_raw(
                             }
                         }
                     }
-                    if iter.consumed() != body.len() && refused.is_none() {
+                    if iter.left_over() != 0 && refused.is_none() {
                         // Bytes of a verified batch that are not whole records.
-                        damage((body.len() - iter.consumed()) as u64);
+                        damage(iter.left_over() as u64);
                     }
                     used += len;
                 }
@@ -325,9 +333,11 @@ pub(crate) fn compact_frames_segment_until(
     }
     let meta = file.metadata().at(&path)?;
     let raw_len = meta.len();
-    // A version 3 segment compacts to version 5 (with its parents and plot streams), a
-    // version 1 one to 2.
-    let mut enc = if header.has_parents() {
+    // A version 6 segment compacts to version 7 (its positions need signed gaps), a version
+    // 3 one to version 5 (with its parents and plot streams), a version 1 one to 2.
+    let mut enc = if header.takes_packed() {
+        formats::compact::frames::FramesEncoder::packed(level)
+    } else if header.has_parents() {
         formats::compact::frames::FramesEncoder::with_parents(level)
     } else {
         formats::compact::frames::FramesEncoder::new(level)

@@ -182,7 +182,7 @@ fn seal_newest(dir: &Path, kind: FileKind) -> Result<Option<u32>> {
             // An appender may have created it meanwhile: write the header only if none is.
             if f.metadata().at(&p)?.len() == 0 {
                 let mut header = match k {
-                    FileKind::FrameLog => formats::FileHeader::frames_with_parents(),
+                    FileKind::FrameLog => formats::FileHeader::frames_packed(),
                     _ => formats::FileHeader::new(k),
                 };
                 header.flags = formats::FLAG_BATCHES;

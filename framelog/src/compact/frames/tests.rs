@@ -255,7 +255,8 @@ fn a_damaged_compact_block_costs_that_block_only_and_is_reported() {
 #[test]
 fn a_raw_segment_with_damage_or_a_torn_tail_stays_raw() {
     let dir = tempfile::tempdir().unwrap();
-    drop(write_log(dir.path(), 3000, false));
+    // Small segments: packed batches put 3,000 frames in fewer than two of 64 KiB.
+    drop(write_log_in(dir.path(), 3000, false, 8 << 10));
     let path = crate::segments::segment_path(dir.path(), formats::FileKind::FrameLog, 1);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[100] ^= 1;
