@@ -22,11 +22,24 @@ fn rec_of(r: &Record<'_>) -> Rec {
     (r.worker(), r.id(), r.type_byte())
 }
 
-/// The byte range of every batch of a clean framed file, with what it holds.
-fn batches(bytes: &[u8], framing: Framing) -> Vec<(std::ops::Range<usize>, &[u8])> {
+/// The byte range of every batch of a clean framed file, with what it holds (a packed
+/// frame-log batch's records unpacked).
+fn batches(bytes: &[u8], framing: Framing) -> Vec<(std::ops::Range<usize>, Vec<u8>)> {
     let mut out = Vec::new();
     let mut pos = 16;
-    while let Unit::Batch { len, body, .. } = framing.next_unit(&bytes[pos..], true, true) {
+    while let Unit::Batch {
+        len, body, packed, ..
+    } = framing.next_unit(&bytes[pos..], true, true)
+    {
+        let body = match packed {
+            Some(h) => {
+                let mut records = Vec::new();
+                formats::packed::unpack(h.worker, h.timestamp, h.count, body, &mut records)
+                    .unwrap();
+                records
+            }
+            None => body.to_vec(),
+        };
         out.push((pos..pos + len, body));
         pos += len;
     }
@@ -134,11 +147,11 @@ proptest! {
         // What each batch holds, before the damage.
         let frame_batches: Vec<(std::ops::Range<usize>, Vec<Rec>)> = batches(&clean[0], Framing::Frames)
             .into_iter()
-            .map(|(r, body)| (r.clone(), RecordIter::new(body, 0).map(|x| rec_of(&x.unwrap().1)).collect()))
+            .map(|(r, body)| (r.clone(), RecordIter::new(&body, 0).map(|x| rec_of(&x.unwrap().1)).collect()))
             .collect();
         let data_batches: Vec<(std::ops::Range<usize>, Vec<FrameKey>)> = batches(&clean[1], Framing::Data)
             .into_iter()
-            .map(|(r, body)| (r, data_batch_entries(body).unwrap().into_iter().map(|(k, _)| k).collect()))
+            .map(|(r, body)| (r, data_batch_entries(&body).unwrap().into_iter().map(|(k, _)| k).collect()))
             .collect();
         // Index batches: the marker's entry plus one entry per key of its data batch.
         let mut index_batches = Vec::new();

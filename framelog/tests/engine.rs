@@ -482,3 +482,99 @@ fn a_data_pair_whose_creation_was_cut_before_its_index_is_a_note_not_damage() {
     let report = framelog::check::check_log(dir.path()).unwrap();
     assert!(report.has_errors());
 }
+
+/// A new log's segments are version 6 and its batches packed: a frame takes a few bytes on
+/// disk, reads back as the records written, at positions that increase and lie inside their
+/// batch, and a reader opened at any record's position (inside a packed batch) goes on from
+/// that record.
+#[test]
+fn packed_batches_read_back_and_resume_at_any_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let first = w.reserve_ids(5_000).unwrap();
+    let raw = frames_batch(w.worker(), first, 5_000, "db/query");
+    w.append_frames(&raw).unwrap();
+    drop(w);
+    let path = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
+    let bytes = std::fs::read(&path).unwrap();
+    let header = formats::FileHeader::decode(FileKind::FrameLog, &bytes).unwrap().unwrap();
+    assert_eq!(header.version, formats::PACKED_VERSION);
+    assert!(
+        bytes.len() * 4 < raw.len(),
+        "{} bytes on disk for {} bytes of records",
+        bytes.len(),
+        raw.len()
+    );
+    let mut all = Vec::new();
+    let mut reader = LogReader::open(dir.path()).unwrap();
+    reader
+        .read_available(|pos, r| {
+            let mut b = Vec::new();
+            r.encode_to_vec(&mut b);
+            all.push((pos, b));
+        })
+        .unwrap();
+    assert!(reader.take_damage().is_empty());
+    // What was appended, byte for byte, beside the writer's own worker_info.
+    let frames: Vec<u8> = all
+        .iter()
+        .filter(|(_, b)| b[5] <= 1)
+        .flat_map(|(_, b)| b.clone())
+        .collect();
+    assert_eq!(frames, raw);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "positions increase");
+    assert!(all.iter().all(|(p, _)| p.offset < bytes.len() as u64));
+    for i in [1, 2, 777, 5_000, 9_999, all.len() - 1] {
+        let mut again = Vec::new();
+        let mut r = LogReader::open_at(dir.path(), all[i].0).unwrap();
+        r.read_available(|pos, rec| {
+            let mut b = Vec::new();
+            rec.encode_to_vec(&mut b);
+            again.push((pos, b));
+        })
+        .unwrap();
+        assert_eq!(again, all[i..], "opened at record {i}");
+    }
+}
+
+/// A log whose live segment an older writer left at version 3 gets a version 6 segment
+/// next; a version 3 segment found later (an older writer appending at the same time) is
+/// appended to with plain batches, which it can read, not passed again.
+#[test]
+fn a_version_3_live_segment_is_moved_past_once_then_appended_to_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = formats::FileHeader {
+        flags: formats::FLAG_BATCHES,
+        ..formats::FileHeader::frames_with_parents()
+    };
+    let p1 = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
+    std::fs::write(&p1, old.encode()).unwrap();
+    let w = LogWriter::open(dir.path()).unwrap();
+    let first = w.reserve_ids(10).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first, 10, "a")).unwrap();
+    let p2 = segments::segment_path(dir.path(), FileKind::FrameLog, 2);
+    let v = |p: &std::path::Path| {
+        formats::FileHeader::decode(FileKind::FrameLog, &std::fs::read(p).unwrap())
+            .unwrap()
+            .unwrap()
+            .version
+    };
+    assert_eq!(v(&p2), formats::PACKED_VERSION);
+    // An older writer starts a version 3 segment beside it.
+    let p3 = segments::segment_path(dir.path(), FileKind::FrameLog, 3);
+    std::fs::write(&p3, old.encode()).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first + 5, 5, "b")).unwrap();
+    drop(w);
+    assert!(!segments::segment_path(dir.path(), FileKind::FrameLog, 4).exists());
+    let b3 = std::fs::read(&p3).unwrap();
+    assert!(b3.len() > 16, "appended to the version 3 segment");
+    let mut pos = 16;
+    while let formats::Unit::Batch { len, packed, .. } =
+        formats::Framing::Frames.next_unit(&b3[pos..], true, true)
+    {
+        assert!(packed.is_none(), "a packed batch in a version 3 segment");
+        pos += len;
+    }
+    assert_eq!(pos, b3.len());
+    assert_eq!(read_frames(dir.path()).len(), 30);
+}

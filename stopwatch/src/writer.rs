@@ -318,6 +318,7 @@ impl Writer {
             len: (self.out.len() - body) as u32,
             count,
             crc,
+            packed: false,
         };
         self.out[at..body].copy_from_slice(&header.encode());
     }
