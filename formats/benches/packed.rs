@@ -16,8 +16,13 @@ use formats::{Category, FrameEnd, FrameStart, Parent, Record, ThreadInfo};
 fn stress_batch() -> (Vec<u8>, u64) {
     let mut v = Vec::new();
     let t0 = 1_700_000_000_000_000_000u64;
-    Record::ThreadInfo(ThreadInfo { worker: 1, thread: 2, timestamp: t0, name: "stress-0" })
-        .encode_to_vec(&mut v);
+    Record::ThreadInfo(ThreadInfo {
+        worker: 1,
+        thread: 2,
+        timestamp: t0,
+        name: "stress-0",
+    })
+    .encode_to_vec(&mut v);
     let mut t = t0;
     let mut id = 1u32;
     let mut frames = 0u64;
@@ -35,7 +40,12 @@ fn stress_batch() -> (Vec<u8>, u64) {
         })
         .encode_to_vec(&mut v);
         t += 15 + u64::from(id % 7);
-        Record::End(FrameEnd { id, worker: 1, timestamp: t }).encode_to_vec(&mut v);
+        Record::End(FrameEnd {
+            id,
+            worker: 1,
+            timestamp: t,
+        })
+        .encode_to_vec(&mut v);
         frames += 1;
     }
     (v, frames)

@@ -145,7 +145,12 @@ fn open_append(path: &Path) -> Result<File> {
 /// 1 for data and index files. Returns the header in effect, or `None` if the file is not one this writer may
 /// append to: a header that is not ours (wrong magic, newer version), or a file without batch
 /// framing (written before it existed).
-fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<FileHeader>> {
+fn ensure_header(
+    file: &File,
+    path: &Path,
+    kind: FileKind,
+    pack: bool,
+) -> Result<Option<FileHeader>> {
     match read_header(file, path, kind) {
         Ok(Some(h)) if h.flags & FLAG_BATCHES != 0 => return Ok(Some(h)),
         Ok(Some(_)) | Err(Error::Corrupt { .. }) => return Ok(None),
@@ -158,7 +163,8 @@ fn ensure_header(file: &File, path: &Path, kind: FileKind) -> Result<Option<File
         file.set_len(0).at(path)?;
     }
     let mut header = match kind {
-        FileKind::FrameLog => FileHeader::frames_packed(),
+        FileKind::FrameLog if pack => FileHeader::frames_packed(),
+        FileKind::FrameLog => FileHeader::frames_with_parents(),
         _ => FileHeader::new(kind),
     };
     header.flags = FLAG_BATCHES;
@@ -244,6 +250,8 @@ pub(crate) struct AppendConfig {
     pub sync: SyncPolicy,
     /// Told about damaged segments left alone.
     pub on_damage: Option<DamageHook>,
+    /// Pack frame-log batches, in version 6 segments (else plain, in version 3 ones).
+    pub pack: bool,
 }
 
 impl AppendConfig {
@@ -462,12 +470,18 @@ impl FramesAppender {
                 self.current = Some(Current::open(&self.dir, kind, next)?);
                 continue;
             }
-            let header = ensure_header(&cur.file, &cur.path, kind)?;
+            let header = ensure_header(&cur.file, &cur.path, kind, self.config.pack)?;
             let mut start_next = header.is_none();
             let header_len = header.map_or(HEADER_LEN as u64, |h| u64::from(h.header_len));
             let parents = header.is_some_and(|h| h.has_parents());
             let takes_packed = header.is_some_and(|h| h.takes_packed());
-            if header.is_some() && !takes_packed && !self.on_newest_segment {
+            // The version this writer creates: 6, or 3 when it does not pack.
+            let newest = if self.config.pack {
+                takes_packed
+            } else {
+                parents
+            };
+            if header.is_some() && !newest && !self.on_newest_segment {
                 // A log a writer from before packed batches (or parents) left: move on to a
                 // version 6 segment, once (see `on_newest_segment`).
                 start_next = true;
@@ -487,7 +501,7 @@ impl FramesAppender {
                 cur.checked = true;
             }
             let len = cur.file.metadata().at(&cur.path)?.len();
-            let use_packed = takes_packed && !packed.is_empty();
+            let use_packed = takes_packed && self.config.pack && !packed.is_empty();
             let total = if use_packed {
                 packed.len() as u64
             } else {
@@ -503,7 +517,7 @@ impl FramesAppender {
                 // Never a type 6 record in a version 1 file: its readers would skip it.
                 return Ok(Written::NeedsVersion1);
             }
-            self.on_newest_segment |= takes_packed;
+            self.on_newest_segment |= newest;
             let written = if use_packed {
                 write_all_vectored(&cur.file, &cur.path, &mut [IoSlice::new(packed)])
             } else {
@@ -634,8 +648,9 @@ impl DataAppender {
                 self.current = Some(Self::open_pair(&self.dir, next)?);
                 continue;
             }
-            let data_header = ensure_header(&pair.data.file, &pair.data.path, FileKind::FrameData)?;
-            let idx_header = ensure_header(&pair.idx, &pair.idx_path, FileKind::FrameIndex)?;
+            let data_header =
+                ensure_header(&pair.data.file, &pair.data.path, FileKind::FrameData, false)?;
+            let idx_header = ensure_header(&pair.idx, &pair.idx_path, FileKind::FrameIndex, false)?;
             let mut start_next = data_header.is_none() || idx_header.is_none();
             let data_header = data_header.map_or(HEADER_LEN as u64, |h| u64::from(h.header_len));
             let idx_header = idx_header.map_or(HEADER_LEN as u64, |h| u64::from(h.header_len));

@@ -110,6 +110,7 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
         // One sync at the end instead of one per append.
         sync: SyncPolicy::Interval(std::time::Duration::MAX),
         on_damage: None,
+        pack: true,
     };
     let mut frames = FramesAppender::new(dst, config(256 << 20));
     let mut data = DataAppender::new(dst, config(1 << 30));

@@ -17,6 +17,7 @@ fn sample_log(dir: &Path) -> u8 {
     let w = LogWriter::open_with(
         dir,
         WriterOptions {
+            pack: false,
             process_name: Some("sample".into()),
             ..Default::default()
         },
@@ -46,6 +47,7 @@ fn reopen_worker(dir: &Path, worker: u8) -> LogWriter {
         match LogWriter::open_with(
             dir,
             WriterOptions {
+                pack: false,
                 worker: Some(worker),
                 ..Default::default()
             },

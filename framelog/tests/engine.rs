@@ -51,6 +51,7 @@ fn segments_rotate_past_the_size_limit_and_read_as_one_stream() {
     let w = LogWriter::open_with(
         dir.path(),
         WriterOptions {
+            pack: false,
             frames_segment_bytes: 4096,
             data_segment_bytes: 2048,
             ..Default::default()
@@ -189,6 +190,7 @@ fn follow_mode_sees_appends_and_new_segments() {
     let w = LogWriter::open_with(
         dir.path(),
         WriterOptions {
+            pack: false,
             frames_segment_bytes: 2048,
             ..Default::default()
         },
@@ -396,7 +398,14 @@ fn a_full_disk_is_an_error_naming_the_file_and_keeps_what_was_written() {
 #[test]
 fn pre_framed_appends_are_checked_by_their_headers() {
     let dir = tempfile::tempdir().unwrap();
-    let w = LogWriter::open(dir.path()).unwrap();
+    let w = LogWriter::open_with(
+        dir.path(),
+        framelog::WriterOptions {
+            pack: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let path = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
     let good = framed(w.worker(), &frames_batch(w.worker(), 1, 3000, "pre-framed"));
     assert!(
@@ -497,7 +506,9 @@ fn packed_batches_read_back_and_resume_at_any_record() {
     drop(w);
     let path = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
     let bytes = std::fs::read(&path).unwrap();
-    let header = formats::FileHeader::decode(FileKind::FrameLog, &bytes).unwrap().unwrap();
+    let header = formats::FileHeader::decode(FileKind::FrameLog, &bytes)
+        .unwrap()
+        .unwrap();
     assert_eq!(header.version, formats::PACKED_VERSION);
     assert!(
         bytes.len() * 4 < raw.len(),
@@ -522,7 +533,10 @@ fn packed_batches_read_back_and_resume_at_any_record() {
         .flat_map(|(_, b)| b.clone())
         .collect();
     assert_eq!(frames, raw);
-    assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "positions increase");
+    assert!(
+        all.windows(2).all(|w| w[0].0 < w[1].0),
+        "positions increase"
+    );
     assert!(all.iter().all(|(p, _)| p.offset < bytes.len() as u64));
     for i in [1, 2, 777, 5_000, 9_999, all.len() - 1] {
         let mut again = Vec::new();
@@ -551,7 +565,8 @@ fn a_version_3_live_segment_is_moved_past_once_then_appended_to_plainly() {
     std::fs::write(&p1, old.encode()).unwrap();
     let w = LogWriter::open(dir.path()).unwrap();
     let first = w.reserve_ids(10).unwrap();
-    w.append_frames(&frames_batch(w.worker(), first, 10, "a")).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first, 10, "a"))
+        .unwrap();
     let p2 = segments::segment_path(dir.path(), FileKind::FrameLog, 2);
     let v = |p: &std::path::Path| {
         formats::FileHeader::decode(FileKind::FrameLog, &std::fs::read(p).unwrap())
@@ -563,7 +578,8 @@ fn a_version_3_live_segment_is_moved_past_once_then_appended_to_plainly() {
     // An older writer starts a version 3 segment beside it.
     let p3 = segments::segment_path(dir.path(), FileKind::FrameLog, 3);
     std::fs::write(&p3, old.encode()).unwrap();
-    w.append_frames(&frames_batch(w.worker(), first + 5, 5, "b")).unwrap();
+    w.append_frames(&frames_batch(w.worker(), first + 5, 5, "b"))
+        .unwrap();
     drop(w);
     assert!(!segments::segment_path(dir.path(), FileKind::FrameLog, 4).exists());
     let b3 = std::fs::read(&p3).unwrap();

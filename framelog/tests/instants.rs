@@ -45,6 +45,7 @@ fn write_log(dir: &Path) -> (u8, u64) {
     let w = LogWriter::open_with(
         dir,
         WriterOptions {
+            pack: false,
             process_name: Some("instants".into()),
             ..Default::default()
         },
@@ -410,6 +411,7 @@ fn write_hostile_log(dir: &Path) -> u8 {
     let w = LogWriter::open_with(
         dir,
         WriterOptions {
+            pack: false,
             process_name: Some("evil\x1b]0;pwned\x07".into()),
             ..Default::default()
         },

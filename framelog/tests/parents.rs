@@ -75,6 +75,7 @@ fn version(path: &Path) -> u16 {
 
 fn small_segments() -> WriterOptions {
     WriterOptions {
+        pack: false,
         frames_segment_bytes: 64 << 10,
         compact: false,
         ..WriterOptions::default()
@@ -163,7 +164,14 @@ fn a_version_1_segment_never_holds_a_parent_and_a_writer_moves_past_it_once() {
     std::fs::create_dir_all(dir.path()).unwrap();
     // A log left by an older writer: its live segment is version 1.
     version_1_segment(dir.path(), 1);
-    let w = LogWriter::open(dir.path()).unwrap();
+    let w = LogWriter::open_with(
+        dir.path(),
+        framelog::WriterOptions {
+            pack: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let (a, want_a) = tree(w.worker(), 1, 100);
     w.append_frames(&a).unwrap();
     let p2 = segment_path(dir.path(), FileKind::FrameLog, 2);

@@ -16,6 +16,7 @@ fn small_segments(dir: &std::path::Path, batches: u32, retention: Retention) -> 
     let w = LogWriter::open_with(
         dir,
         WriterOptions {
+            pack: false,
             frames_segment_bytes: 4096,
             data_segment_bytes: 4096,
             retention,
@@ -104,6 +105,7 @@ fn a_reader_in_the_middle_of_the_log_keeps_going_across_deleted_segments() {
     let w = LogWriter::open_with(
         dir.path(),
         WriterOptions {
+            pack: false,
             frames_segment_bytes: 5 << 20,
             ..Default::default()
         },
@@ -173,6 +175,7 @@ fn data_lookups_survive_retention_deleting_data_segments() {
     let w = LogWriter::open_with(
         dir.path(),
         WriterOptions {
+            pack: false,
             frames_segment_bytes: 4096,
             data_segment_bytes: 4096,
             // No background compaction: it shrinks sealed segments at moments this test does

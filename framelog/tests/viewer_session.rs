@@ -54,6 +54,7 @@ fn a_viewer_gets_the_logs_records_within_its_credit_and_its_data_on_request() {
     let w = LogWriter::open_with(
         dir.path(),
         WriterOptions {
+            pack: false,
             frames_segment_bytes: 64 << 10,
             ..Default::default()
         },
@@ -333,7 +334,10 @@ fn plots_messages_and_allocations_reach_a_viewer_exactly_raw_and_compacted() {
                 let p =
                     framelog::segments::segment_path(dir.path(), formats::FileKind::FrameLog, n);
                 let b = std::fs::read(p).unwrap();
-                u16::from_le_bytes([b[8], b[9]]) == formats::COMPACT_PLOTS_VERSION
+                matches!(
+                    u16::from_le_bytes([b[8], b[9]]),
+                    formats::COMPACT_PLOTS_VERSION | formats::COMPACT_PACKED_VERSION
+                )
             })
             .count();
         assert!(
