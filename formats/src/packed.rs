@@ -112,6 +112,8 @@ fn start_fields(r: &[u8]) -> Option<(u32, Option<u32>, u8, &[u8])> {
 /// whole records by their length fields (then `out` is as it was: write the plain batch).
 pub fn pack(worker: u8, timestamp: u64, records: &[u8], out: &mut Vec<u8>) -> Option<u32> {
     let mark = out.len();
+    // A packed record is never longer than its plain form plus a few bytes of varints.
+    out.reserve(records.len() + 64);
     let mut st = State::new(worker, timestamp);
     let mut labels: Vec<&[u8]> = Vec::new();
     let mut pos = 0;
@@ -243,6 +245,7 @@ pub fn unpack(
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
     out.clear();
+    out.reserve(crate::batch::MAX_FRAMES_BATCH_LEN.min(body.len().saturating_mul(16)));
     let mut st = State::new(worker, timestamp);
     // The label table: ranges of `body`.
     let mut labels: Vec<(usize, usize)> = Vec::new();
