@@ -88,7 +88,8 @@ fn wait_exit(child: &mut std::process::Child, what: &str) {
 fn stress_log(dir: &Path, frames: u32) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_record_child"))
         .arg(dir)
-        .args([&frames.to_string(), "1", "100000"])
+        // 256 KiB segments: packed, a frame takes about 5 bytes.
+        .args([&frames.to_string(), "256k", "100000"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -282,6 +283,12 @@ fn kill_9_during_compaction_leaves_a_log_that_reads_the_same() {
     stress_log(&template, 250_000);
     let expected = records(&template);
     let dir = root.path().join("log");
+    // How long a whole compaction takes on this machine, so that the kills land across it
+    // (a fixed range misses it on a slower or faster machine).
+    copy_log(&template, &dir);
+    let began = Instant::now();
+    run(&["compact", "--all"], &dir);
+    let whole = began.elapsed().as_micros().max(1_000) as u64;
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xC0FFEE);
     let mut partial = 0;
     for round in 0..KILLS {
@@ -293,7 +300,7 @@ fn kill_9_during_compaction_leaves_a_log_that_reads_the_same() {
             .spawn()
             .unwrap();
         // A random moment: from the start (sealing) to well past the end.
-        std::thread::sleep(Duration::from_micros(rng.gen_range(0..150_000)));
+        std::thread::sleep(Duration::from_micros(rng.gen_range(0..whole * 3 / 2)));
         let _ = child.kill(); // SIGKILL
         child.wait().unwrap();
         let names: Vec<String> = std::fs::read_dir(&dir)

@@ -15,20 +15,32 @@ fn main() -> ExitCode {
         [d, f, s, m] => (d, f, s, m, false),
         [d, f, s, m, h] if h == "hold" => (d, f, s, m, true),
         _ => {
-            eprintln!("usage: record_child DIR FRAMES_PER_THREAD SEGMENT_MIB MAX_MIB [hold]");
+            eprintln!(
+                "usage: record_child DIR FRAMES_PER_THREAD SEGMENT_MIB|SEGMENT_KIBk MAX_MIB [hold]"
+            );
             return ExitCode::FAILURE;
         }
     };
     let number = |s: &String| s.parse::<u64>().ok();
+    // SEGMENT_MIB may say KiB instead ("256k"): packed logs take few bytes a frame, and a
+    // test that wants many segments should not need millions of frames.
+    let segment_kib = segment_mib
+        .strip_suffix('k')
+        .and_then(|k| k.parse::<u64>().ok());
+    let segment_mib = match segment_kib {
+        Some(_) => Some(1),
+        None => number(segment_mib),
+    };
     let (Some(frames), Some(segment_mib), Some(max_mib)) =
-        (number(frames), number(segment_mib), number(max_mib))
+        (number(frames), segment_mib, number(max_mib))
     else {
         eprintln!("record_child: FRAMES_PER_THREAD, SEGMENT_MIB and MAX_MIB are numbers");
         return ExitCode::FAILURE;
     };
-    if hold {
-        // The same workload on a recorder this program keeps until told to go.
-        let bytes = segment_mib.max(1) << 20;
+    if hold || segment_kib.is_some() {
+        // The same workload on a recorder this program keeps until told to go (or, for
+        // segments given in KiB, until it is done).
+        let bytes = segment_kib.map_or(segment_mib.max(1) << 20, |k| k.max(1) << 10);
         let recorder = match Stopwatch::builder()
             .mode(BufferingMode::Block)
             .dir(dir)
@@ -43,7 +55,9 @@ fn main() -> ExitCode {
             }
         };
         stopwatch::stress::record(&recorder, 2, frames, 2, 10);
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        if hold {
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        }
         recorder.shutdown();
         return ExitCode::SUCCESS;
     }
