@@ -1,4 +1,4 @@
-//! The byte layouts of a framelog log directory (format versions 1 to 5).
+//! The byte layouts of a framelog log directory (format versions 1 to 7).
 //!
 //! This crate is the contract other tools read: file headers, frame-log records
 //! ([`FrameStart`], [`FrameEnd`], extension records), frame-data entries and index entries.
