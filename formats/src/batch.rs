@@ -344,7 +344,7 @@ pub enum Unit<'a> {
         body: &'a [u8],
         /// The batch's worker field.
         worker: u8,
-        /// A packed frame-log batch's header ([`Unit::records`] unpacks its body); `None` for
+        /// A packed frame-log batch's header ([`batch_records`] unpacks its body); `None` for
         /// plain records and frame data.
         packed: Option<BatchHeader>,
     },
