@@ -594,10 +594,10 @@ pub fn data_batch_entries(body: &[u8]) -> Option<Vec<(FrameKey, u32)>> {
     Some(out)
 }
 
-/// Walks `buf` as a run of whole frame-log batches, as built by a writer that framed its own
-/// records: every batch header must hold (its own checksum, a `len` within bounds) and every
-/// body must be entirely present, ending exactly at the end of `buf`. Calls `each` with every
-/// header and the byte range of its body. Bodies are **not** checksummed again: that is
+/// Walks `buf` as a run of whole frame-log batches, plain or packed (`h.packed`), as built by
+/// a writer that framed its own records: every batch header must hold (its own checksum, a
+/// `len` within bounds) and every body must be entirely present, ending exactly at the end of
+/// `buf`. Calls `each` with every header and the byte range of its body. Bodies are **not** checksummed again: that is
 /// what lets a writer hand over batches it framed without a second pass over the records
 /// (a body that does not match its `crc` is read back as damage, costing that batch only).
 ///
@@ -608,13 +608,9 @@ pub fn check_batches(
 ) -> Result<(), u64> {
     let mut pos = 0usize;
     while pos < buf.len() {
-        // Writers hand over plain batches; packing is the appender's (it knows the segment).
         let Probe::Valid(h) = BatchHeader::probe(&buf[pos..]) else {
             return Err(pos as u64);
         };
-        if h.packed {
-            return Err(pos as u64);
-        }
         let body = pos + BATCH_RECORD_LEN..pos + BATCH_RECORD_LEN + h.len as usize;
         if body.end > buf.len() {
             return Err(pos as u64);

@@ -130,8 +130,8 @@ pub fn strip_records(records: &[u8], strip: Strip, out: &mut Vec<u8>) -> Result<
     Ok(())
 }
 
-/// Re-frames `batches` (whole batches, as [`check_batches`] accepts) with every FrameStart
-/// with parent written as type 0: new batch headers (same worker and timestamp), new
+/// Re-frames `batches` (whole batches, as [`check_batches`] accepts, packed ones unpacked) with
+/// every FrameStart with parent written as type 0: plain batches with new headers (same worker and timestamp), new
 /// checksums. Errors with the offset of a batch header that does not hold or a record that
 /// does not decode.
 pub fn strip_parents_framed(batches: &[u8]) -> Result<Vec<u8>, DecodeError> {
@@ -148,10 +148,24 @@ pub fn strip_parents_framed(batches: &[u8]) -> Result<Vec<u8>, DecodeError> {
     check_batches(batches, |h, body| bodies.push((*h, body))).map_err(bad)?;
     let mut out = Vec::with_capacity(batches.len());
     let mut records = Vec::new();
+    let mut unpacked = Vec::new();
     for (h, body) in bodies {
         records.clear();
-        strip_parents(&batches[body.clone()], &mut records)
-            .map_err(|e| e.shifted(body.start as u64))?;
+        let plain = if h.packed {
+            let at = (body.start - crate::BATCH_RECORD_LEN) as u64;
+            crate::packed::unpack(
+                h.worker,
+                h.timestamp,
+                h.count,
+                &batches[body.clone()],
+                &mut unpacked,
+            )
+            .map_err(|_| bad(at))?;
+            &unpacked[..]
+        } else {
+            &batches[body.clone()]
+        };
+        strip_parents(plain, &mut records).map_err(|e| e.shifted(body.start as u64))?;
         split_records(&records, FRAMES_BATCH_TARGET, |r, count| {
             let head = BatchHeader::for_records(h.worker, h.timestamp, &records[r.clone()], count);
             out.extend_from_slice(&head.encode());

@@ -264,11 +264,15 @@ mod tests {
             (FileKind::FrameLog, 3, true, true),
             (FileKind::FrameLog, 4, false, true),
             (FileKind::FrameLog, 5, false, true),
-            (FileKind::FrameLog, 6, false, false),
+            (FileKind::FrameLog, 6, true, true),
+            (FileKind::FrameLog, 7, false, true),
+            (FileKind::FrameLog, 8, false, false),
             (FileKind::FrameData, 2, false, true),
             (FileKind::FrameData, 3, false, false),
             (FileKind::FrameData, 4, false, false),
             (FileKind::FrameData, 5, false, false),
+            (FileKind::FrameData, 6, false, false),
+            (FileKind::FrameData, 7, false, false),
             (FileKind::FrameIndex, 3, false, false),
         ];
         for (kind, version, raw, any) in cases {
@@ -297,7 +301,11 @@ mod tests {
                 any,
                 "{kind:?} v{version}"
             );
-            assert_eq!(h.is_compact(), matches!(version, 2 | 4 | 5));
+            assert_eq!(
+                h.is_compact(),
+                matches!(version, 2 | 4 | 5 | 7),
+                "v{version}"
+            );
         }
         assert!(FileHeader::frames_with_parents().has_parents());
     }

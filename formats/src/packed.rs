@@ -6,8 +6,8 @@
 //! next one" or "the innermost open frame", labels interned in the batch. Nothing carries from
 //! one batch to the next, so a damaged batch costs only itself.
 
-use crate::record::{EXT_HEADER_LEN, FRAME_END_LEN, RecordType};
-use crate::varint::{get_varint, put_varint, unzigzag, zigzag};
+use crate::record::{EXT_HEADER_LEN, FRAME_END_LEN, FRAME_START_HEADER_LEN, RecordType};
+use crate::varint::{get_varint, unzigzag, zigzag};
 
 /// The `type` byte of a packed batch's header record.
 pub const PACKED_BATCH_TYPE: u8 = 12;
@@ -41,14 +41,46 @@ const END_IS_TOP: u8 = 1;
 const OTHER_WORKER: u8 = 1 << 5;
 const OTHER_TYPE_FOLLOWS: u8 = 31;
 
+/// Open frames, innermost last: a fixed array, so pushing and popping never allocate.
+struct Stack {
+    items: [(u32, u32); STACK_DEPTH],
+    len: usize,
+}
+
+impl Stack {
+    fn push(&mut self, open: (u32, u32)) {
+        if self.len == STACK_DEPTH {
+            self.items.copy_within(1.., 0);
+            self.len -= 1;
+        }
+        self.items[self.len] = open;
+        self.len += 1;
+    }
+
+    /// Removes the topmost entry with frame `id`, if any.
+    fn remove(&mut self, id: u32) {
+        let len = self.len;
+        if len > 0 && self.items[len - 1].0 == id {
+            self.len -= 1;
+        } else if let Some(i) = self.items[..len].iter().rposition(|&(open, _)| open == id) {
+            self.items.copy_within(i + 1..len, i);
+            self.len -= 1;
+        }
+    }
+
+    fn top(&self) -> Option<(u32, u32)> {
+        self.len.checked_sub(1).map(|i| self.items[i])
+    }
+}
+
 /// What encoder and decoder both know at each record of a batch.
 struct State {
     worker: u8,
     last_time: u64,
     last_start: u32,
     last_category: u8,
-    /// Open frames: (id, context), innermost last.
-    stack: Vec<(u32, u32)>,
+    /// Open frames: (id, context).
+    stack: Stack,
 }
 
 impl State {
@@ -58,7 +90,10 @@ impl State {
             last_time: timestamp,
             last_start: 0,
             last_category: 0,
-            stack: Vec::with_capacity(STACK_DEPTH),
+            stack: Stack {
+                items: [(0, 0); STACK_DEPTH],
+                len: 0,
+            },
         }
     }
 
@@ -69,23 +104,16 @@ impl State {
             START | START_WITH_PARENT => {
                 self.last_start = id;
                 self.last_category = category;
-                if self.stack.len() == STACK_DEPTH {
-                    self.stack.remove(0);
-                }
                 self.stack.push((id, context));
             }
-            END => {
-                if let Some(i) = self.stack.iter().rposition(|&(open, _)| open == id) {
-                    self.stack.remove(i);
-                }
-            }
-            THREAD_INFO => self.stack.clear(),
+            END => self.stack.remove(id),
+            THREAD_INFO => self.stack.len = 0,
             _ => {}
         }
     }
 
     fn top(&self) -> Option<(u32, u32)> {
-        self.stack.last().copied()
+        self.stack.top()
     }
 }
 
@@ -106,36 +134,140 @@ fn start_fields(r: &[u8]) -> Option<(u32, Option<u32>, u8, &[u8])> {
     }
 }
 
-/// Packs `records`, the whole records of one batch (a plain batch's body), appending the
-/// packed body to `out`. `worker` and `timestamp` are the header's fields the packed body is
-/// coded against. Returns the number of records, or `None` if `records` does not split into
-/// whole records by their length fields (then `out` is as it was: write the plain batch).
-pub fn pack(worker: u8, timestamp: u64, records: &[u8], out: &mut Vec<u8>) -> Option<u32> {
-    let mark = out.len();
-    // A packed record is never longer than its plain form plus a few bytes of varints.
-    out.reserve(records.len() + 64);
-    let mut st = State::new(worker, timestamp);
-    let mut labels: Vec<&[u8]> = Vec::new();
-    let mut pos = 0;
-    let mut count = 0u32;
-    while pos < records.len() {
-        let Some(len) = crate::batch::record_len(&records[pos..]) else {
-            out.truncate(mark);
-            return None;
-        };
-        let Some(r) = records.get(pos..pos + len) else {
-            out.truncate(mark);
-            return None;
-        };
-        pos += len;
-        count += 1;
-        let (id, rw, kind) = (u32_at(r, 0), r[4], r[5]);
+/// Slots of the encoder's label lookup (a power of two).
+const LOOKUP_BITS: u32 = 8;
+
+/// The lookup slot of a label: a hash of its length and its first and last 8 bytes (labels
+/// often share a prefix, "stress/level-1" and "stress/level-2", and differ at the end).
+#[inline]
+fn label_slot(label: &[u8]) -> usize {
+    let n = label.len();
+    let (head, tail) = if n >= 8 {
+        let first = u64::from_le_bytes(label[..8].try_into().expect("8 bytes"));
+        let last = u64::from_le_bytes(label[n - 8..].try_into().expect("8 bytes"));
+        (first, last)
+    } else {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(label);
+        (u64::from_le_bytes(b), 0)
+    };
+    let h = (head ^ tail.rotate_left(29) ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> (64 - LOOKUP_BITS)) as usize
+}
+
+/// A packed record's fixed part, built on the stack and appended with one copy (a packed
+/// start takes at most 1 + 10 + 10 + 5 + 10 + 1 + 3 + 1 = 41 bytes before its label).
+struct Scratch {
+    bytes: [u8; 48],
+    len: usize,
+}
+
+impl Scratch {
+    #[inline(always)]
+    fn new(tag: u8) -> Self {
+        let mut bytes = [0u8; 48];
+        bytes[0] = tag;
+        Self { bytes, len: 1 }
+    }
+
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.bytes[self.len] = b;
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    #[inline(always)]
+    fn append_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.bytes[..self.len]);
+    }
+}
+
+/// Packs the records of one batch into a packed body, one run of whole records at a time (a
+/// writer packs the `thread_info` it puts in front of a thread's buffer, then the buffer, into
+/// one batch without joining them first).
+pub struct Packer {
+    st: State,
+    /// The batch's label table: where each label's bytes are in the output, and their length.
+    labels: Vec<(usize, u8)>,
+    /// Label slot ([`label_slot`]) to its table index + 1 (0: none). A label whose slot holds
+    /// another is added to the table again (the format allows it): a few bytes, no search.
+    lookup: [u16; 1 << LOOKUP_BITS],
+    count: u32,
+    /// Where the packed body starts in the output.
+    start: usize,
+}
+
+impl Packer {
+    /// A packer for a body coded against the header's `worker` and `timestamp`, appended to
+    /// `out` from its current end.
+    pub fn new(worker: u8, timestamp: u64, out: &[u8]) -> Self {
+        Self {
+            st: State::new(worker, timestamp),
+            labels: Vec::new(),
+            lookup: [0; 1 << LOOKUP_BITS],
+            count: 0,
+            start: out.len(),
+        }
+    }
+
+    /// Records packed so far: the header's `count`.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Packs `records`, whole records, appending to `out`. Returns false if they do not split
+    /// into whole records by their length fields, or hold batch framing; `out` is then cut
+    /// back to where the body started and this packer must not be used again.
+    pub fn push(&mut self, records: &[u8], out: &mut Vec<u8>) -> bool {
+        if self.push_all(records, out).is_none() {
+            out.truncate(self.start);
+            return false;
+        }
+        true
+    }
+
+    fn push_all(&mut self, records: &[u8], out: &mut Vec<u8>) -> Option<()> {
+        // Packed records are mostly far shorter than their plain form.
+        out.reserve(records.len() / 4 + 64);
+        let mut rest = records;
+        while !rest.is_empty() {
+            let kind = *rest.get(5)?;
+            let len = match kind {
+                START => FRAME_START_HEADER_LEN + *rest.get(19)? as usize,
+                END => FRAME_END_LEN,
+                _ => EXT_HEADER_LEN + u16::from_le_bytes([*rest.get(14)?, *rest.get(15)?]) as usize,
+            };
+            if len > rest.len() {
+                return None;
+            }
+            let (r, tail) = rest.split_at(len);
+            rest = tail;
+            self.count += 1;
+            self.one(r, kind, out)?;
+        }
+        Some(())
+    }
+
+    /// Packs the whole record `r` of type `kind`.
+    #[inline]
+    fn one(&mut self, r: &[u8], kind: u8, out: &mut Vec<u8>) -> Option<()> {
+        let st = &mut self.st;
+        let (id, rw) = (u32_at(r, 0), r[4]);
         let ts = u64::from_le_bytes(r[6..14].try_into().expect("8 bytes"));
         let time = zigzag(ts.wrapping_sub(st.last_time) as i64);
         st.last_time = ts;
         let start = start_fields(r);
-        match (kind, start) {
-            (_, Some((context, parent, category, label))) if rw == st.worker => {
+        match start {
+            Some((context, parent, category, label)) if rw == st.worker => {
                 let top = st.top();
                 let mut tag = if parent.is_some() {
                     FORM_START_PARENT
@@ -163,47 +295,64 @@ pub fn pack(worker: u8, timestamp: u64, records: &[u8], out: &mut Vec<u8>) -> Op
                 if same_category {
                     tag |= SAME_CATEGORY;
                 }
-                out.push(tag);
-                put_varint(out, time);
+                let mut s = Scratch::new(tag);
+                s.varint(time);
                 if !sequential {
                     let d = i64::from(id) - i64::from(st.last_start) - 1;
-                    put_varint(out, zigzag(d));
+                    s.varint(zigzag(d));
                 }
                 if cmode == GIVEN {
-                    put_varint(out, u64::from(context));
+                    s.varint(u64::from(context));
                 }
                 if let (GIVEN, Some(p)) = (pmode, parent) {
-                    put_varint(out, zigzag(i64::from(id) - i64::from(p)));
+                    s.varint(zigzag(i64::from(id) - i64::from(p)));
                 }
                 if !same_category {
-                    out.push(category);
+                    s.byte(category);
                 }
-                match labels.iter().position(|&l| l == label) {
-                    Some(k) => put_varint(out, k as u64),
+                let slot = label_slot(label);
+                let known = match self.lookup[slot] {
+                    0 => None,
+                    k => {
+                        let (at, n) = self.labels[usize::from(k) - 1];
+                        (out[at..at + usize::from(n)] == *label).then_some(k - 1)
+                    }
+                };
+                match known {
+                    Some(k) => {
+                        s.varint(u64::from(k));
+                        s.append_to(out);
+                    }
                     None => {
-                        put_varint(out, labels.len() as u64);
-                        out.push(label.len() as u8);
+                        let k = self.labels.len();
+                        s.varint(k as u64);
+                        s.byte(label.len() as u8);
+                        s.append_to(out);
+                        self.labels.push((out.len(), label.len() as u8));
                         out.extend_from_slice(label);
-                        labels.push(label);
+                        if let Ok(k) = u16::try_from(k + 1) {
+                            self.lookup[slot] = k;
+                        }
                     }
                 }
                 st.after(kind, id, context, category);
             }
-            (END, _) if rw == st.worker => {
+            None if kind == END && rw == st.worker => {
                 if st.top().is_some_and(|(t, _)| t == id) {
-                    out.push(FORM_END | END_IS_TOP);
-                    put_varint(out, time);
+                    let mut s = Scratch::new(FORM_END | END_IS_TOP);
+                    s.varint(time);
+                    s.append_to(out);
                 } else {
-                    out.push(FORM_END);
-                    put_varint(out, time);
-                    put_varint(out, zigzag(i64::from(id) - i64::from(st.last_start)));
+                    let mut s = Scratch::new(FORM_END);
+                    s.varint(time);
+                    s.varint(zigzag(i64::from(id) - i64::from(st.last_start)));
+                    s.append_to(out);
                 }
                 st.after(END, id, 0, 0);
             }
             _ => {
                 if kind == BATCH || kind == PACKED_BATCH_TYPE {
                     // Framing inside a body is not a record a reader delivers.
-                    out.truncate(mark);
                     return None;
                 }
                 let mut tag = FORM_OTHER | kind.min(OTHER_TYPE_FOLLOWS);
@@ -211,17 +360,18 @@ pub fn pack(worker: u8, timestamp: u64, records: &[u8], out: &mut Vec<u8>) -> Op
                 if new_worker {
                     tag |= OTHER_WORKER;
                 }
-                out.push(tag);
+                let mut s = Scratch::new(tag);
                 if kind >= OTHER_TYPE_FOLLOWS {
-                    out.push(kind);
+                    s.byte(kind);
                 }
                 if new_worker {
-                    out.push(rw);
+                    s.byte(rw);
                     st.worker = rw;
                 }
-                put_varint(out, time);
-                put_varint(out, u64::from(id));
-                put_varint(out, (len - FRAME_END_LEN) as u64);
+                s.varint(time);
+                s.varint(u64::from(id));
+                s.varint((r.len() - FRAME_END_LEN) as u64);
+                s.append_to(out);
                 out.extend_from_slice(&r[FRAME_END_LEN..]);
                 let (context, category) = match start {
                     Some((c, _, g, _)) => (c, g),
@@ -230,8 +380,17 @@ pub fn pack(worker: u8, timestamp: u64, records: &[u8], out: &mut Vec<u8>) -> Op
                 st.after(kind, id, context, category);
             }
         }
+        Some(())
     }
-    Some(count)
+}
+
+/// Packs `records`, the whole records of one batch (a plain batch's body), appending the
+/// packed body to `out`. `worker` and `timestamp` are the header's fields the packed body is
+/// coded against. Returns the number of records, or `None` if `records` does not split into
+/// whole records by their length fields (then `out` is as it was: write the plain batch).
+pub fn pack(worker: u8, timestamp: u64, records: &[u8], out: &mut Vec<u8>) -> Option<u32> {
+    let mut p = Packer::new(worker, timestamp, out);
+    p.push(records, out).then(|| p.count())
 }
 
 /// Unpacks a packed body into `out` (cleared first): exactly `count` whole records, the bytes
@@ -280,11 +439,13 @@ pub fn unpack(
         let time = varint(&mut buf)?;
         let ts = st.last_time.wrapping_add(unzigzag(time) as u64);
         st.last_time = ts;
-        let head = |out: &mut Vec<u8>, id: u32, w: u8, kind: u8| {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.push(w);
-            out.push(kind);
-            out.extend_from_slice(&ts.to_le_bytes());
+        // A rebuilt record's fixed part, appended with one copy.
+        let mut rec = [0u8; 25];
+        let head = |rec: &mut [u8; 25], id: u32, w: u8, kind: u8| {
+            rec[..4].copy_from_slice(&id.to_le_bytes());
+            rec[4] = w;
+            rec[5] = kind;
+            rec[6..14].copy_from_slice(&ts.to_le_bytes());
         };
         let narrow = |v: i64, what: &str| {
             u32::try_from(v).map_err(|_| format!("a {what} outside 0 to {}", u32::MAX))
@@ -302,7 +463,8 @@ pub fn unpack(
                     let d = unzigzag(varint(&mut buf)?);
                     narrow(i64::from(st.last_start) + d, "frame id")?
                 };
-                head(out, id, st.worker, END);
+                head(&mut rec, id, st.worker, END);
+                out.extend_from_slice(&rec[..FRAME_END_LEN]);
                 st.after(END, id, 0, 0);
             }
             form @ (FORM_START | FORM_START_PARENT) => {
@@ -361,17 +523,19 @@ pub fn unpack(
                 let label = &body[from..to];
                 match parent {
                     None => {
-                        head(out, id, st.worker, START);
-                        out.extend_from_slice(&context.to_le_bytes());
-                        out.push(category);
-                        out.push(label.len() as u8);
+                        head(&mut rec, id, st.worker, START);
+                        rec[14..18].copy_from_slice(&context.to_le_bytes());
+                        rec[18] = category;
+                        rec[19] = label.len() as u8;
+                        out.extend_from_slice(&rec[..FRAME_START_HEADER_LEN]);
                     }
                     Some(p) => {
-                        head(out, id, st.worker, START_WITH_PARENT);
-                        out.extend_from_slice(&(9 + label.len() as u16).to_le_bytes());
-                        out.extend_from_slice(&context.to_le_bytes());
-                        out.extend_from_slice(&p.to_le_bytes());
-                        out.push(category);
+                        head(&mut rec, id, st.worker, START_WITH_PARENT);
+                        rec[14..16].copy_from_slice(&(9 + label.len() as u16).to_le_bytes());
+                        rec[16..20].copy_from_slice(&context.to_le_bytes());
+                        rec[20..24].copy_from_slice(&p.to_le_bytes());
+                        rec[24] = category;
+                        out.extend_from_slice(&rec[..25]);
                     }
                 }
                 out.extend_from_slice(label);
@@ -392,7 +556,8 @@ pub fn unpack(
                     return Err(cut());
                 }
                 let at = out.len();
-                head(out, id, st.worker, other_kind);
+                head(&mut rec, id, st.worker, other_kind);
+                out.extend_from_slice(&rec[..FRAME_END_LEN]);
                 out.extend_from_slice(&buf[..n]);
                 buf = &buf[n..];
                 let r = &out[at..];
@@ -418,6 +583,30 @@ pub fn unpack(
         return Err(format!("unpacks to more than {max} bytes"));
     }
     Ok(())
+}
+
+/// `batches` (whole batches, as [`crate::check_batches`] accepts) with every packed batch
+/// made plain (its records under a new header and checksum), plain ones as they are: for a
+/// segment that does not take packed batches. Errors with the offset of a batch whose header
+/// does not hold or whose body does not unpack.
+pub fn unpack_framed(batches: &[u8]) -> Result<Vec<u8>, u64> {
+    let mut each = Vec::new();
+    crate::check_batches(batches, |h, body| each.push((*h, body)))?;
+    let mut out = Vec::with_capacity(batches.len().saturating_mul(4));
+    let mut records = Vec::new();
+    for (h, body) in each {
+        let at = body.start - crate::BATCH_RECORD_LEN;
+        if h.packed {
+            unpack(h.worker, h.timestamp, h.count, &batches[body], &mut records)
+                .map_err(|_| at as u64)?;
+            let head = crate::BatchHeader::for_records(h.worker, h.timestamp, &records, h.count);
+            out.extend_from_slice(&head.encode());
+            out.extend_from_slice(&records);
+        } else {
+            out.extend_from_slice(&batches[at..body.end]);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -594,7 +783,104 @@ mod tests {
         })
     }
 
+    #[test]
+    fn labels_sharing_a_prefix_or_a_lookup_slot_round_trip_and_are_not_repeated_needlessly() {
+        // 600 distinct labels (more than the lookup's slots), used twice each in turn.
+        let mut v = Vec::new();
+        let names: Vec<String> = (0..600).map(|i| format!("stress/level-{i}")).collect();
+        for round in 0..2u32 {
+            for (i, name) in names.iter().enumerate() {
+                let id = round * 1_000 + i as u32 + 1;
+                Record::Start(FrameStart {
+                    id,
+                    worker: 0,
+                    timestamp: u64::from(id) * 10,
+                    context: 1,
+                    category: Category::FUNCTION,
+                    label: name,
+                    parent: Parent::NotRecorded,
+                })
+                .encode_to_vec(&mut v);
+            }
+        }
+        let packed = round_trip(0, 0, &v);
+        // Each label is written once a round at most; slot clashes only cost a second copy.
+        let label_bytes: usize = names.iter().map(|n| n.len()).sum();
+        assert!(
+            packed.len() < 2 * label_bytes + 1_200 * 8,
+            "{} bytes",
+            packed.len()
+        );
+        // Four labels that repeat: written once each.
+        let mut v = Vec::new();
+        for id in 1..=400u32 {
+            let label = ["a/x", "a/y", "stress/level-1", "stress/level-2"][id as usize % 4];
+            Record::Start(FrameStart {
+                id,
+                worker: 0,
+                timestamp: u64::from(id),
+                context: 1,
+                category: Category::FUNCTION,
+                label,
+                parent: Parent::NotRecorded,
+            })
+            .encode_to_vec(&mut v);
+        }
+        let packed = round_trip(0, 0, &v);
+        assert!(
+            packed.len() < 400 * 4 + 40,
+            "{} bytes for 400 starts",
+            packed.len()
+        );
+    }
+
+    #[test]
+    fn framed_packed_batches_unpack_to_plain_ones_and_damage_names_its_batch() {
+        let records = stress_like(50);
+        let plain = crate::BatchHeader::for_records(3, 9, &records, 102);
+        let mut batches = plain.encode().to_vec();
+        batches.extend_from_slice(&records);
+        let mut body = Vec::new();
+        let count = pack(3, 9, &records, &mut body).unwrap();
+        let at = batches.len();
+        batches.extend_from_slice(&crate::BatchHeader::for_packed(3, 9, &body, count).encode());
+        batches.extend_from_slice(&body);
+        let out = unpack_framed(&batches).unwrap();
+        let mut twice = plain.encode().to_vec();
+        twice.extend_from_slice(&records);
+        assert_eq!(out, [twice.clone(), twice].concat());
+        // A packed body that does not unpack (its last byte cut off, header made to agree).
+        let cut = &body[..body.len() - 1];
+        batches.truncate(at);
+        batches.extend_from_slice(&crate::BatchHeader::for_packed(3, 9, cut, count).encode());
+        batches.extend_from_slice(cut);
+        assert_eq!(unpack_framed(&batches), Err(at as u64));
+    }
+
     proptest! {
+        /// A batch packed a run of records at a time is the batch packed at once.
+        #[test]
+        fn packing_in_two_pushes_is_packing_at_once(
+            records in record_strategy(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut ends = vec![0];
+            let mut at = 0;
+            while at < records.len() {
+                at += crate::batch::record_len(&records[at..]).unwrap();
+                ends.push(at);
+            }
+            let split = ends[cut.index(ends.len())];
+            let mut whole = vec![9];
+            let count = pack(2, 7, &records, &mut whole).unwrap();
+            let mut parts = vec![9];
+            let mut p = Packer::new(2, 7, &parts);
+            prop_assert!(p.push(&records[..split], &mut parts));
+            prop_assert!(p.push(&records[split..], &mut parts));
+            prop_assert_eq!(p.count(), count);
+            prop_assert_eq!(parts, whole);
+        }
+
         #[test]
         fn any_records_unpack_to_the_same_bytes(
             records in record_strategy(),

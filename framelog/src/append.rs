@@ -172,16 +172,22 @@ fn ensure_header(
     Ok(Some(header))
 }
 
-/// Packs plain batches, each given as (its 32-byte header, its records), into `out` (cleared
-/// first) as the same run of batches for a version 6 segment: each one packed, or kept plain
-/// where packing would not make it smaller (`docs/FORMAT.md`, *Packed batches*). Runs before
-/// the segment's lock is taken: the work is the writer's, not the other processes'.
+/// Packs batches, each given as (its 32-byte header, its body), into `out` (cleared first) as
+/// the same run of batches for a version 6 segment: each plain one packed, or kept plain where
+/// packing would not make it smaller, packed ones as they are (`docs/FORMAT.md`, *Packed
+/// batches*). Runs before the segment's lock is taken: the work is the writer's, not the other
+/// processes'.
 fn pack_batches<'a>(batches: impl Iterator<Item = (&'a [u8], &'a [u8])>, out: &mut Vec<u8>) {
     out.clear();
     for (head, body) in batches {
         let formats::Probe::Valid(h) = BatchHeader::probe(head) else {
             unreachable!("the caller framed or checked every header")
         };
+        if h.packed {
+            out.extend_from_slice(head);
+            out.extend_from_slice(body);
+            continue;
+        }
         let at = out.len();
         out.resize(at + formats::BATCH_RECORD_LEN, 0);
         match formats::packed::pack(h.worker, h.timestamp, body, out) {
@@ -348,6 +354,9 @@ enum Written {
     /// The live segment is version 1 and the batches hold FrameStart with parent: nothing
     /// was written; write them again without parents.
     NeedsVersion1,
+    /// The live segment does not take packed batches and no plain form was given: nothing was
+    /// written; write them again unpacked.
+    NeedsPlain,
 }
 
 impl FramesAppender {
@@ -406,6 +415,7 @@ impl FramesAppender {
                     .map_err(|e| Error::BadAppend(e.to_string()))?;
                 self.append(&stripped)
             }
+            Written::NeedsPlain => unreachable!("plain batches were given"),
         }
     }
 
@@ -418,7 +428,9 @@ impl FramesAppender {
         let len = batches.len() as u64;
         let mut packed = std::mem::take(&mut self.packed);
         let mut each = Vec::new();
-        formats::check_batches(batches, |_, body| {
+        let mut any_packed = false;
+        formats::check_batches(batches, |h, body| {
+            any_packed |= h.packed;
             each.push((
                 &batches[body.start - formats::BATCH_RECORD_LEN..body.start],
                 &batches[body],
@@ -426,10 +438,20 @@ impl FramesAppender {
         })
         .map_err(|at| Error::BadAppend(format!("no whole batch at offset {at}")))?;
         pack_batches(each.into_iter(), &mut packed);
-        let done = self.write_batches(&mut [IoSlice::new(batches)], len, &packed, batches);
+        // Batches that came packed have no plain form here: one is made only if the segment
+        // turns out not to take packed batches (`Written::NeedsPlain`).
+        let mut plain = [IoSlice::new(batches)];
+        let slices: &mut [IoSlice<'_>] = if any_packed { &mut [] } else { &mut plain };
+        let done = self.write_batches(slices, len, &packed, batches);
         self.packed = packed;
         match done? {
             Written::Done => Ok(()),
+            Written::NeedsPlain => {
+                let plain = formats::packed::unpack_framed(batches).map_err(|at| {
+                    Error::BadAppend(format!("the packed batch at offset {at} does not unpack"))
+                })?;
+                self.append_framed(&plain)
+            }
             Written::NeedsVersion1 => {
                 let stripped = formats::downgrade::strip_parents_framed(batches)
                     .map_err(|e| Error::BadAppend(e.to_string()))?;
@@ -438,6 +460,7 @@ impl FramesAppender {
                 match self.write_batches(&mut slices, len, &[], &stripped)? {
                     Written::Done => Ok(()),
                     Written::NeedsVersion1 => unreachable!("stripped batches hold no parents"),
+                    Written::NeedsPlain => unreachable!("plain batches were given"),
                 }
             }
         }
@@ -446,7 +469,8 @@ impl FramesAppender {
     /// Writes `slices` (whole plain batches, `total` bytes, whose records are `records`: the
     /// same bytes, or the records without their batch headers), or into a version 6 segment
     /// the same batches `packed` (when not empty), under the segment's lock, following the
-    /// append protocol (sealed segments, header, version, torn tail, rotation).
+    /// append protocol (sealed segments, header, version, torn tail, rotation). With no
+    /// `slices`, only `packed` can be written.
     fn write_batches(
         &mut self,
         slices: &mut [IoSlice<'_>],
@@ -512,6 +536,9 @@ impl FramesAppender {
                 drop(lock);
                 self.current = Some(Current::open(&self.dir, kind, next)?);
                 continue;
+            }
+            if !use_packed && slices.is_empty() {
+                return Ok(Written::NeedsPlain);
             }
             if !parents && formats::downgrade::has_parents(records) {
                 // Never a type 6 record in a version 1 file: its readers would skip it.

@@ -94,6 +94,8 @@ pub struct LogWriter {
     /// Compacts sealed segments in the background (`WriterOptions::compact`).
     #[cfg(feature = "compact")]
     compactor: Option<std::sync::Arc<crate::compact::Background>>,
+    /// `WriterOptions::pack`.
+    packs: bool,
 }
 
 fn default_process_name() -> String {
@@ -136,6 +138,7 @@ impl LogWriter {
             frames: Mutex::new(FramesAppender::new(&dir, config(opts.frames_segment_bytes))),
             data: Mutex::new(DataAppender::new(&dir, config(opts.data_segment_bytes))),
             retention: opts.retention,
+            packs: opts.pack,
             name: opts.process_name.unwrap_or_else(default_process_name),
             pid: opts.pid.unwrap_or_else(std::process::id),
             #[cfg(feature = "compact")]
@@ -203,6 +206,12 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Whether this writer packs batches (`WriterOptions::pack`): a caller that frames its
+    /// own batches may then hand them over packed ([`LogWriter::append_batches`]).
+    pub fn packs(&self) -> bool {
+        self.packs
+    }
+
     /// Appends `batches`, whole frame-log batches the caller framed itself (batch records
     /// with their bodies, as in `docs/FORMAT.md`, "Frame-log batches"), with one write under
     /// the segment's lock: the path of a recorder whose threads checksum their own records.
@@ -214,6 +223,10 @@ impl LogWriter {
     /// recompute the bodies' CRC32C: a body that does not match its header's `crc` is written
     /// as given, and readers skip that batch as damage (it costs that batch only). Callers
     /// with plain records use [`LogWriter::append_frames`], which frames and checksums them.
+    ///
+    /// Batches may be packed (`docs/FORMAT.md`, *Packed batches*; see [`LogWriter::packs`]):
+    /// they are written as they are into a segment that takes them, and unpacked for one that
+    /// does not (a packed body that does not unpack is then refused as `BadAppend`).
     pub fn append_batches(&self, batches: &[u8]) -> Result<()> {
         if batches.is_empty() {
             return Ok(());

@@ -551,6 +551,88 @@ fn packed_batches_read_back_and_resume_at_any_record() {
     }
 }
 
+/// `records` framed as packed batches, as a recorder that packs on its writer thread hands
+/// them to `append_batches`.
+fn packed_framed(worker: u8, records: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    formats::split_records(records, formats::FRAMES_BATCH_TARGET, |r, _| {
+        let mut body = Vec::new();
+        let count = formats::packed::pack(worker, 7, &records[r], &mut body).unwrap();
+        let head = formats::BatchHeader::for_packed(worker, 7, &body, count);
+        out.extend_from_slice(&head.encode());
+        out.extend_from_slice(&body);
+    })
+    .unwrap();
+    out
+}
+
+/// Packed batches handed over by their writer are written as they are where the segment
+/// takes them, and unpacked into plain batches where it does not (a writer that does not
+/// pack); a packed body that does not unpack is then refused, and nothing is written.
+#[test]
+fn packed_batches_handed_over_are_written_as_given_or_unpacked_for_a_plain_segment() {
+    for pack in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = WriterOptions {
+            pack,
+            ..Default::default()
+        };
+        let w = LogWriter::open_with(dir.path(), opts).unwrap();
+        assert_eq!(w.packs(), pack);
+        let raw = frames_batch(w.worker(), 1, 3_000, "handed/over");
+        let batches = packed_framed(w.worker(), &raw);
+        assert!(batches.len() * 4 < raw.len(), "{} bytes", batches.len());
+        w.append_batches(&batches).unwrap();
+        let path = segments::segment_path(dir.path(), FileKind::FrameLog, 1);
+        let bytes = std::fs::read(&path).unwrap();
+        let header = formats::FileHeader::decode(FileKind::FrameLog, &bytes)
+            .unwrap()
+            .unwrap();
+        let given = bytes.windows(batches.len()).any(|w| w == batches);
+        if pack {
+            assert_eq!(header.version, formats::PACKED_VERSION);
+            assert!(given, "the packed batches are in the segment as given");
+        } else {
+            assert_eq!(header.version, 3);
+            assert!(
+                !given && bytes.len() > raw.len(),
+                "unpacked: {} bytes",
+                bytes.len()
+            );
+        }
+        let mut back = Vec::new();
+        let mut r = LogReader::open(dir.path()).unwrap();
+        r.read_available(|_, rec| {
+            if matches!(rec, Record::Start(_) | Record::End(_)) {
+                rec.encode_to_vec(&mut back);
+            }
+        })
+        .unwrap();
+        assert!(r.take_damage().is_empty());
+        assert_eq!(back, raw, "pack: {pack}");
+
+        if !pack {
+            // A packed body that does not unpack: its header made to agree with it.
+            let mut body = Vec::new();
+            let more = frames_batch(w.worker(), 5_000, 10, "x");
+            let count = formats::packed::pack(w.worker(), 7, &more, &mut body).unwrap();
+            body.pop();
+            let head = formats::BatchHeader::for_packed(w.worker(), 7, &body, count);
+            let bad = [&head.encode()[..], &body].concat();
+            let len = std::fs::metadata(&path).unwrap().len();
+            let err = w
+                .append_batches(&bad)
+                .expect_err("a body that does not unpack");
+            assert!(matches!(err, Error::BadAppend(_)), "{err}");
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().len(),
+                len,
+                "nothing written"
+            );
+        }
+    }
+}
+
 /// A log whose live segment an older writer left at version 3 gets a version 6 segment
 /// next; a version 3 segment found later (an older writer appending at the same time) is
 /// appended to with plain batches, which it can read, not passed again.

@@ -37,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) slow_poll_ns: u64,
     pub(crate) ids: IdSource,
     pub(crate) sink: Arc<dyn Sink>,
+    /// `sink.packs()`, read once: recording threads then skip their buffers' checksums.
+    pub(crate) packs: bool,
     pub(crate) msgs: Sender<Msg>,
     pub(crate) data_tx: Sender<DataMsg>,
     /// Frame-data buffers the writer is done with, for producers to fill again: a document

@@ -719,8 +719,9 @@ impl Entry {
     }
 
     /// Gives the current buffer to the writer (or back to the pool when empty), with the
-    /// checksum of what the writer has not taken yet: computed here, once per buffer and off
-    /// the per-frame path, so the writer frames the records as a batch without reading them.
+    /// checksum of what the writer has not taken yet unless the writer packs: computed here,
+    /// once per buffer and off the per-frame path, so a writer that does not pack frames the
+    /// records as a batch without reading them.
     fn hand_off(&self) {
         let raw = self.buf.replace(ptr::null_mut());
         if raw.is_null() {
@@ -758,9 +759,11 @@ impl Entry {
         }
         st.pending += 1;
         drop(st);
+        // A packing writer checksums the packed body instead: no pass over the records here.
         // SAFETY: the buffer is ours alone again (the slot no longer points at it), and
         // `from..pos` lies within what this thread wrote (`from <= pos <= cap`).
-        let crc = crc32c::crc32c(unsafe { buf.bytes(pos_len(from), pos_len(pos)) });
+        let crc = (!self.inner.packs)
+            .then(|| crc32c::crc32c(unsafe { buf.bytes(pos_len(from), pos_len(pos)) }));
         let msg = Msg::Full {
             slot: self.slot.clone(),
             buf,

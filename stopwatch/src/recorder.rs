@@ -326,6 +326,7 @@ impl Builder {
             default_category: self.category,
             slow_poll_ns: u64::try_from(self.slow_poll.as_nanos()).unwrap_or(u64::MAX),
             ids: IdSource::new(),
+            packs: sink.packs(),
             sink,
             msgs,
             data_tx,

@@ -37,6 +37,12 @@ pub trait Sink: Send + Sync + 'static {
     fn append_batches(&self, batches: &[u8]) -> Result<(), SinkError> {
         self.append_frames(&unframe(batches)?)
     }
+    /// Whether [`Sink::append_batches`] takes packed batches (`docs/FORMAT.md`, *Packed
+    /// batches*): the writer thread then packs each thread's buffer as it frames it, and
+    /// recording threads skip their buffer's checksum (only the packed body's is written).
+    fn packs(&self) -> bool {
+        false
+    }
     /// Appends frame-data entries (BSON documents).
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError>;
     /// Called once after the writer's final pass (a stream sends its End here).
@@ -64,6 +70,10 @@ impl Sink for framelog::LogWriter {
         Ok(framelog::LogWriter::append_batches(self, batches)?)
     }
 
+    fn packs(&self) -> bool {
+        framelog::LogWriter::packs(self)
+    }
+
     fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
         let mut batch = framelog::DataBatch::new();
         for (key, doc) in entries {
@@ -81,13 +91,14 @@ impl Sink for framelog::LogWriter {
 /// Messages to the writer thread.
 pub(crate) enum Msg {
     /// A producer's full (or final) buffer: write `from..to` (positions: bytes and record
-    /// counts), whose CRC32C is `crc`, as one batch, then recycle it.
+    /// counts), whose CRC32C is `crc` (computed unless the sink packs), as one batch, then
+    /// recycle it.
     Full {
         slot: Arc<Slot>,
         buf: Box<Buf>,
         from: Pos,
         to: Pos,
-        crc: u32,
+        crc: Option<u32>,
     },
     /// Whole records made by a thread whose own buffers are gone (it is exiting): written
     /// under thread number 0 (they are FrameEnds, whose thread is their FrameStart's).
@@ -106,11 +117,29 @@ pub(crate) struct DataMsg {
     pub(crate) document: Vec<u8>,
 }
 
-/// The records of a run of whole batches, without their framing.
+/// The records of a run of whole batches (packed ones unpacked), without their framing.
 pub(crate) fn unframe(batches: &[u8]) -> Result<Vec<u8>, SinkError> {
     let mut plain = Vec::with_capacity(batches.len());
-    formats::check_batches(batches, |_, body| plain.extend_from_slice(&batches[body]))
+    let mut each = Vec::new();
+    formats::check_batches(batches, |h, body| each.push((*h, body)))
         .map_err(|at| format!("not whole batches at byte {at}"))?;
+    let mut unpacked = Vec::new();
+    for (h, body) in each {
+        if h.packed {
+            let at = body.start - formats::BATCH_RECORD_LEN;
+            formats::packed::unpack(
+                h.worker,
+                h.timestamp,
+                h.count,
+                &batches[body],
+                &mut unpacked,
+            )
+            .map_err(|e| format!("the packed batch at byte {at}: {e}"))?;
+            plain.extend_from_slice(&unpacked);
+        } else {
+            plain.extend_from_slice(&batches[body]);
+        }
+    }
     Ok(plain)
 }
 

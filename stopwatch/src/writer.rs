@@ -43,6 +43,8 @@ struct Writer {
     data_rx: Receiver<DataMsg>,
     /// Whole batches to append.
     out: Vec<u8>,
+    /// A batch's ThreadInfo record while the batch is packed.
+    info: Vec<u8>,
     /// Frame records (starts and ends) in `out`: what a failed append loses.
     out_frames: u64,
     /// Other records (plots, messages, allocations) in `out`, lost apart from the books.
@@ -96,6 +98,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         rx,
         data_rx,
         out: Vec::with_capacity(256 << 10),
+        info: Vec::new(),
         out_frames: 0,
         out_others: 0,
         data: Vec::new(),
@@ -227,7 +230,7 @@ impl Writer {
                 // SAFETY: the producer handed the buffer over; nobody writes it any more and
                 // `start..end` is within its capacity (the producer wrote `from..to`).
                 let bytes = unsafe { buf.bytes(start.min(end), end) };
-                self.add_chunk(&slot, bytes, Counts::between(from, to), Some(crc));
+                self.add_chunk(&slot, bytes, Counts::between(from, to), crc);
                 self.inner.pool.give_back(buf);
                 let mut st = slot.lock();
                 st.pending = st.pending.saturating_sub(1);
@@ -262,7 +265,8 @@ impl Writer {
     }
 
     /// Appends a ThreadInfo record and then `bytes` (`count` whole records) to the output as
-    /// one batch; `crc` is their CRC32C if the recording thread computed it.
+    /// one batch (packed if the sink takes packed batches); `crc` is their CRC32C if the
+    /// recording thread computed it.
     fn add_chunk(&mut self, slot: &Slot, bytes: &[u8], count: Counts, crc: Option<u32>) {
         self.copy_chunk(slot, bytes, count, crc);
         if self.out.len() >= MAX_BATCH {
@@ -293,13 +297,38 @@ impl Writer {
         };
         let at = self.begin_batch();
         Record::ThreadInfo(info).encode_to_vec(&mut self.out);
+        self.out_frames += u64::from(count.frames);
+        self.out_others += u64::from(count.others());
+        if self.inner.packs && self.pack_batch(at, bytes, count.all + 1, info.timestamp) {
+            return;
+        }
         let info_crc = crc32c::crc32c(&self.out[at + BATCH_RECORD_LEN..]);
         self.out.extend_from_slice(bytes);
         let records_crc = crc.unwrap_or_else(|| crc32c::crc32c(bytes));
         let crc = formats::crc::crc32c_combine(info_crc, records_crc, bytes.len() as u64);
         self.end_batch(at, count.all + 1, crc, info.timestamp);
-        self.out_frames += u64::from(count.frames);
-        self.out_others += u64::from(count.others());
+    }
+
+    /// Packs the batch begun at `at` (its header reserved, its ThreadInfo record after it)
+    /// with `bytes` after the ThreadInfo, `count` records in all, coded against `timestamp`
+    /// (`docs/FORMAT.md`, *Packed batches*). False if it would not be smaller than the plain
+    /// batch, or the records do not pack: the output is then the header and ThreadInfo again.
+    fn pack_batch(&mut self, at: usize, bytes: &[u8], count: u32, timestamp: u64) -> bool {
+        let body = at + BATCH_RECORD_LEN;
+        let plain_len = self.out.len() - body + bytes.len();
+        self.info.clear();
+        self.info.extend_from_slice(&self.out[body..]);
+        self.out.truncate(body);
+        let mut packer = formats::packed::Packer::new(self.worker, timestamp, &self.out);
+        let packed = packer.push(&self.info, &mut self.out) && packer.push(bytes, &mut self.out);
+        if packed && self.out.len() - body < plain_len {
+            let head = BatchHeader::for_packed(self.worker, timestamp, &self.out[body..], count);
+            self.out[at..body].copy_from_slice(&head.encode());
+            return true;
+        }
+        self.out.truncate(body);
+        self.out.extend_from_slice(&self.info);
+        false
     }
 
     /// Reserves a batch header at the end of the output; returns where it starts.
