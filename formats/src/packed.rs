@@ -35,6 +35,7 @@ const SAME_CATEGORY: u8 = 1 << 5;
 const FROM_TOP: u8 = 0;
 const OWN: u8 = 1;
 const GIVEN: u8 = 2;
+const LAST: u8 = 3;
 /// End tag bit: the id is the innermost open frame's.
 const END_IS_TOP: u8 = 1;
 /// Other-form bits.
@@ -79,6 +80,8 @@ struct State {
     last_time: u64,
     last_start: u32,
     last_category: u8,
+    last_context: u32,
+    last_parent: u32,
     /// Open frames: (id, context).
     stack: Stack,
 }
@@ -90,6 +93,8 @@ impl State {
             last_time: timestamp,
             last_start: 0,
             last_category: 0,
+            last_context: 0,
+            last_parent: 0,
             stack: Stack {
                 items: [(0, 0); STACK_DEPTH],
                 len: 0,
@@ -99,11 +104,15 @@ impl State {
 
     /// The one rule both sides apply after every record, whatever its form.
     #[inline]
-    fn after(&mut self, kind: u8, id: u32, context: u32, category: u8) {
+    fn after(&mut self, kind: u8, id: u32, context: u32, parent: u32, category: u8) {
         match kind {
             START | START_WITH_PARENT => {
                 self.last_start = id;
                 self.last_category = category;
+                self.last_context = context;
+                if kind == START_WITH_PARENT {
+                    self.last_parent = parent;
+                }
                 self.stack.push((id, context));
             }
             END => self.stack.remove(id),
@@ -137,42 +146,64 @@ fn start_fields(r: &[u8]) -> Option<(u32, Option<u32>, u8, &[u8])> {
 /// Slots of the encoder's label lookup (a power of two).
 const LOOKUP_BITS: u32 = 8;
 
-/// The lookup slot of a label: a hash of its length and its first and last 8 bytes (labels
-/// often share a prefix, "stress/level-1" and "stress/level-2", and differ at the end).
-#[inline]
-fn label_slot(label: &[u8]) -> usize {
-    let n = label.len();
-    let (head, tail) = if n >= 8 {
-        let first = u64::from_le_bytes(label[..8].try_into().expect("8 bytes"));
-        let last = u64::from_le_bytes(label[n - 8..].try_into().expect("8 bytes"));
-        (first, last)
-    } else {
-        let mut b = [0u8; 8];
-        b[..n].copy_from_slice(label);
-        (u64::from_le_bytes(b), 0)
-    };
-    let h = (head ^ tail.rotate_left(29) ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> (64 - LOOKUP_BITS)) as usize
-}
-
-/// A packed record's fixed part, built on the stack and appended with one copy (a packed
-/// start takes at most 1 + 10 + 10 + 5 + 10 + 1 + 3 + 1 = 41 bytes before its label).
-struct Scratch {
-    bytes: [u8; 48],
+/// A label as the encoder compares it: its length and its first and last 8 bytes (zero-padded
+/// under 8), which are all of its bytes up to 16 long, so most labels compare in three words.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct LabelKey {
+    first: u64,
+    last: u64,
     len: usize,
 }
 
-impl Scratch {
+impl LabelKey {
+    #[inline]
+    fn of(label: &[u8]) -> Self {
+        let len = label.len();
+        let (first, last) = if len >= 8 {
+            let first = u64::from_le_bytes(label[..8].try_into().expect("8 bytes"));
+            let last = u64::from_le_bytes(label[len - 8..].try_into().expect("8 bytes"));
+            (first, last)
+        } else {
+            let mut b = [0u8; 8];
+            b[..len].copy_from_slice(label);
+            (u64::from_le_bytes(b), 0)
+        };
+        Self { first, last, len }
+    }
+
+    /// Its lookup slot: labels often share a prefix ("stress/level-1", "stress/level-2") and
+    /// differ at the end, so both ends count.
+    #[inline]
+    fn slot(&self) -> usize {
+        let h = (self.first ^ self.last.rotate_left(29) ^ self.len as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - LOOKUP_BITS)) as usize
+    }
+}
+
+/// Writes a packed record's fixed part in place at the end of the output: room for the
+/// longest (a start: 1 + 10 + 10 + 5 + 10 + 1 + 3 + 1 = 41 bytes before its label) is made
+/// with one fixed-size store of zeros, the bytes go where they stay, and the rest is cut off.
+/// (Bytes stored one at a time and then copied with wide loads stall on store forwarding;
+/// a copy of a variable length is a call.)
+struct Put<'a> {
+    out: &'a mut Vec<u8>,
+    at: usize,
+    len: usize,
+}
+
+impl<'a> Put<'a> {
     #[inline(always)]
-    fn new(tag: u8) -> Self {
-        let mut bytes = [0u8; 48];
-        bytes[0] = tag;
-        Self { bytes, len: 1 }
+    fn new(out: &'a mut Vec<u8>, tag: u8) -> Self {
+        let at = out.len();
+        out.extend_from_slice(&[0u8; 48]);
+        out[at] = tag;
+        Self { out, at, len: 1 }
     }
 
     #[inline(always)]
     fn byte(&mut self, b: u8) {
-        self.bytes[self.len] = b;
+        self.out[self.at + self.len] = b;
         self.len += 1;
     }
 
@@ -186,8 +217,8 @@ impl Scratch {
     }
 
     #[inline(always)]
-    fn append_to(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.bytes[..self.len]);
+    fn done(self) {
+        self.out.truncate(self.at + self.len);
     }
 }
 
@@ -196,9 +227,9 @@ impl Scratch {
 /// one batch without joining them first).
 pub struct Packer {
     st: State,
-    /// The batch's label table: where each label's bytes are in the output, and their length.
-    labels: Vec<(usize, u8)>,
-    /// Label slot ([`label_slot`]) to its table index + 1 (0: none). A label whose slot holds
+    /// The batch's label table: each label's key, and where its bytes are in the output.
+    labels: Vec<(LabelKey, usize)>,
+    /// Label slot ([`LabelKey::slot`]) to its table index + 1 (0: none). A label whose slot holds
     /// another is added to the table again (the format allows it): a few bytes, no search.
     lookup: [u16; 1 << LOOKUP_BITS],
     count: u32,
@@ -281,6 +312,7 @@ impl Packer {
                 let cmode = match top {
                     Some((_, c)) if c == context => FROM_TOP,
                     _ if context == id => OWN,
+                    _ if context == st.last_context => LAST,
                     _ => GIVEN,
                 };
                 tag |= cmode << CONTEXT_SHIFT;
@@ -288,6 +320,7 @@ impl Packer {
                     (None, _) => FROM_TOP,
                     (Some(p), Some((t, _))) if p == t => FROM_TOP,
                     (Some(0), _) => OWN,
+                    (Some(p), _) if p == st.last_parent => LAST,
                     (Some(_), _) => GIVEN,
                 };
                 tag |= pmode << PARENT_SHIFT;
@@ -295,7 +328,20 @@ impl Packer {
                 if same_category {
                     tag |= SAME_CATEGORY;
                 }
-                let mut s = Scratch::new(tag);
+                let key = LabelKey::of(label);
+                let slot = key.slot();
+                let known = match self.lookup[slot] {
+                    0 => None,
+                    k => {
+                        let (known, at) = self.labels[usize::from(k) - 1];
+                        let n = key.len;
+                        // The key holds all of a label up to 16 bytes; past that, the middle.
+                        let same = known == key
+                            && (n <= 16 || out[at + 8..at + n - 8] == label[8..n - 8]);
+                        same.then_some(k - 1)
+                    }
+                };
+                let mut s = Put::new(out, tag);
                 s.varint(time);
                 if !sequential {
                     let d = i64::from(id) - i64::from(st.last_start) - 1;
@@ -310,45 +356,37 @@ impl Packer {
                 if !same_category {
                     s.byte(category);
                 }
-                let slot = label_slot(label);
-                let known = match self.lookup[slot] {
-                    0 => None,
-                    k => {
-                        let (at, n) = self.labels[usize::from(k) - 1];
-                        (out[at..at + usize::from(n)] == *label).then_some(k - 1)
-                    }
-                };
                 match known {
                     Some(k) => {
                         s.varint(u64::from(k));
-                        s.append_to(out);
+                        s.done();
                     }
                     None => {
                         let k = self.labels.len();
                         s.varint(k as u64);
                         s.byte(label.len() as u8);
-                        s.append_to(out);
-                        self.labels.push((out.len(), label.len() as u8));
+                        s.done();
+                        self.labels.push((key, out.len()));
                         out.extend_from_slice(label);
                         if let Ok(k) = u16::try_from(k + 1) {
                             self.lookup[slot] = k;
                         }
                     }
                 }
-                st.after(kind, id, context, category);
+                st.after(kind, id, context, parent.unwrap_or(0), category);
             }
             None if kind == END && rw == st.worker => {
                 if st.top().is_some_and(|(t, _)| t == id) {
-                    let mut s = Scratch::new(FORM_END | END_IS_TOP);
+                    let mut s = Put::new(out, FORM_END | END_IS_TOP);
                     s.varint(time);
-                    s.append_to(out);
+                    s.done();
                 } else {
-                    let mut s = Scratch::new(FORM_END);
+                    let mut s = Put::new(out, FORM_END);
                     s.varint(time);
                     s.varint(zigzag(i64::from(id) - i64::from(st.last_start)));
-                    s.append_to(out);
+                    s.done();
                 }
-                st.after(END, id, 0, 0);
+                st.after(END, id, 0, 0, 0);
             }
             _ => {
                 if kind == BATCH || kind == PACKED_BATCH_TYPE {
@@ -360,7 +398,7 @@ impl Packer {
                 if new_worker {
                     tag |= OTHER_WORKER;
                 }
-                let mut s = Scratch::new(tag);
+                let mut s = Put::new(out, tag);
                 if kind >= OTHER_TYPE_FOLLOWS {
                     s.byte(kind);
                 }
@@ -371,13 +409,13 @@ impl Packer {
                 s.varint(time);
                 s.varint(u64::from(id));
                 s.varint((r.len() - FRAME_END_LEN) as u64);
-                s.append_to(out);
+                s.done();
                 out.extend_from_slice(&r[FRAME_END_LEN..]);
-                let (context, category) = match start {
-                    Some((c, _, g, _)) => (c, g),
-                    None => (0, 0),
+                let (context, parent, category) = match start {
+                    Some((c, p, g, _)) => (c, p.unwrap_or(0), g),
+                    None => (0, 0, 0),
                 };
-                st.after(kind, id, context, category);
+                st.after(kind, id, context, parent, category);
             }
         }
         Some(())
@@ -465,7 +503,7 @@ pub fn unpack(
                 };
                 head(&mut rec, id, st.worker, END);
                 out.extend_from_slice(&rec[..FRAME_END_LEN]);
-                st.after(END, id, 0, 0);
+                st.after(END, id, 0, 0, 0);
             }
             form @ (FORM_START | FORM_START_PARENT) => {
                 let id = if tag & SEQUENTIAL_ID != 0 {
@@ -480,7 +518,7 @@ pub fn unpack(
                     FROM_TOP => top.ok_or_else(no_top)?.1,
                     OWN => id,
                     GIVEN => narrow(varint(&mut buf)? as i64, "context")?,
-                    _ => return Err(format!("a start's tag {tag:#04x} has context mode 3")),
+                    _ => st.last_context,
                 };
                 let pmode = (tag >> PARENT_SHIFT) & 0b11;
                 let parent = match (form, pmode) {
@@ -496,7 +534,7 @@ pub fn unpack(
                         let d = unzigzag(varint(&mut buf)?);
                         Some(narrow(i64::from(id) - d, "parent id")?)
                     }
-                    _ => return Err(format!("a start's tag {tag:#04x} has parent mode 3")),
+                    (_, _) => Some(st.last_parent),
                 };
                 let category = if tag & SAME_CATEGORY != 0 {
                     st.last_category
@@ -538,13 +576,22 @@ pub fn unpack(
                         out.extend_from_slice(&rec[..25]);
                     }
                 }
-                out.extend_from_slice(label);
+                // Labels are short: a copy of a fixed 32 bytes, cut back, where the body has
+                // them (a fixed-size copy is a few stores; a variable one is a call).
+                match body.get(from..from + 32) {
+                    Some(wide) if to - from <= 32 => {
+                        let at = out.len();
+                        out.extend_from_slice(wide);
+                        out.truncate(at + (to - from));
+                    }
+                    _ => out.extend_from_slice(label),
+                }
                 let kind = if parent.is_some() {
                     START_WITH_PARENT
                 } else {
                     START
                 };
-                st.after(kind, id, context, category);
+                st.after(kind, id, context, parent.unwrap_or(0), category);
             }
             _ => {
                 if other_kind == BATCH || other_kind == PACKED_BATCH_TYPE {
@@ -568,8 +615,9 @@ pub fn unpack(
                         r.len()
                     ));
                 }
-                let (context, category) = start_fields(r).map_or((0, 0), |(c, _, g, _)| (c, g));
-                st.after(other_kind, id, context, category);
+                let (context, parent, category) = start_fields(r)
+                    .map_or((0, 0, 0), |(c, p, g, _)| (c, p.unwrap_or(0), g));
+                st.after(other_kind, id, context, parent, category);
             }
         }
     }
@@ -679,6 +727,38 @@ mod tests {
         );
     }
 
+    /// The children of a frame that began in an earlier batch (a request's, a main loop's):
+    /// the first names its parent and context, the others cost what they would with the
+    /// parent in the batch.
+    #[test]
+    fn children_of_a_frame_from_an_earlier_batch_pack_as_small() {
+        let mut v = Vec::new();
+        let mut t = 1_700_000_000_000_000_000u64;
+        for id in 5_000_000..5_001_000u32 {
+            t += 30;
+            Record::Start(FrameStart {
+                id,
+                worker: 3,
+                timestamp: t,
+                context: 77,
+                category: Category::FUNCTION,
+                label: "versus/empty",
+                parent: Parent::Frame(4_000_000),
+            })
+            .encode_to_vec(&mut v);
+            t += 20;
+            Record::End(FrameEnd {
+                id,
+                worker: 3,
+                timestamp: t,
+            })
+            .encode_to_vec(&mut v);
+        }
+        let packed = round_trip(3, 1_700_000_000_000_000_000, &v);
+        let per_frame = packed.len() as f64 / 1_000.0;
+        assert!(per_frame < 6.0, "{per_frame} bytes a frame");
+    }
+
     #[test]
     fn an_empty_batch_and_a_foreign_record_round_trip() {
         round_trip(0, 0, &[]);
@@ -725,7 +805,7 @@ mod tests {
             0u32..40,
             0u32..6,
             0u8..4,
-            "[a-c]{0,3}",
+            "[a-c]{0,3}|[ab]{15,22}",
         );
         proptest::collection::vec(one, 0..120).prop_map(|items| {
             let mut v = Vec::new();
