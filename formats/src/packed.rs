@@ -187,23 +187,26 @@ impl LabelKey {
 /// (Bytes stored one at a time and then copied with wide loads stall on store forwarding;
 /// a copy of a variable length is a call.)
 struct Put<'a> {
-    out: &'a mut Vec<u8>,
-    at: usize,
+    /// The room, a local slice: stores into it cannot change the `Vec`'s own fields, so
+    /// nothing is reloaded between bytes.
+    room: &'a mut [u8; 48],
     len: usize,
 }
 
 impl<'a> Put<'a> {
+    /// Room at the end of `out`, starting with `tag`; [`Put::unused`] says what to cut off.
     #[inline(always)]
     fn new(out: &'a mut Vec<u8>, tag: u8) -> Self {
-        let at = out.len();
         out.extend_from_slice(&[0u8; 48]);
-        out[at] = tag;
-        Self { out, at, len: 1 }
+        let at = out.len() - 48;
+        let room: &mut [u8; 48] = (&mut out[at..]).try_into().expect("48 bytes");
+        room[0] = tag;
+        Self { room, len: 1 }
     }
 
     #[inline(always)]
     fn byte(&mut self, b: u8) {
-        self.out[self.at + self.len] = b;
+        self.room[self.len] = b;
         self.len += 1;
     }
 
@@ -216,9 +219,10 @@ impl<'a> Put<'a> {
         self.byte(v as u8);
     }
 
+    /// The room's bytes after those put: what to cut off the `Vec` it was made in.
     #[inline(always)]
-    fn done(self) {
-        self.out.truncate(self.at + self.len);
+    fn unused(self) -> usize {
+        48 - self.len
     }
 }
 
@@ -227,14 +231,77 @@ impl<'a> Put<'a> {
 /// one batch without joining them first).
 pub struct Packer {
     st: State,
-    /// The batch's label table: each label's key, and where its bytes are in the output.
-    labels: Vec<(LabelKey, usize)>,
-    /// Label slot ([`LabelKey::slot`]) to its table index + 1 (0: none). A label whose slot holds
-    /// another is added to the table again (the format allows it): a few bytes, no search.
-    lookup: [u16; 1 << LOOKUP_BITS],
+    labels: LabelTable,
     count: u32,
     /// Where the packed body starts in the output.
     start: usize,
+}
+
+/// The encoder's side of a batch's label table.
+struct LabelTable {
+    /// Each label's key, and where its bytes are in the output.
+    entries: Vec<(LabelKey, usize)>,
+    /// Label slot ([`LabelKey::slot`]) to its table index + 1 (0: none). A label whose slot
+    /// holds another is added to the table again (the format allows it): a few bytes, no
+    /// search.
+    lookup: [u16; 1 << LOOKUP_BITS],
+    /// The label of the last start and its table index: a thread's frames often repeat one
+    /// label (a loop's body), and then no table is looked at.
+    last: (LabelKey, u64),
+}
+
+impl LabelTable {
+    fn new() -> Self {
+        Self {
+            entries: Vec::new(),
+            lookup: [0; 1 << LOOKUP_BITS],
+            // No label has this length (at most 255 bytes).
+            last: (
+                LabelKey {
+                    first: 0,
+                    last: 0,
+                    len: usize::MAX,
+                },
+                0,
+            ),
+        }
+    }
+
+    /// The table index of `label` (whose key is `key`) if the batch defined it already; it
+    /// is then the last label.
+    #[inline]
+    fn find(&mut self, key: LabelKey, label: &[u8], out: &[u8]) -> Option<u64> {
+        // The key holds all of a label up to 16 bytes; past that, the middle is compared.
+        let same = |entries: &[(LabelKey, usize)], k: u64| {
+            let (known, at) = entries[k as usize];
+            let n = key.len;
+            known == key && (n <= 16 || out[at + 8..at + n - 8] == label[8..n - 8])
+        };
+        let (last, k) = self.last;
+        if last == key && same(&self.entries, k) {
+            return Some(k);
+        }
+        let k = match self.lookup[key.slot()] {
+            0 => return None,
+            k => u64::from(k) - 1,
+        };
+        same(&self.entries, k).then(|| {
+            self.last = (key, k);
+            k
+        })
+    }
+
+    /// Adds the label whose key is `key` and whose bytes are at `at` in the output; returns
+    /// its index.
+    fn add(&mut self, key: LabelKey, at: usize) -> u64 {
+        let k = self.entries.len();
+        self.entries.push((key, at));
+        if let Ok(slot) = u16::try_from(k + 1) {
+            self.lookup[key.slot()] = slot;
+        }
+        self.last = (key, k as u64);
+        k as u64
+    }
 }
 
 impl Packer {
@@ -243,8 +310,7 @@ impl Packer {
     pub fn new(worker: u8, timestamp: u64, out: &[u8]) -> Self {
         Self {
             st: State::new(worker, timestamp),
-            labels: Vec::new(),
-            lookup: [0; 1 << LOOKUP_BITS],
+            labels: LabelTable::new(),
             count: 0,
             start: out.len(),
         }
@@ -329,18 +395,7 @@ impl Packer {
                     tag |= SAME_CATEGORY;
                 }
                 let key = LabelKey::of(label);
-                let slot = key.slot();
-                let known = match self.lookup[slot] {
-                    0 => None,
-                    k => {
-                        let (known, at) = self.labels[usize::from(k) - 1];
-                        let n = key.len;
-                        // The key holds all of a label up to 16 bytes; past that, the middle.
-                        let same = known == key
-                            && (n <= 16 || out[at + 8..at + n - 8] == label[8..n - 8]);
-                        same.then_some(k - 1)
-                    }
-                };
+                let known = self.labels.find(key, label, out);
                 let mut s = Put::new(out, tag);
                 s.varint(time);
                 if !sequential {
@@ -358,19 +413,17 @@ impl Packer {
                 }
                 match known {
                     Some(k) => {
-                        s.varint(u64::from(k));
-                        s.done();
+                        s.varint(k);
+                        let unused = s.unused();
+                        out.truncate(out.len() - unused);
                     }
                     None => {
-                        let k = self.labels.len();
-                        s.varint(k as u64);
+                        s.varint(self.labels.entries.len() as u64);
                         s.byte(label.len() as u8);
-                        s.done();
-                        self.labels.push((key, out.len()));
+                        let unused = s.unused();
+                        out.truncate(out.len() - unused);
+                        self.labels.add(key, out.len());
                         out.extend_from_slice(label);
-                        if let Ok(k) = u16::try_from(k + 1) {
-                            self.lookup[slot] = k;
-                        }
                     }
                 }
                 st.after(kind, id, context, parent.unwrap_or(0), category);
@@ -379,12 +432,14 @@ impl Packer {
                 if st.top().is_some_and(|(t, _)| t == id) {
                     let mut s = Put::new(out, FORM_END | END_IS_TOP);
                     s.varint(time);
-                    s.done();
+                    let unused = s.unused();
+                    out.truncate(out.len() - unused);
                 } else {
                     let mut s = Put::new(out, FORM_END);
                     s.varint(time);
                     s.varint(zigzag(i64::from(id) - i64::from(st.last_start)));
-                    s.done();
+                    let unused = s.unused();
+                    out.truncate(out.len() - unused);
                 }
                 st.after(END, id, 0, 0, 0);
             }
@@ -409,7 +464,8 @@ impl Packer {
                 s.varint(time);
                 s.varint(u64::from(id));
                 s.varint((r.len() - FRAME_END_LEN) as u64);
-                s.done();
+                let unused = s.unused();
+                out.truncate(out.len() - unused);
                 out.extend_from_slice(&r[FRAME_END_LEN..]);
                 let (context, parent, category) = match start {
                     Some((c, p, g, _)) => (c, p.unwrap_or(0), g),
@@ -615,8 +671,8 @@ pub fn unpack(
                         r.len()
                     ));
                 }
-                let (context, parent, category) = start_fields(r)
-                    .map_or((0, 0, 0), |(c, p, g, _)| (c, p.unwrap_or(0), g));
+                let (context, parent, category) =
+                    start_fields(r).map_or((0, 0, 0), |(c, p, g, _)| (c, p.unwrap_or(0), g));
                 st.after(other_kind, id, context, parent, category);
             }
         }
