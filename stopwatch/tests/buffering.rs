@@ -141,7 +141,8 @@ fn a_recorder_with_retention_leaves_its_log_within_budget() {
     let opts = StressOptions {
         dir: Some(log_dir.clone()),
         threads: 2,
-        frames: 300_000,
+        // Packed, a frame is about 5 bytes on disk: 2 M frames to pass twice the budget.
+        frames: 1_000_000,
         mode: BufferingMode::Block,
         data_every: 10,
         depth: 2,
