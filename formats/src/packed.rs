@@ -181,48 +181,51 @@ impl LabelKey {
     }
 }
 
-/// Writes a packed record's fixed part in place at the end of the output: room for the
-/// longest (a start: 1 + 10 + 10 + 5 + 10 + 1 + 3 + 1 = 41 bytes before its label) is made
-/// with one fixed-size store of zeros, the bytes go where they stay, and the rest is cut off.
-/// (Bytes stored one at a time and then copied with wide loads stall on store forwarding;
-/// a copy of a variable length is a call.)
-struct Put<'a> {
-    /// The room, a local slice: stores into it cannot change the `Vec`'s own fields, so
-    /// nothing is reloaded between bytes.
-    room: &'a mut [u8; 48],
-    len: usize,
+/// A packed record's bytes on their way to the output, gathered in a register and stored
+/// eight at a time. (Bytes stored one at a time and then copied with wide loads stall on
+/// store forwarding; stores through the output `Vec` make the compiler reload its fields
+/// after each byte; a copy of a variable length is a call.)
+struct Put {
+    /// Bytes not stored yet, the first in the low byte.
+    acc: u64,
+    /// How many: 0 to 7.
+    len: u32,
 }
 
-impl<'a> Put<'a> {
-    /// Room at the end of `out`, starting with `tag`; [`Put::unused`] says what to cut off.
+impl Put {
     #[inline(always)]
-    fn new(out: &'a mut Vec<u8>, tag: u8) -> Self {
-        out.extend_from_slice(&[0u8; 48]);
-        let at = out.len() - 48;
-        let room: &mut [u8; 48] = (&mut out[at..]).try_into().expect("48 bytes");
-        room[0] = tag;
-        Self { room, len: 1 }
+    fn new(tag: u8) -> Self {
+        Self {
+            acc: u64::from(tag),
+            len: 1,
+        }
     }
 
     #[inline(always)]
-    fn byte(&mut self, b: u8) {
-        self.room[self.len] = b;
+    fn byte(&mut self, out: &mut Vec<u8>, b: u8) {
+        self.acc |= u64::from(b) << (8 * self.len);
         self.len += 1;
+        if self.len == 8 {
+            out.extend_from_slice(&self.acc.to_le_bytes());
+            (self.acc, self.len) = (0, 0);
+        }
     }
 
     #[inline(always)]
-    fn varint(&mut self, mut v: u64) {
+    fn varint(&mut self, out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
-            self.byte(v as u8 | 0x80);
+            self.byte(out, v as u8 | 0x80);
             v >>= 7;
         }
-        self.byte(v as u8);
+        self.byte(out, v as u8);
     }
 
-    /// The room's bytes after those put: what to cut off the `Vec` it was made in.
+    /// Stores the bytes gathered: eight, cut back to those put.
     #[inline(always)]
-    fn unused(self) -> usize {
-        48 - self.len
+    fn done(self, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.extend_from_slice(&self.acc.to_le_bytes());
+        out.truncate(at + self.len as usize);
     }
 }
 
@@ -396,32 +399,30 @@ impl Packer {
                 }
                 let key = LabelKey::of(label);
                 let known = self.labels.find(key, label, out);
-                let mut s = Put::new(out, tag);
-                s.varint(time);
+                let mut s = Put::new(tag);
+                s.varint(out, time);
                 if !sequential {
                     let d = i64::from(id) - i64::from(st.last_start) - 1;
-                    s.varint(zigzag(d));
+                    s.varint(out, zigzag(d));
                 }
                 if cmode == GIVEN {
-                    s.varint(u64::from(context));
+                    s.varint(out, u64::from(context));
                 }
                 if let (GIVEN, Some(p)) = (pmode, parent) {
-                    s.varint(zigzag(i64::from(id) - i64::from(p)));
+                    s.varint(out, zigzag(i64::from(id) - i64::from(p)));
                 }
                 if !same_category {
-                    s.byte(category);
+                    s.byte(out, category);
                 }
                 match known {
                     Some(k) => {
-                        s.varint(k);
-                        let unused = s.unused();
-                        out.truncate(out.len() - unused);
+                        s.varint(out, k);
+                        s.done(out);
                     }
                     None => {
-                        s.varint(self.labels.entries.len() as u64);
-                        s.byte(label.len() as u8);
-                        let unused = s.unused();
-                        out.truncate(out.len() - unused);
+                        s.varint(out, self.labels.entries.len() as u64);
+                        s.byte(out, label.len() as u8);
+                        s.done(out);
                         self.labels.add(key, out.len());
                         out.extend_from_slice(label);
                     }
@@ -430,16 +431,14 @@ impl Packer {
             }
             None if kind == END && rw == st.worker => {
                 if st.top().is_some_and(|(t, _)| t == id) {
-                    let mut s = Put::new(out, FORM_END | END_IS_TOP);
-                    s.varint(time);
-                    let unused = s.unused();
-                    out.truncate(out.len() - unused);
+                    let mut s = Put::new(FORM_END | END_IS_TOP);
+                    s.varint(out, time);
+                    s.done(out);
                 } else {
-                    let mut s = Put::new(out, FORM_END);
-                    s.varint(time);
-                    s.varint(zigzag(i64::from(id) - i64::from(st.last_start)));
-                    let unused = s.unused();
-                    out.truncate(out.len() - unused);
+                    let mut s = Put::new(FORM_END);
+                    s.varint(out, time);
+                    s.varint(out, zigzag(i64::from(id) - i64::from(st.last_start)));
+                    s.done(out);
                 }
                 st.after(END, id, 0, 0, 0);
             }
@@ -453,19 +452,18 @@ impl Packer {
                 if new_worker {
                     tag |= OTHER_WORKER;
                 }
-                let mut s = Put::new(out, tag);
+                let mut s = Put::new(tag);
                 if kind >= OTHER_TYPE_FOLLOWS {
-                    s.byte(kind);
+                    s.byte(out, kind);
                 }
                 if new_worker {
-                    s.byte(rw);
+                    s.byte(out, rw);
                     st.worker = rw;
                 }
-                s.varint(time);
-                s.varint(u64::from(id));
-                s.varint((r.len() - FRAME_END_LEN) as u64);
-                let unused = s.unused();
-                out.truncate(out.len() - unused);
+                s.varint(out, time);
+                s.varint(out, u64::from(id));
+                s.varint(out, (r.len() - FRAME_END_LEN) as u64);
+                s.done(out);
                 out.extend_from_slice(&r[FRAME_END_LEN..]);
                 let (context, parent, category) = match start {
                     Some((c, p, g, _)) => (c, p.unwrap_or(0), g),
