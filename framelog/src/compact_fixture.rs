@@ -290,7 +290,7 @@ fn without_the_feature_the_writer_leaves_sealed_segments_raw() {
     )
     .unwrap();
     let mut records = Vec::new();
-    for id in 1..=2_000u32 {
+    for id in 1..=20_000u32 {
         Record::End(formats::FrameEnd {
             id,
             worker: w.worker(),
@@ -314,5 +314,5 @@ fn without_the_feature_the_writer_leaves_sealed_segments_raw() {
         .unwrap()
         .read_available(|_, rec| ends += u32::from(matches!(rec, Record::End(_))))
         .unwrap();
-    assert_eq!(ends, 2_000);
+    assert_eq!(ends, 20_000);
 }
