@@ -17,10 +17,8 @@ use std::ops::Range;
 use crate::FrameKey;
 use crate::data::{INDEX_ENTRY_LEN, decode_data_entry, decode_index_entry};
 use crate::error::{DecodeError, ErrorKind};
-use crate::packed::PACKED_BATCH_TYPE;
 use crate::record::{
-    Decoded, EXT_HEADER_LEN, FRAME_END_LEN, FRAME_START_HEADER_LEN, RecordIter, RecordType,
-    decode_record,
+    Decoded, EXT_HEADER_LEN, FRAME_END_LEN, FRAME_START_HEADER_LEN, RecordType, decode_record,
 };
 
 /// Header flag (bit 0): every append to this file is batch-framed.
@@ -29,6 +27,9 @@ pub const FLAG_BATCHES: u32 = 1;
 pub const BATCH_RECORD_LEN: usize = 32;
 /// `payload_size` of a `batch` record.
 const BATCH_PAYLOAD_LEN: u16 = 16;
+/// The `type` byte of a packed batch's header record (`docs/FORMAT.md`, *Packed batches*;
+/// how its body is coded is the packed module's business, not framing's).
+pub const PACKED_BATCH_TYPE: u8 = 12;
 /// Writers close a frame-log batch before its records pass this many bytes.
 pub const FRAMES_BATCH_TARGET: usize = 64 << 10;
 /// The largest `len` of a valid frame-log batch: the target plus one largest record.
@@ -94,8 +95,8 @@ impl BatchHeader {
         }
     }
 
-    /// The header of a packed body of `count` records ([`crate::packed::pack`]), coded against
-    /// `worker` and `timestamp`.
+    /// The header of a packed body of `count` records (`docs/FORMAT.md`, *Packed batches*),
+    /// coded against `worker` and `timestamp`.
     pub fn for_packed(worker: u8, timestamp: u64, body: &[u8], count: u32) -> Self {
         Self {
             packed: true,
@@ -344,7 +345,7 @@ pub enum Unit<'a> {
         body: &'a [u8],
         /// The batch's worker field.
         worker: u8,
-        /// A packed frame-log batch's header ([`batch_records`] unpacks its body); `None` for
+        /// A packed frame-log batch's header (`batch_records` unpacks its body); `None` for
         /// plain records and frame data.
         packed: Option<BatchHeader>,
     },
@@ -494,69 +495,6 @@ impl Framing {
     }
 }
 
-/// The records of a verified frame-log batch ([`Unit::Batch`]) whose body starts at position
-/// `body_at` of its segment, each with its position: a plain batch's records where they lie, a
-/// packed one's unpacked into `scratch`, at `body_at + i` (`docs/FORMAT.md`, *Packed batches*).
-/// A packed body that does not unpack is the batch's damage, whole.
-pub fn batch_records<'a>(
-    body: &'a [u8],
-    packed: Option<&BatchHeader>,
-    body_at: u64,
-    scratch: &'a mut Vec<u8>,
-) -> Result<BatchRecords<'a>, DamageKind> {
-    match packed {
-        None => Ok(BatchRecords {
-            iter: RecordIter::new(body, body_at),
-            len: body.len(),
-            packed_at: None,
-        }),
-        Some(h) => {
-            crate::packed::unpack(h.worker, h.timestamp, h.count, body, scratch)
-                .map_err(DamageKind::BadPacked)?;
-            Ok(BatchRecords {
-                len: scratch.len(),
-                iter: RecordIter::new(scratch, 0),
-                packed_at: Some((body_at, 0)),
-            })
-        }
-    }
-}
-
-/// The records of one batch with their positions: see [`batch_records`].
-pub struct BatchRecords<'a> {
-    iter: RecordIter<'a>,
-    /// Bytes of the batch's (unpacked) records.
-    len: usize,
-    /// A packed batch's body position and the next record's index.
-    packed_at: Option<(u64, u64)>,
-}
-
-impl BatchRecords<'_> {
-    /// Bytes of the batch's records not delivered as whole records so far (after the last
-    /// record: bytes of a verified batch that are not a whole record, written wrong).
-    pub fn left_over(&self) -> usize {
-        self.len - self.iter.consumed()
-    }
-}
-
-impl<'a> Iterator for BatchRecords<'a> {
-    type Item = Result<(u64, crate::Record<'a>), DecodeError>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
-        let item = self.iter.next()?;
-        Some(match &mut self.packed_at {
-            None => item,
-            Some((at, i)) => {
-                let pos = *at + *i;
-                *i += 1;
-                item.map(|(_, rec)| (pos, rec))
-                    .map_err(|e| DecodeError::new(pos, e.kind))
-            }
-        })
-    }
-}
-
 /// Checks a framed data batch's index entries (those after the marker's own entry) against
 /// the marker and the batch's place in the data file.
 ///
@@ -597,8 +535,9 @@ pub fn data_batch_entries(body: &[u8]) -> Option<Vec<(FrameKey, u32)>> {
 /// Walks `buf` as a run of whole frame-log batches, plain or packed (`h.packed`), as built by
 /// a writer that framed its own records: every batch header must hold (its own checksum, a
 /// `len` within bounds) and every body must be entirely present, ending exactly at the end of
-/// `buf`. Calls `each` with every header and the byte range of its body. Bodies are **not** checksummed again: that is
-/// what lets a writer hand over batches it framed without a second pass over the records
+/// `buf`. Calls `each` with every header and the byte range of its body. Bodies are **not**
+/// checksummed again: that is what lets a writer hand over batches it framed without a
+/// second pass over the records
 /// (a body that does not match its `crc` is read back as damage, costing that batch only).
 ///
 /// Errors with the offset of the first batch that does not hold or is cut.

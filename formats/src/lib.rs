@@ -58,10 +58,9 @@ pub mod varint;
 mod version;
 
 pub use batch::{
-    BATCH_RECORD_LEN, BatchHeader, BatchRecords, DATA_BATCH_TARGET, DATA_MARKER_LEN, DamageKind,
-    DataMarker, FLAG_BATCHES, FRAMES_BATCH_TARGET, Framing, MAX_FRAMES_BATCH_LEN, Probe, Unit,
-    batch_records, check_batches, check_index_entries, data_batch_entries, frame_data_batch,
-    record_len, split_records,
+    BATCH_RECORD_LEN, BatchHeader, DATA_BATCH_TARGET, DATA_MARKER_LEN, DamageKind, DataMarker,
+    FLAG_BATCHES, FRAMES_BATCH_TARGET, Framing, MAX_FRAMES_BATCH_LEN, Probe, Unit, check_batches,
+    check_index_entries, data_batch_entries, frame_data_batch, record_len, split_records,
 };
 pub use category::Category;
 pub use data::{
@@ -75,6 +74,7 @@ pub use header::{
 };
 pub use instant::{FrameAlloc, Level, Message, Plot, PlotMode, PlotUnit};
 pub use label::{BlockLabels, LabelKey, truncate_label};
+pub use packed::{BatchRecords, batch_records};
 pub use polls::{Breakdown, FramePolls, SlowPoll};
 pub use record::{
     Decoded, Dropped, EXT_HEADER_LEN, Extension, FRAME_END_LEN, FRAME_START_HEADER_LEN,

@@ -9,8 +9,7 @@
 use crate::record::{EXT_HEADER_LEN, FRAME_END_LEN, FRAME_START_HEADER_LEN, RecordType};
 use crate::varint::{get_varint, unzigzag, zigzag};
 
-/// The `type` byte of a packed batch's header record.
-pub const PACKED_BATCH_TYPE: u8 = 12;
+pub use crate::batch::PACKED_BATCH_TYPE;
 
 /// Open frames a batch's stack keeps; deeper ones are dropped from the bottom.
 const STACK_DEPTH: usize = 64;
@@ -777,6 +776,69 @@ pub fn unpack_framed(batches: &[u8]) -> Result<Vec<u8>, u64> {
         }
     }
     Ok(out)
+}
+
+/// The records of a verified frame-log batch ([`crate::Unit::Batch`]) whose body starts at position
+/// `body_at` of its segment, each with its position: a plain batch's records where they lie, a
+/// packed one's unpacked into `scratch`, at `body_at + i` (`docs/FORMAT.md`, *Packed batches*).
+/// A packed body that does not unpack is the batch's damage, whole.
+pub fn batch_records<'a>(
+    body: &'a [u8],
+    packed: Option<&crate::BatchHeader>,
+    body_at: u64,
+    scratch: &'a mut Vec<u8>,
+) -> Result<BatchRecords<'a>, crate::DamageKind> {
+    match packed {
+        None => Ok(BatchRecords {
+            iter: crate::RecordIter::new(body, body_at),
+            len: body.len(),
+            packed_at: None,
+        }),
+        Some(h) => {
+            unpack(h.worker, h.timestamp, h.count, body, scratch)
+                .map_err(crate::DamageKind::BadPacked)?;
+            Ok(BatchRecords {
+                len: scratch.len(),
+                iter: crate::RecordIter::new(scratch, 0),
+                packed_at: Some((body_at, 0)),
+            })
+        }
+    }
+}
+
+/// The records of one batch with their positions: see [`batch_records`].
+pub struct BatchRecords<'a> {
+    iter: crate::RecordIter<'a>,
+    /// Bytes of the batch's (unpacked) records.
+    len: usize,
+    /// A packed batch's body position and the next record's index.
+    packed_at: Option<(u64, u64)>,
+}
+
+impl BatchRecords<'_> {
+    /// Bytes of the batch's records not delivered as whole records so far (after the last
+    /// record: bytes of a verified batch that are not a whole record, written wrong).
+    pub fn left_over(&self) -> usize {
+        self.len - self.iter.consumed()
+    }
+}
+
+impl<'a> Iterator for BatchRecords<'a> {
+    type Item = Result<(u64, crate::Record<'a>), crate::DecodeError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.iter.next()?;
+        Some(match &mut self.packed_at {
+            None => item,
+            Some((at, i)) => {
+                let pos = *at + *i;
+                *i += 1;
+                item.map(|(_, rec)| (pos, rec))
+                    .map_err(|e| crate::DecodeError::new(pos, e.kind))
+            }
+        })
+    }
 }
 
 #[cfg(test)]
