@@ -3,6 +3,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use common::{framelog_cli, read_log};
 use stopwatch::BufferingMode;
@@ -170,4 +171,93 @@ fn a_recorder_with_retention_leaves_its_log_within_budget() {
     let log = read_log(&log_dir);
     assert!(!log.starts.is_empty());
     assert!((log.starts.len() as u64) < opts.frames * 2);
+}
+
+/// Records `frames` empty frames on this thread.
+fn record(rec: &stopwatch::Recorder, frames: u64) {
+    for _ in 0..frames {
+        drop(rec.start("frame"));
+    }
+}
+
+/// Polls `rec`'s directory books until `want` records are written (a generous deadline:
+/// the recorder's tick is an hour, so only a wake-up can write them).
+fn wait_written(rec: &stopwatch::Recorder, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let written = rec.stats().dir.map_or(0, |d| d.written);
+        if written >= want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{written} of {want} records written: the writer was not woken"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn full_buffers_waiting_for_the_writer_wake_it_before_its_tick() {
+    // The default pool (64 buffers of ~64 KiB): a full buffer alone does not wake the
+    // writer, an eighth of the pool waiting does. About 20 buffers of records, fewer than
+    // the pool holds, so no producer runs short and only that rule can wake it.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = stopwatch::Stopwatch::builder()
+        .dir(dir.path())
+        .mode(BufferingMode::Block)
+        .flush_interval(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    record(&rec, 30_000);
+    // Eight buffers' worth at least (each holds over 1,400 frames' two records).
+    wait_written(&rec, 8 * 2 * 1_400);
+    let stats = rec.shutdown();
+    assert_eq!(stats.dropped, 0);
+    assert_eq!(stats.dir.unwrap().written, 60_000);
+}
+
+#[test]
+fn producers_out_of_buffers_wake_the_writer_in_both_modes() {
+    for mode in [BufferingMode::Block, BufferingMode::Drop] {
+        // A tiny pool and an hour's tick: a producer that runs out of buffers gets them
+        // back only because it woke the writer (Block waits for them, Drop counts drops
+        // meanwhile and writes again once they are back).
+        let dir = tempfile::tempdir().unwrap();
+        let rec = std::sync::Arc::new(
+            stopwatch::Stopwatch::builder()
+                .dir(dir.path())
+                .mode(mode)
+                .buffer_kib(64)
+                .flush_interval(Duration::from_secs(3600))
+                .build()
+                .unwrap(),
+        );
+        // On its own thread: were the writer never woken, a Block-mode producer would wait
+        // for ever, and this test must fail instead.
+        let producer = {
+            let rec = rec.clone();
+            std::thread::spawn(move || record(&rec, 200_000))
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !producer.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "{mode:?}: the producer never got its buffers back"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        producer.join().unwrap();
+        // Whatever was not dropped is written without waiting for the tick, but for the
+        // producer's partly filled buffer (at most 64 KiB: under 3,000 records).
+        let dropped = rec.stats().dropped;
+        wait_written(&rec, (400_000 - dropped).saturating_sub(3_000));
+        let rec = std::sync::Arc::into_inner(rec).expect("the producer is gone");
+        let stats = rec.shutdown();
+        let d = stats.dir.unwrap();
+        assert_eq!(d.written + d.dropped, 400_000, "{mode:?}: {stats:?}");
+        if mode == BufferingMode::Block {
+            assert_eq!(d.dropped, 0, "{stats:?}");
+        }
+    }
 }
