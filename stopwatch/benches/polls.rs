@@ -15,77 +15,15 @@
 
 #![allow(missing_docs)]
 
-use std::future::Future;
-use std::hint::black_box;
-use std::pin::{Pin, pin};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
-use std::time::Instant;
+mod poll_shapes;
 
-use stopwatch::clock::Clock;
+use std::hint::black_box;
+
+use poll_shapes::{POLLS, Ticks, counting_waker, drive, floor, measure};
 use stopwatch::{BufferingMode, FutureExt, Recorder, Stopwatch, TracingLayer};
 use tracing::Instrument;
 use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::prelude::*;
-
-/// Polls of each frame's future.
-const POLLS: u32 = 1000;
-/// Frames per run.
-const FRAMES: u32 = 200;
-
-/// Ready after `left` more polls; wakes itself before each `Pending` when `wake`.
-struct Ticks {
-    left: u32,
-    wake: bool,
-}
-
-impl Future for Ticks {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.left == 0 {
-            return Poll::Ready(());
-        }
-        self.left -= 1;
-        if self.wake {
-            cx.waker().wake_by_ref();
-        }
-        Poll::Pending
-    }
-}
-
-/// A waker that counts its wakes, as an executor marks a task ready.
-struct Counting(AtomicU64);
-
-impl Wake for Counting {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Polls `fut` to completion with `waker`.
-fn drive(fut: impl Future<Output = ()>, waker: &Waker) {
-    let mut fut = pin!(fut);
-    let mut cx = Context::from_waker(waker);
-    while fut.as_mut().poll(&mut cx).is_pending() {}
-}
-
-/// ns per poll: the median of 7 runs of `FRAMES` frames of `POLLS` polls each.
-fn measure(mut run_frame: impl FnMut()) -> f64 {
-    let mut runs = Vec::new();
-    for _ in 0..7 {
-        let t = Instant::now();
-        for _ in 0..FRAMES {
-            run_frame();
-        }
-        runs.push(t.elapsed().as_nanos() as f64 / f64::from(FRAMES * POLLS));
-    }
-    runs.sort_by(f64::total_cmp);
-    runs[3]
-}
 
 fn recorder(dir: &std::path::Path) -> Recorder {
     Stopwatch::builder()
@@ -97,23 +35,8 @@ fn recorder(dir: &std::path::Path) -> Recorder {
 
 fn main() {
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
-    let waker = Waker::from(Arc::new(Counting(AtomicU64::new(0))));
-    let clock = Clock::process();
-    // The floor: two clock reads, as a poll's start and end.
-    let floor = {
-        let mut runs = Vec::new();
-        for _ in 0..7 {
-            let n = FRAMES * POLLS;
-            let t = Instant::now();
-            for _ in 0..n {
-                black_box(clock.now());
-                black_box(clock.now());
-            }
-            runs.push(t.elapsed().as_nanos() as f64 / f64::from(n));
-        }
-        runs.sort_by(f64::total_cmp);
-        runs[3]
-    };
+    let waker = counting_waker();
+    let floor = floor();
     println!("floor: two clock reads {floor:.1} ns");
     println!(
         "{:<52} {:>10} {:>12} {:>14}",
