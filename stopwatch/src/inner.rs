@@ -147,18 +147,10 @@ impl Inner {
         }
     }
 
-    /// Sends the writer a message that needs it now (not a full buffer: see
-    /// [`Pool::handed_over`]) and wakes it.
-    pub(crate) fn send(&self, m: Msg) -> Result<(), crossbeam_channel::SendError<Msg>> {
-        self.msgs.send(m)?;
-        self.pool.wake_writer();
-        Ok(())
-    }
-
     /// Asks the writer to write everything committed; waits up to `timeout` for it.
     pub(crate) fn flush(&self, timeout: Duration) -> bool {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        if self.send(Msg::Flush(Some(tx))).is_err() {
+        if self.msgs.send(Msg::Flush(Some(tx))).is_err() {
             return false;
         }
         rx.recv_timeout(timeout).is_ok()
@@ -169,7 +161,7 @@ impl Inner {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let _ = self.send(Msg::Shutdown);
+        let _ = self.msgs.send(Msg::Shutdown);
         let handle = self.writer_thread.lock().take();
         // An error callback running on the writer thread may drop the last handle: the
         // writer then finishes on its own once the callback returns (it got Shutdown).
@@ -284,7 +276,7 @@ impl Inner {
             }
             st.pending += 1;
         }
-        if self.send(Msg::Late(tmp[..n].to_vec())).is_err() {
+        if self.msgs.send(Msg::Late(tmp[..n].to_vec())).is_err() {
             self.late.lock().pending -= 1;
             return false;
         }
@@ -336,7 +328,7 @@ impl Inner {
         // parked on a full queue in Block mode, must not miss the wake-up).
         let quarter = self.data_tx.capacity().map_or(1, |c| (c / 4).max(1));
         if self.data_tx.len() >= quarter && !self.data_wake_sent.swap(true, Ordering::AcqRel) {
-            let _ = self.send(Msg::DataWaiting);
+            let _ = self.msgs.send(Msg::DataWaiting);
         }
     }
 }

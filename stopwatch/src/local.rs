@@ -543,7 +543,7 @@ impl Entry {
         if now.saturating_sub(last_flush) > FLUSH_AGE_NS
             && !self.inner.closed.load(Ordering::Relaxed)
         {
-            let _ = self.inner.send(Msg::Flush(None));
+            let _ = self.inner.msgs.send(Msg::Flush(None));
         }
     }
 
@@ -771,11 +771,7 @@ impl Entry {
             to: pos,
             crc,
         };
-        let sent = self.inner.msgs.send(msg);
-        if sent.is_ok() {
-            self.inner.pool.handed_over();
-        }
-        if let Err(e) = sent {
+        if let Err(e) = self.inner.msgs.send(msg) {
             // The writer is gone (shut down): the unwritten records are lost; count them.
             self.slot.lock().pending -= 1;
             if let Msg::Full { from, to, .. } = e.into_inner() {

@@ -11,17 +11,10 @@
 //!   it returns a buffer. [`Pool::abort`] (shutdown, writer failure) wakes every waiter and
 //!   turns later `take`s into non-blocking ones, so a Block-mode producer never hangs: it
 //!   falls back to a counted drop.
-//!
-//! The pool also decides when the writer thread is woken. A full buffer handed over does not
-//! wake it: the writer is woken once an eighth of the pool is waiting for it, when free
-//! buffers run low (a quarter of the pool), when a producer finds none, and otherwise finds
-//! the buffers at its next tick. One wake-up per 64 KiB buffer cost the recording threads a
-//! futex call and the writer a sleep and a wake-up each time, on a machine where they share
-//! cores (docs/PERFORMANCE.md).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use std::thread::Thread;
@@ -66,10 +59,6 @@ pub(crate) struct Pool {
     /// A producer waited the whole stall limit: until the writer catches up (half the pool
     /// free again), producers count drops instead of waiting again.
     stalled: AtomicBool,
-    /// The writer thread, woken by [`Pool::wake_writer`] (unset until it is spawned).
-    writer: OnceLock<Thread>,
-    /// Full buffers handed to the writer and not yet taken by it.
-    handed: AtomicUsize,
 }
 
 /// How long a parked producer sleeps before re-checking on its own. Only a safety net: the
@@ -111,43 +100,7 @@ impl Pool {
             aborted: AtomicBool::new(false),
             stall_limit,
             stalled: AtomicBool::new(false),
-            writer: OnceLock::new(),
-            handed: AtomicUsize::new(0),
         }
-    }
-
-    /// The thread [`Pool::wake_writer`] wakes (the recorder's writer, once spawned).
-    pub(crate) fn set_writer(&self, writer: Thread) {
-        let _ = self.writer.set(writer);
-    }
-
-    /// Wakes the writer thread: at once if it sleeps, or its next sleep returns at once.
-    #[inline]
-    pub(crate) fn wake_writer(&self) {
-        if let Some(w) = self.writer.get() {
-            w.unpark();
-        }
-    }
-
-    /// A producer handed a full buffer to the writer (after sending it): wakes the writer
-    /// only if an eighth of the pool waits for it or free buffers run low.
-    #[inline]
-    pub(crate) fn handed_over(&self) {
-        // Wrapping: see `taken_by_writer`.
-        let waiting = self.handed.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-        let budget = self.budget.load(Ordering::Relaxed);
-        if waiting >= (budget / 8).max(1) || self.free_rx.len() <= budget / 4 {
-            self.wake_writer();
-        }
-    }
-
-    /// The writer took a handed-over buffer.
-    #[inline]
-    pub(crate) fn taken_by_writer(&self) {
-        // The producer counts after sending, so this may run first and wrap the count below
-        // zero for a moment: a producer that reads it then wakes the writer needlessly, and
-        // the producer's own count brings it back.
-        self.handed.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Size of each buffer.
@@ -209,12 +162,7 @@ impl Pool {
             || self.is_aborted()
             || self.stalled.load(Ordering::Relaxed)
         {
-            let buf = self.free_rx.try_recv().ok();
-            if buf.is_none() {
-                // A drop: the writer must catch up now, not at its next tick.
-                self.wake_writer();
-            }
-            return buf;
+            return self.free_rx.try_recv().ok();
         }
         // Fast path: nobody is queued, so taking directly cannot overtake anyone.
         if self.nwaiters.load(Ordering::Acquire) == 0
@@ -227,8 +175,6 @@ impl Pool {
 
     #[cold]
     fn take_in_turn(&self) -> Option<Box<Buf>> {
-        // The writer frees buffers only once it runs: it must not wait for its tick.
-        self.wake_writer();
         let me = Arc::new(Waiter {
             thread: std::thread::current(),
         });
@@ -251,7 +197,6 @@ impl Pool {
                 // used (the caller counts a drop only if there is none).
                 return self.free_rx.try_recv().ok();
             }
-            self.wake_writer();
             {
                 let mut q = self.waiters.lock();
                 let at_front = q.front().is_some_and(|w| Arc::ptr_eq(w, &me));

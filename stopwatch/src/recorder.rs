@@ -356,7 +356,6 @@ impl Builder {
             .name(format!("stopwatch-writer-{}", inner.worker))
             .spawn(move || writer::run(for_writer, rx, data_rx))
             .map_err(Error::Spawn)?;
-        inner.pool.set_writer(handle.thread().clone());
         *inner.writer_thread.lock() = Some(handle);
         let mut recorder = Recorder {
             inner,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender, select};
 use formats::{BATCH_RECORD_LEN, BatchHeader, Dropped, FrameKey, Record, ThreadInfo};
 
 use crate::buffer::{Pos, pos_count, pos_frames, pos_len};
@@ -143,20 +143,18 @@ impl Writer {
             } else {
                 next_tick.saturating_duration_since(Instant::now())
             };
-            // Producers wake the writer only when it is needed now (`Pool::handed_over`,
-            // `Inner::send`); a full buffer alone waits for the next tick or for company.
-            if self.rx.is_empty() && !wait.is_zero() {
-                std::thread::park_timeout(wait);
+            select! {
+                recv(self.rx) -> m => match m {
+                    Ok(m) => { shutdown |= self.handle(m, &mut steal); }
+                    Err(_) => shutdown = true,
+                },
+                default(wait) => {}
             }
-            // Take what is queued, up to a bound, before writing.
+            // Take whatever else is queued, up to a bound, before writing.
             for _ in 0..MAX_MSGS_PER_ROUND {
                 match self.rx.try_recv() {
                     Ok(m) => shutdown |= self.handle(m, &mut steal),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        shutdown = true;
-                        break;
-                    }
+                    Err(_) => break,
                 }
             }
             // Re-armed before taking: a send after this point may wake the writer again.
@@ -232,7 +230,6 @@ impl Writer {
                 // SAFETY: the producer handed the buffer over; nobody writes it any more and
                 // `start..end` is within its capacity (the producer wrote `from..to`).
                 let bytes = unsafe { buf.bytes(start.min(end), end) };
-                self.inner.pool.taken_by_writer();
                 self.add_chunk(&slot, bytes, Counts::between(from, to), crc);
                 self.inner.pool.give_back(buf);
                 let mut st = slot.lock();

@@ -198,10 +198,10 @@ fn wait_written(rec: &stopwatch::Recorder, want: u64) {
 }
 
 #[test]
-fn full_buffers_waiting_for_the_writer_wake_it_before_its_tick() {
-    // The default pool (64 buffers of ~64 KiB): a full buffer alone does not wake the
-    // writer, an eighth of the pool waiting does. About 20 buffers of records, fewer than
-    // the pool holds, so no producer runs short and only that rule can wake it.
+fn full_buffers_reach_the_log_without_waiting_for_the_writers_tick() {
+    // The default pool (64 buffers of ~64 KiB) and an hour's tick: full buffers handed over
+    // wake the writer (about 20 buffers of records, fewer than half the pool, so no producer
+    // runs short and nothing else wakes it).
     let dir = tempfile::tempdir().unwrap();
     let rec = stopwatch::Stopwatch::builder()
         .dir(dir.path())
