@@ -6,14 +6,22 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use formats::FrameKey;
 use stopwatch::{BufferingMode, FutureExt, Recorder, Stopwatch};
 
 const MS: u64 = 1_000_000;
+
+/// Held by each test for its whole run: each spins two runtime workers on a two-core
+/// machine, and run side by side they deschedule each other's polls for milliseconds.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn recorder(dir: &std::path::Path) -> Recorder {
     Stopwatch::builder()
@@ -54,6 +62,7 @@ fn frames_of(log: &common::Log, label: &str) -> Vec<(FrameKey, u64, Option<forma
 
 #[test]
 fn a_timer_handler_waits_and_a_cpu_handler_runs() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let rec = recorder(dir.path());
     let rt = runtime();
@@ -134,6 +143,7 @@ fn a_timer_handler_waits_and_a_cpu_handler_runs() {
 
 #[test]
 fn a_blocking_poll_is_a_slow_poll_and_what_it_holds_up_is_queued() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let rec = recorder(dir.path());
     let rt = runtime();
@@ -224,10 +234,10 @@ fn a_blocking_poll_is_a_slow_poll_and_what_it_holds_up_is_queued() {
             log.messages
         );
     }
-    assert_eq!(log.slow_polls.len(), 2, "{:?}", log.slow_polls);
     // Woken while both workers were blocked: queued until one was free.
     let victims = frames_of(&log, "victim");
     assert_eq!(victims.len(), 4);
+    let mut descheduled = Vec::new();
     for (_, dur, polls) in victims {
         let p = polls.expect("polls record");
         let s = p.split(dur);
@@ -236,13 +246,27 @@ fn a_blocking_poll_is_a_slow_poll_and_what_it_holds_up_is_queued() {
             "queued {} ns behind the blockers: {p:?}",
             s.queued_ns
         );
-        assert!(s.busy_ns < 5 * MS, "{p:?}");
-        assert_eq!(p.slow_polls, 0, "{p:?}");
+        // The blockers' time is the victims' queue, never their own polls' time.
+        assert!(s.busy_ns < 20 * MS, "{p:?}");
+        // A victim's poll is microseconds of work; one descheduled by the machine's other
+        // load for over 5 ms is a true slow poll of its own (CI saw one of 7.6 ms).
+        if p.slow_polls > 0 || s.busy_ns >= 5 * MS {
+            descheduled.push(p);
+        }
     }
+    assert!(descheduled.len() <= 1, "{descheduled:#?}");
+    let victims_slow: u64 = descheduled.iter().map(|p| p.slow_polls).sum();
+    assert_eq!(
+        log.slow_polls.len(),
+        2 + victims_slow as usize,
+        "{:?}",
+        log.slow_polls
+    );
 }
 
 #[test]
 fn queued_time_grows_with_the_flood() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let rec = recorder(dir.path());
     let rt = runtime();
