@@ -11,6 +11,9 @@ use crate::varint::{get_varint, unzigzag, zigzag};
 
 pub use crate::batch::PACKED_BATCH_TYPE;
 
+mod coder;
+pub use coder::{CODED_PLAIN_LIMIT, Coder, thread_info_first};
+
 /// Open frames a batch's stack keeps; deeper ones are dropped from the bottom.
 const STACK_DEPTH: usize = 64;
 
@@ -564,194 +567,228 @@ pub fn unpack(
 ) -> Result<(), String> {
     out.clear();
     out.reserve(crate::batch::MAX_FRAMES_BATCH_LEN.min(body.len().saturating_mul(16)));
-    let mut st = State::new(worker, timestamp);
-    // The label table: ranges of `body`.
-    let mut labels: Vec<(usize, usize)> = Vec::new();
-    let mut buf = body;
-    let max = crate::batch::MAX_FRAMES_BATCH_LEN;
-    let cut = || "the packed body ends inside a record".to_owned();
-    for n in 0..count {
-        if out.len() > max {
-            return Err(format!("unpacks to more than {max} bytes"));
-        }
-        let (&tag, rest) = buf
-            .split_first()
-            .ok_or_else(|| format!("the packed body ends after {n} of {count} records"))?;
-        buf = rest;
-        let form = tag & 0b11 << 6;
-        // The other form names its type, and maybe a new worker, before its time.
-        let mut other_kind = 0;
-        if form == FORM_OTHER {
-            other_kind = tag & OTHER_TYPE_FOLLOWS;
-            if other_kind == OTHER_TYPE_FOLLOWS {
-                let (&k, rest) = buf.split_first().ok_or_else(cut)?;
-                buf = rest;
-                other_kind = k;
-            }
-            if tag & OTHER_WORKER != 0 {
-                let (&w, rest) = buf.split_first().ok_or_else(cut)?;
-                buf = rest;
-                st.worker = w;
-            }
-        }
-        let varint = |buf: &mut &[u8]| get_varint(buf).ok_or_else(cut);
-        let time = varint(&mut buf)?;
-        let ts = st.last_time.wrapping_add(unzigzag(time) as u64);
-        st.last_time = ts;
-        // A rebuilt record's fixed part, appended with one copy.
-        let mut rec = [0u8; 25];
-        let head = |rec: &mut [u8; 25], id: u32, w: u8, kind: u8| {
-            rec[..4].copy_from_slice(&id.to_le_bytes());
-            rec[4] = w;
-            rec[5] = kind;
-            rec[6..14].copy_from_slice(&ts.to_le_bytes());
-        };
-        let narrow = |v: i64, what: &str| {
-            u32::try_from(v).map_err(|_| format!("a {what} outside 0 to {}", u32::MAX))
-        };
-        match form {
-            FORM_END => {
-                if tag & !END_IS_TOP & 0b0011_1111 != 0 {
-                    return Err(format!("an end's tag {tag:#04x} has unknown bits"));
-                }
-                let id = if tag & END_IS_TOP != 0 {
-                    st.top()
-                        .ok_or("an end names the innermost open frame, and none is open")?
-                        .0
-                } else {
-                    let d = unzigzag(varint(&mut buf)?);
-                    narrow(i64::from(st.last_start) + d, "frame id")?
-                };
-                head(&mut rec, id, st.worker, END);
-                out.extend_from_slice(&rec[..FRAME_END_LEN]);
-                st.after(END, id, 0, 0, 0);
-            }
-            form @ (FORM_START | FORM_START_PARENT) => {
-                let id = if tag & SEQUENTIAL_ID != 0 {
-                    st.last_start.wrapping_add(1)
-                } else {
-                    let d = unzigzag(varint(&mut buf)?);
-                    narrow(i64::from(st.last_start) + 1 + d, "frame id")?
-                };
-                let top = st.top();
-                let no_top = || "a start refers to the innermost open frame, and none is open";
-                let context = match (tag >> CONTEXT_SHIFT) & 0b11 {
-                    FROM_TOP => top.ok_or_else(no_top)?.1,
-                    OWN => id,
-                    GIVEN => narrow(varint(&mut buf)? as i64, "context")?,
-                    _ => st.last_context,
-                };
-                let pmode = (tag >> PARENT_SHIFT) & 0b11;
-                let parent = match (form, pmode) {
-                    (FORM_START, FROM_TOP) => None,
-                    (FORM_START, _) => {
-                        return Err(format!(
-                            "a parentless start's tag {tag:#04x} has parent bits"
-                        ));
-                    }
-                    (_, FROM_TOP) => Some(top.ok_or_else(no_top)?.0),
-                    (_, OWN) => Some(0),
-                    (_, GIVEN) => {
-                        let d = unzigzag(varint(&mut buf)?);
-                        Some(narrow(i64::from(id) - d, "parent id")?)
-                    }
-                    (_, _) => Some(st.last_parent),
-                };
-                let category = if tag & SAME_CATEGORY != 0 {
-                    st.last_category
-                } else {
-                    let (&c, rest) = buf.split_first().ok_or_else(cut)?;
-                    buf = rest;
-                    c
-                };
-                let k = varint(&mut buf)?;
-                let (from, to) = match usize::try_from(k) {
-                    Ok(k) if k < labels.len() => labels[k],
-                    Ok(k) if k == labels.len() => {
-                        let (&size, rest) = buf.split_first().ok_or_else(cut)?;
-                        if rest.len() < size as usize {
-                            return Err(cut());
-                        }
-                        let from = body.len() - rest.len();
-                        buf = &rest[size as usize..];
-                        labels.push((from, from + size as usize));
-                        (from, from + size as usize)
-                    }
-                    _ => return Err(format!("label {k} is past the batch's {}", labels.len())),
-                };
-                let label = &body[from..to];
-                match parent {
-                    None => {
-                        head(&mut rec, id, st.worker, START);
-                        rec[14..18].copy_from_slice(&context.to_le_bytes());
-                        rec[18] = category;
-                        rec[19] = label.len() as u8;
-                        out.extend_from_slice(&rec[..FRAME_START_HEADER_LEN]);
-                    }
-                    Some(p) => {
-                        head(&mut rec, id, st.worker, START_WITH_PARENT);
-                        rec[14..16].copy_from_slice(&(9 + label.len() as u16).to_le_bytes());
-                        rec[16..20].copy_from_slice(&context.to_le_bytes());
-                        rec[20..24].copy_from_slice(&p.to_le_bytes());
-                        rec[24] = category;
-                        out.extend_from_slice(&rec[..25]);
-                    }
-                }
-                // Labels are short: a copy of a fixed 32 bytes, cut back, where the body has
-                // them (a fixed-size copy is a few stores; a variable one is a call).
-                match body.get(from..from + 32) {
-                    Some(wide) if to - from <= 32 => {
-                        let at = out.len();
-                        out.extend_from_slice(wide);
-                        out.truncate(at + (to - from));
-                    }
-                    _ => out.extend_from_slice(label),
-                }
-                let kind = if parent.is_some() {
-                    START_WITH_PARENT
-                } else {
-                    START
-                };
-                st.after(kind, id, context, parent.unwrap_or(0), category);
-            }
-            _ => {
-                if other_kind == BATCH || other_kind == PACKED_BATCH_TYPE {
-                    return Err(format!("a record of type {other_kind} (batch framing)"));
-                }
-                let id = narrow(varint(&mut buf)? as i64, "id")?;
-                let n = usize::try_from(varint(&mut buf)?).map_err(|_| cut())?;
-                if buf.len() < n || n > max {
-                    return Err(cut());
-                }
-                let at = out.len();
-                head(&mut rec, id, st.worker, other_kind);
-                out.extend_from_slice(&rec[..FRAME_END_LEN]);
-                out.extend_from_slice(&buf[..n]);
-                buf = &buf[n..];
-                let r = &out[at..];
-                // Its own length fields must say exactly what was given.
-                if crate::batch::record_len(r) != Some(r.len()) {
-                    return Err(format!(
-                        "a record of type {other_kind} whose length fields do not give its {} bytes",
-                        r.len()
-                    ));
-                }
-                let (context, parent, category) =
-                    start_fields(r).map_or((0, 0, 0), |(c, p, g, _)| (c, p.unwrap_or(0), g));
-                st.after(other_kind, id, context, parent, category);
-            }
-        }
-    }
-    if !buf.is_empty() {
+    let end = Unpacker::new(worker, timestamp).unpack_from(body, 0, count, out)?;
+    if end < body.len() {
         return Err(format!(
             "{} bytes after the batch's {count} records",
-            buf.len()
+            body.len() - end
         ));
     }
-    if out.len() > max {
-        return Err(format!("unpacks to more than {max} bytes"));
-    }
     Ok(())
+}
+
+/// A packed body's decoder that can stop after some records and go on later: for a body
+/// still being written (a recording thread's buffer, [`Coder`]), unpacked a piece at a time.
+pub struct Unpacker {
+    st: State,
+    /// The label table: ranges of the body.
+    labels: Vec<(usize, usize)>,
+}
+
+impl Unpacker {
+    /// A decoder at the start of a body coded against the header's `worker` and `timestamp`.
+    pub fn new(worker: u8, timestamp: u64) -> Self {
+        Self {
+            st: State::new(worker, timestamp),
+            labels: Vec::new(),
+        }
+    }
+
+    /// Unpacks the `count` packed records of `body` that begin at byte `at`, appending their
+    /// plain bytes to `out`; returns the byte after the last. The bytes before `at` must be
+    /// the records this decoder unpacked so far (later records may name their labels). The
+    /// error says why the body does not unpack there.
+    pub fn unpack_from(
+        &mut self,
+        body: &[u8],
+        at: usize,
+        count: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, String> {
+        let Self { st, labels } = self;
+        let mut buf = body
+            .get(at..)
+            .ok_or("the body is shorter than where to go on")?;
+        let from_len = out.len();
+        let max = crate::batch::MAX_FRAMES_BATCH_LEN;
+        let cut = || "the packed body ends inside a record".to_owned();
+        for n in 0..count {
+            if out.len() - from_len > max {
+                return Err(format!("unpacks to more than {max} bytes"));
+            }
+            let (&tag, rest) = buf
+                .split_first()
+                .ok_or_else(|| format!("the packed body ends after {n} of {count} records"))?;
+            buf = rest;
+            let form = tag & 0b11 << 6;
+            // The other form names its type, and maybe a new worker, before its time.
+            let mut other_kind = 0;
+            if form == FORM_OTHER {
+                other_kind = tag & OTHER_TYPE_FOLLOWS;
+                if other_kind == OTHER_TYPE_FOLLOWS {
+                    let (&k, rest) = buf.split_first().ok_or_else(cut)?;
+                    buf = rest;
+                    other_kind = k;
+                }
+                if tag & OTHER_WORKER != 0 {
+                    let (&w, rest) = buf.split_first().ok_or_else(cut)?;
+                    buf = rest;
+                    st.worker = w;
+                }
+            }
+            let varint = |buf: &mut &[u8]| get_varint(buf).ok_or_else(cut);
+            let time = varint(&mut buf)?;
+            let ts = st.last_time.wrapping_add(unzigzag(time) as u64);
+            st.last_time = ts;
+            // A rebuilt record's fixed part, appended with one copy.
+            let mut rec = [0u8; 25];
+            let head = |rec: &mut [u8; 25], id: u32, w: u8, kind: u8| {
+                rec[..4].copy_from_slice(&id.to_le_bytes());
+                rec[4] = w;
+                rec[5] = kind;
+                rec[6..14].copy_from_slice(&ts.to_le_bytes());
+            };
+            let narrow = |v: i64, what: &str| {
+                u32::try_from(v).map_err(|_| format!("a {what} outside 0 to {}", u32::MAX))
+            };
+            match form {
+                FORM_END => {
+                    if tag & !END_IS_TOP & 0b0011_1111 != 0 {
+                        return Err(format!("an end's tag {tag:#04x} has unknown bits"));
+                    }
+                    let id = if tag & END_IS_TOP != 0 {
+                        st.top()
+                            .ok_or("an end names the innermost open frame, and none is open")?
+                            .0
+                    } else {
+                        let d = unzigzag(varint(&mut buf)?);
+                        narrow(i64::from(st.last_start) + d, "frame id")?
+                    };
+                    head(&mut rec, id, st.worker, END);
+                    out.extend_from_slice(&rec[..FRAME_END_LEN]);
+                    st.after(END, id, 0, 0, 0);
+                }
+                form @ (FORM_START | FORM_START_PARENT) => {
+                    let id = if tag & SEQUENTIAL_ID != 0 {
+                        st.last_start.wrapping_add(1)
+                    } else {
+                        let d = unzigzag(varint(&mut buf)?);
+                        narrow(i64::from(st.last_start) + 1 + d, "frame id")?
+                    };
+                    let top = st.top();
+                    let no_top = || "a start refers to the innermost open frame, and none is open";
+                    let context = match (tag >> CONTEXT_SHIFT) & 0b11 {
+                        FROM_TOP => top.ok_or_else(no_top)?.1,
+                        OWN => id,
+                        GIVEN => narrow(varint(&mut buf)? as i64, "context")?,
+                        _ => st.last_context,
+                    };
+                    let pmode = (tag >> PARENT_SHIFT) & 0b11;
+                    let parent = match (form, pmode) {
+                        (FORM_START, FROM_TOP) => None,
+                        (FORM_START, _) => {
+                            return Err(format!(
+                                "a parentless start's tag {tag:#04x} has parent bits"
+                            ));
+                        }
+                        (_, FROM_TOP) => Some(top.ok_or_else(no_top)?.0),
+                        (_, OWN) => Some(0),
+                        (_, GIVEN) => {
+                            let d = unzigzag(varint(&mut buf)?);
+                            Some(narrow(i64::from(id) - d, "parent id")?)
+                        }
+                        (_, _) => Some(st.last_parent),
+                    };
+                    let category = if tag & SAME_CATEGORY != 0 {
+                        st.last_category
+                    } else {
+                        let (&c, rest) = buf.split_first().ok_or_else(cut)?;
+                        buf = rest;
+                        c
+                    };
+                    let k = varint(&mut buf)?;
+                    let (from, to) = match usize::try_from(k) {
+                        Ok(k) if k < labels.len() => labels[k],
+                        Ok(k) if k == labels.len() => {
+                            let (&size, rest) = buf.split_first().ok_or_else(cut)?;
+                            if rest.len() < size as usize {
+                                return Err(cut());
+                            }
+                            let from = body.len() - rest.len();
+                            buf = &rest[size as usize..];
+                            labels.push((from, from + size as usize));
+                            (from, from + size as usize)
+                        }
+                        _ => return Err(format!("label {k} is past the batch's {}", labels.len())),
+                    };
+                    let label = &body[from..to];
+                    match parent {
+                        None => {
+                            head(&mut rec, id, st.worker, START);
+                            rec[14..18].copy_from_slice(&context.to_le_bytes());
+                            rec[18] = category;
+                            rec[19] = label.len() as u8;
+                            out.extend_from_slice(&rec[..FRAME_START_HEADER_LEN]);
+                        }
+                        Some(p) => {
+                            head(&mut rec, id, st.worker, START_WITH_PARENT);
+                            rec[14..16].copy_from_slice(&(9 + label.len() as u16).to_le_bytes());
+                            rec[16..20].copy_from_slice(&context.to_le_bytes());
+                            rec[20..24].copy_from_slice(&p.to_le_bytes());
+                            rec[24] = category;
+                            out.extend_from_slice(&rec[..25]);
+                        }
+                    }
+                    // Labels are short: a copy of a fixed 32 bytes, cut back, where the body has
+                    // them (a fixed-size copy is a few stores; a variable one is a call).
+                    match body.get(from..from + 32) {
+                        Some(wide) if to - from <= 32 => {
+                            let at = out.len();
+                            out.extend_from_slice(wide);
+                            out.truncate(at + (to - from));
+                        }
+                        _ => out.extend_from_slice(label),
+                    }
+                    let kind = if parent.is_some() {
+                        START_WITH_PARENT
+                    } else {
+                        START
+                    };
+                    st.after(kind, id, context, parent.unwrap_or(0), category);
+                }
+                _ => {
+                    if other_kind == BATCH || other_kind == PACKED_BATCH_TYPE {
+                        return Err(format!("a record of type {other_kind} (batch framing)"));
+                    }
+                    let id = narrow(varint(&mut buf)? as i64, "id")?;
+                    let n = usize::try_from(varint(&mut buf)?).map_err(|_| cut())?;
+                    if buf.len() < n || n > max {
+                        return Err(cut());
+                    }
+                    let at = out.len();
+                    head(&mut rec, id, st.worker, other_kind);
+                    out.extend_from_slice(&rec[..FRAME_END_LEN]);
+                    out.extend_from_slice(&buf[..n]);
+                    buf = &buf[n..];
+                    let r = &out[at..];
+                    // Its own length fields must say exactly what was given.
+                    if crate::batch::record_len(r) != Some(r.len()) {
+                        return Err(format!(
+                            "a record of type {other_kind} whose length fields do not give its {} bytes",
+                            r.len()
+                        ));
+                    }
+                    let (context, parent, category) =
+                        start_fields(r).map_or((0, 0, 0), |(c, p, g, _)| (c, p.unwrap_or(0), g));
+                    st.after(other_kind, id, context, parent, category);
+                }
+            }
+        }
+        if out.len() - from_len > max {
+            return Err(format!("unpacks to more than {max} bytes"));
+        }
+        Ok(body.len() - buf.len())
+    }
 }
 
 /// `batches` (whole batches, as [`crate::check_batches`] accepts) with every packed batch
@@ -1176,6 +1213,167 @@ mod tests {
             }
             v
         })
+    }
+
+    /// Codes `records` (whole plain records) with a [`Coder`] against `base`, each into the
+    /// room left in a buffer of `room` bytes; the body with its `thread_info` in front, its
+    /// record count, and the plain bytes it should unpack to.
+    fn coded(worker: u8, base: u64, records: &[u8]) -> (Vec<u8>, u32, Vec<u8>) {
+        let info = ThreadInfo {
+            worker,
+            thread: 7,
+            timestamp: base,
+            name: "coded",
+        };
+        let mut body = Vec::new();
+        thread_info_first(info, &mut body);
+        let mut plain = Vec::new();
+        Record::ThreadInfo(info).encode_to_vec(&mut plain);
+        plain.extend_from_slice(records);
+        let mut coder = Coder::new(worker, base);
+        let mut buf = vec![0u8; records.len() * 2 + 64];
+        let (mut at, mut count, mut rest) = (0, 1, records);
+        while !rest.is_empty() {
+            let len = crate::batch::record_len(rest).unwrap();
+            let n = coder
+                .record(&rest[..len], &mut buf[at..])
+                .expect("a whole record codes");
+            at += n;
+            count += 1;
+            rest = &rest[len..];
+        }
+        body.extend_from_slice(&buf[..at]);
+        (body, count, plain)
+    }
+
+    #[test]
+    fn a_coded_stress_frame_takes_five_bytes() {
+        let records = stress_like(1000);
+        let (body, count, plain) = coded(3, 1_700_000_000_000_000_000, &records);
+        let mut back = Vec::new();
+        unpack(3, 1_700_000_000_000_000_000, count, &body, &mut back).unwrap();
+        assert_eq!(back, plain);
+        // 1,000 frames: a start of three bytes and an end of two, past the first few.
+        assert!(body.len() < 1000 * 5 + 80, "{} bytes", body.len());
+    }
+
+    #[test]
+    fn a_coder_stops_before_its_body_would_unpack_past_a_batch_and_changes_nothing() {
+        let mut coder = Coder::new(1, 0);
+        let mut buf = vec![0u8; 1 << 20];
+        let (mut at, mut id) = (0, 1u32);
+        loop {
+            let start = coder.start(id, u64::from(id) * 10, id, Some(0), 0, b"x", &mut buf[at..]);
+            let Some(n) = start else { break };
+            at += n;
+            match coder.end(id, u64::from(id) * 10 + 5, &mut buf[at..]) {
+                Some(n) => at += n,
+                None => break,
+            }
+            id += 1;
+        }
+        assert!(coder.plain_len() <= CODED_PLAIN_LIMIT);
+        assert!(coder.plain_len() + FRAME_START_HEADER_LEN + 6 > CODED_PLAIN_LIMIT);
+        // Too little room: nothing written, nothing changed (the same record codes the same
+        // where there is room).
+        let mut fresh = Coder::new(1, 0);
+        let mut small = [0u8; 2];
+        assert_eq!(fresh.start(5, 9, 5, Some(0), 0, b"label", &mut small), None);
+        let mut a = [0u8; 64];
+        let n = fresh.start(5, 9, 5, Some(0), 0, b"label", &mut a).unwrap();
+        let mut b = [0u8; 64];
+        let m = Coder::new(1, 0)
+            .start(5, 9, 5, Some(0), 0, b"label", &mut b)
+            .unwrap();
+        assert_eq!(a[..n], b[..m]);
+    }
+
+    #[test]
+    fn a_coder_reset_starts_a_body_that_unpacks_alone() {
+        let records = stress_like(50);
+        let mut coder = Coder::new(3, 100);
+        let mut buf = vec![0u8; 4096];
+        let mut rest = &records[..];
+        while !rest.is_empty() {
+            let len = crate::batch::record_len(rest).unwrap();
+            coder.record(&rest[..len], &mut buf).unwrap();
+            rest = &rest[len..];
+        }
+        // Labels of the body before are not named in the next one.
+        coder.reset(5_000);
+        let (body, count, plain) = coded(3, 5_000, &records);
+        let mut again = Vec::new();
+        thread_info_first(
+            ThreadInfo {
+                worker: 3,
+                thread: 7,
+                timestamp: 5_000,
+                name: "coded",
+            },
+            &mut again,
+        );
+        let mut rest = &records[..];
+        let mut at = 0;
+        while !rest.is_empty() {
+            let len = crate::batch::record_len(rest).unwrap();
+            at += coder.record(&rest[..len], &mut buf[at..]).unwrap();
+            rest = &rest[len..];
+        }
+        again.extend_from_slice(&buf[..at]);
+        assert_eq!(again, body);
+        let mut back = Vec::new();
+        unpack(3, 5_000, count, &again, &mut back).unwrap();
+        assert_eq!(back, plain);
+    }
+
+    proptest! {
+        /// A recording thread's records coded as they are made unpack to the same bytes.
+        #[test]
+        fn coded_records_unpack_to_the_same_bytes(
+            records in recorder_like(),
+            base in any::<u64>(),
+        ) {
+            let (body, count, plain) = coded(1, base, &records);
+            let mut back = Vec::new();
+            unpack(1, base, count, &body, &mut back).unwrap();
+            prop_assert_eq!(back, plain);
+        }
+
+        #[test]
+        fn any_records_coded_unpack_to_the_same_bytes(
+            records in record_strategy(),
+            worker in 0u8..3,
+            base in any::<u64>(),
+        ) {
+            let (body, count, plain) = coded(worker, base, &records);
+            let mut back = Vec::new();
+            unpack(worker, base, count, &body, &mut back).unwrap();
+            prop_assert_eq!(back, plain);
+        }
+
+        /// A body unpacked a piece at a time (as a writer steals from a buffer being
+        /// written) gives the records of the body unpacked at once.
+        #[test]
+        fn a_body_unpacked_in_pieces_is_the_body_unpacked_at_once(
+            records in recorder_like(),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..4),
+        ) {
+            let (body, count, plain) = coded(1, 42, &records);
+            let mut cuts: Vec<u32> = cuts.iter().map(|c| c.index(count as usize + 1) as u32).collect();
+            cuts.push(count);
+            cuts.sort_unstable();
+            let mut u = Unpacker::new(1, 42);
+            let (mut at, mut done) = (0, 0);
+            let mut pieces = Vec::new();
+            for cut in cuts {
+                let mut piece = Vec::new();
+                at = u.unpack_from(&body, at, cut - done, &mut piece).unwrap();
+                done = cut;
+                pieces.extend_from_slice(&piece);
+            }
+            prop_assert_eq!(at, body.len());
+            prop_assert_eq!(pieces, plain);
+        }
     }
 
     proptest! {
