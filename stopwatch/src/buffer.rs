@@ -146,6 +146,9 @@ pub(crate) struct Buf {
     /// The [`Pos`] below which the writer has already written (only the writer changes it,
     /// under the slot lock; atomic because the buffer is shared while the producer owns it).
     stolen: AtomicU64,
+    /// The timestamp a coded buffer's records are coded against (`formats::packed::Coder`),
+    /// set before the buffer is shared.
+    coded_against: u64,
 }
 
 // SAFETY: `Buf` owns its heap block; concurrent access follows the disjoint-range protocol
@@ -164,6 +167,7 @@ impl Buf {
             data,
             cap,
             stolen: AtomicU64::new(0),
+            coded_against: 0,
         })
     }
 
@@ -177,6 +181,16 @@ impl Buf {
     #[inline]
     pub(crate) fn base(&self) -> *mut u8 {
         self.data.as_ptr()
+    }
+
+    /// The timestamp its records are coded against, if its thread codes them.
+    pub(crate) fn coded_against(&self) -> u64 {
+        self.coded_against
+    }
+
+    /// Sets [`Buf::coded_against`] (while the buffer is not shared).
+    pub(crate) fn set_coded_against(&mut self, timestamp: u64) {
+        self.coded_against = timestamp;
     }
 
     /// The position below which the writer has already taken everything.

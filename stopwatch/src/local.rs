@@ -19,6 +19,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use formats::packed::Coder;
 use formats::{
     Category, FRAME_END_LEN, FRAME_START_PARENT_HEADER_LEN, FrameAlloc, FrameEnd, FrameStart,
     Level, Message, Parent, Plot, PlotMode, PlotUnit,
@@ -33,6 +34,10 @@ use crate::inner::Inner;
 use crate::poll_times::PollTimes;
 use crate::sink::Msg;
 use crate::slot::Slot;
+
+/// How much longer a coded record may be than its plain form (a start with every field given
+/// takes up to 53 bytes before its label, against 25 plain).
+const CODED_GROWTH: usize = 32;
 
 /// The outermost frame of a thread asks the writer to flush when the thread's records have
 /// waited this long (the writer's own periodic pass covers threads that go idle).
@@ -66,6 +71,12 @@ pub(crate) struct Entry {
     pub(crate) rng: Cell<u64>,
     last_nudge: Cell<u64>,
     retired: Cell<bool>,
+    /// Whether this thread codes its buffers as packed bodies (`Inner::packs`): the writer then
+    /// frames a full buffer without reading it.
+    codes: bool,
+    /// The current buffer's coder (when `codes`). Borrowed only while a record is coded, with
+    /// no allocation and no code of the program's inside: never twice at once.
+    coder: RefCell<Coder>,
 }
 
 /// A snapshot of an entry's context state (saved and restored around polls and guards).
@@ -133,6 +144,8 @@ impl Entry {
             rng: Cell::new(crate::sampling::seed()),
             last_nudge: Cell::new(0),
             retired: Cell::new(false),
+            codes: inner.packs,
+            coder: RefCell::new(Coder::new(inner.worker, 0)),
             inner,
         };
         // The thread's first buffer is its own allocation, not one of the pool's: a thread
@@ -412,10 +425,13 @@ impl Entry {
 
     /// The longest record a buffer of this recorder holds (and a payload's u16 allows).
     fn max_record(&self) -> usize {
-        self.inner
-            .pool
-            .buf_size()
-            .min(formats::EXT_HEADER_LEN + u16::MAX as usize)
+        let room = if self.codes {
+            // Coded from a plain copy at the buffer's end (`code_other`).
+            self.inner.pool.buf_size().saturating_sub(CODED_GROWTH) / 2
+        } else {
+            self.inner.pool.buf_size()
+        };
+        room.min(formats::EXT_HEADER_LEN + u16::MAX as usize)
     }
 
     /// A message that does not fit a record as it is: its text cut with a mark saying how
@@ -562,6 +578,29 @@ impl Entry {
     ) {
         let pos = self.pos.get();
         let len = pos_len(pos);
+        if self.codes {
+            let coded = self.coder.borrow_mut().start(
+                id,
+                timestamp,
+                context,
+                Some(parent),
+                category.0,
+                label.as_bytes(),
+                self.tail(len),
+            );
+            return match coded {
+                Some(n) => self.publish(pos + n as Pos + ONE_RECORD),
+                None => self.emit_slow(&FrameStart {
+                    parent: Parent::from_field(parent),
+                    id,
+                    worker: self.worker,
+                    timestamp,
+                    context,
+                    category,
+                    label,
+                }),
+            };
+        }
         let n = FRAME_START_PARENT_HEADER_LEN + label.len();
         // `len <= cap` always holds. A label longer than 255 bytes (cut by the encoder) takes
         // the slow path too.
@@ -603,6 +642,17 @@ impl Entry {
     fn emit_end(&self, id: u32, timestamp: u64) {
         let pos = self.pos.get();
         let len = pos_len(pos);
+        if self.codes {
+            let coded = self.coder.borrow_mut().end(id, timestamp, self.tail(len));
+            return match coded {
+                Some(n) => self.publish(pos + n as Pos + ONE_RECORD),
+                None => self.emit_slow(&FrameEnd {
+                    id,
+                    worker: self.worker,
+                    timestamp,
+                }),
+            };
+        }
         if FRAME_END_LEN > self.cap.get() - len {
             return self.emit_slow(&FrameEnd {
                 id,
@@ -677,17 +727,46 @@ impl Entry {
         }
     }
 
+    /// The current buffer from byte `len` (this thread's written length) on: where this
+    /// thread writes next.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    fn tail(&self, len: usize) -> &mut [u8] {
+        // SAFETY: `base..base+cap` is the current buffer (or an empty range when there is
+        // none; `len <= cap` always holds) and only this thread writes above `len`, the
+        // length it published: the writer thread reads only below it. Callers use the slice
+        // for one record and drop it before anything else may touch the buffer.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.base.get().as_ptr().add(len), self.cap.get() - len)
+        }
+    }
+
+    /// Codes `rec` (not a start or end of the hot path) into `tail`, the room left: it is
+    /// encoded plain at the room's end, then coded to its front (a coded record is at most
+    /// [`CODED_GROWTH`] bytes longer than its plain form). `None` if the room is too small.
+    fn code_other<R: Encode + ?Sized>(&self, rec: &R, tail: &mut [u8]) -> Option<usize> {
+        let n = rec.encode_into(tail)?;
+        let room = tail.len();
+        if room < 2 * n + CODED_GROWTH {
+            return None;
+        }
+        tail.copy_within(..n, room - n);
+        let (front, plain) = tail.split_at_mut(room - n);
+        self.coder.borrow_mut().record(plain, front)
+    }
+
     /// Encodes `rec` into the current buffer if it fits there.
     #[inline(always)]
     fn try_encode<R: Encode + ?Sized>(&self, rec: &R) -> bool {
         let pos = self.pos.get();
         let len = pos_len(pos);
-        // SAFETY: as in `emit_start`: `base..base+cap` is the current buffer (or an empty
-        // range when there is none) and only this thread writes above `len`.
-        let tail = unsafe {
-            std::slice::from_raw_parts_mut(self.base.get().as_ptr().add(len), self.cap.get() - len)
+        let tail = self.tail(len);
+        let written = if self.codes {
+            self.code_other(rec, tail)
+        } else {
+            rec.encode_into(tail)
         };
-        match rec.encode_into(tail) {
+        match written {
             Some(n) => {
                 let one = if rec.is_frame() {
                     ONE_RECORD
@@ -702,7 +781,13 @@ impl Entry {
     }
 
     /// Makes `buf` the current buffer.
-    fn install(&self, buf: Box<Buf>) {
+    fn install(&self, mut buf: Box<Buf>) {
+        if self.codes {
+            // A new body, coded against now (its records' times are differences from it).
+            let now = self.now();
+            buf.set_coded_against(now);
+            self.coder.borrow_mut().reset(now);
+        }
         let raw = Box::into_raw(buf);
         // SAFETY: `raw` is a live buffer we own.
         let (base, cap) = unsafe { ((*raw).base(), (*raw).cap()) };

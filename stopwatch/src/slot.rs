@@ -54,6 +54,9 @@ pub(crate) struct SlotState {
     /// The writer's final pass took what this slot had: nothing handed over after this is
     /// read (it is counted as dropped instead).
     pub(crate) sealed: bool,
+    /// Where the writer's reading of the current coded buffer stopped, once it stole from it
+    /// (`formats::packed::Coder`: a piece of a body unpacks only after the pieces before it).
+    pub(crate) unpacker: Option<Box<formats::packed::Unpacker>>,
 }
 
 // SAFETY: the raw pointer is only dereferenced by the writer under the mutex while the owner
@@ -74,6 +77,7 @@ impl Slot {
                 pending: 0,
                 orphaned: false,
                 sealed: false,
+                unpacker: None,
             }),
         }
     }

@@ -24,6 +24,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, select};
+use formats::packed::Unpacker;
 use formats::{BATCH_RECORD_LEN, BatchHeader, Dropped, FrameKey, Record, ThreadInfo};
 
 use crate::buffer::{Pos, pos_count, pos_frames, pos_len};
@@ -45,6 +46,8 @@ struct Writer {
     out: Vec<u8>,
     /// A batch's ThreadInfo record while the batch is packed.
     info: Vec<u8>,
+    /// Records unpacked from a coded buffer that was stolen from.
+    plain: Vec<u8>,
     /// Frame records (starts and ends) in `out`: what a failed append loses.
     out_frames: u64,
     /// Other records (plots, messages, allocations) in `out`, lost apart from the books.
@@ -99,6 +102,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         data_rx,
         out: Vec::with_capacity(256 << 10),
         info: Vec::new(),
+        plain: Vec::new(),
         out_frames: 0,
         out_others: 0,
         data: Vec::new(),
@@ -227,10 +231,23 @@ impl Writer {
                 crc,
             } => {
                 let (start, end) = (pos_len(from), pos_len(to).min(buf.cap()));
-                // SAFETY: the producer handed the buffer over; nobody writes it any more and
-                // `start..end` is within its capacity (the producer wrote `from..to`).
-                let bytes = unsafe { buf.bytes(start.min(end), end) };
-                self.add_chunk(&slot, bytes, Counts::between(from, to), crc);
+                let count = Counts::between(from, to);
+                if self.inner.packs {
+                    // SAFETY: the producer handed the buffer over; nobody writes it any more
+                    // and `..end` is within its capacity (the producer wrote `..to`).
+                    let body = unsafe { buf.bytes(0, end) };
+                    if start == 0 {
+                        self.add_coded(&slot, body, buf.coded_against(), count);
+                    } else if start < end {
+                        // Stolen from before: unpacked from where the steals stopped.
+                        let unpacker = slot.lock().unpacker.take();
+                        self.add_resumed(&slot, unpacker, body, start, count);
+                    }
+                } else {
+                    // SAFETY: as above, for `start..end`.
+                    let bytes = unsafe { buf.bytes(start.min(end), end) };
+                    self.add_chunk(&slot, bytes, count, crc);
+                }
                 self.inner.pool.give_back(buf);
                 let mut st = slot.lock();
                 st.pending = st.pending.saturating_sub(1);
@@ -274,6 +291,75 @@ impl Writer {
         }
     }
 
+    /// Appends a coded buffer's body (`formats::packed::Coder`: `count` records coded against
+    /// `base`) to the output as one packed batch, its ThreadInfo in front, without reading it.
+    fn add_coded(&mut self, slot: &Slot, body: &[u8], base: u64, count: Counts) {
+        if body.is_empty() {
+            return;
+        }
+        if self.failed {
+            return self.lose(count);
+        }
+        let info = ThreadInfo {
+            worker: self.worker,
+            thread: slot.thread,
+            timestamp: base,
+            name: &slot.name,
+        };
+        let at = self.begin_batch();
+        let start = at + BATCH_RECORD_LEN;
+        formats::packed::thread_info_first(info, &mut self.out);
+        self.out.extend_from_slice(body);
+        self.out_frames += u64::from(count.frames);
+        self.out_others += u64::from(count.others());
+        let head = BatchHeader::for_packed(self.worker, base, &self.out[start..], count.all + 1);
+        self.out[at..start].copy_from_slice(&head.encode());
+        if self.out.len() >= MAX_BATCH {
+            self.write_out();
+        }
+    }
+
+    /// Unpacks the `count` records of a coded buffer's `body` that begin at byte `at`, where
+    /// `unpacker` stopped (it read the records before), and adds them as a batch of their own;
+    /// returns the unpacker, to go on from there. Without one, or when they do not unpack
+    /// (a coder's bug: never in a test), they are counted as lost.
+    fn add_resumed(
+        &mut self,
+        slot: &Slot,
+        unpacker: Option<Box<Unpacker>>,
+        body: &[u8],
+        at: usize,
+        count: Counts,
+    ) -> Option<Box<Unpacker>> {
+        let mut u = unpacker?;
+        let mut plain = std::mem::take(&mut self.plain);
+        plain.clear();
+        let unpacked = u.unpack_from(body, at, count.all, &mut plain);
+        debug_assert!(unpacked.is_ok(), "a coded buffer unpacks: {unpacked:?}");
+        let resumed = match unpacked {
+            Ok(_) => {
+                self.copy_chunk(slot, &plain, count, None);
+                Some(u)
+            }
+            Err(_) => {
+                self.lose(count);
+                None
+            }
+        };
+        self.plain = plain;
+        resumed
+    }
+
+    /// Counts `count` records that will not be written (the sink failed).
+    fn lose(&mut self, count: Counts) {
+        self.inner
+            .writer_dropped
+            .fetch_add(u64::from(count.frames), Ordering::Relaxed);
+        self.inner
+            .dropped_other
+            .fetch_add(u64::from(count.others()), Ordering::Relaxed);
+    }
+
     /// Appends a thread's records (after its ThreadInfo) to the output as one batch, without
     /// writing. `bytes` is at most one buffer, so the batch stays within the format's 64 KiB.
     fn copy_chunk(&mut self, slot: &Slot, bytes: &[u8], count: Counts, crc: Option<u32>) {
@@ -281,13 +367,7 @@ impl Writer {
             return;
         }
         if self.failed {
-            self.inner
-                .writer_dropped
-                .fetch_add(u64::from(count.frames), Ordering::Relaxed);
-            self.inner
-                .dropped_other
-                .fetch_add(u64::from(count.others()), Ordering::Relaxed);
-            return;
+            return self.lose(count);
         }
         let info = ThreadInfo {
             worker: self.worker,
@@ -358,11 +438,11 @@ impl Writer {
         let inner = self.inner.clone();
         let mut slots = inner.lock_slots();
         for slot in slots.iter() {
-            let st = slot.lock();
+            let mut st = slot.lock();
             if st.pending > 0 {
                 continue;
             }
-            self.steal_locked(slot, &st);
+            self.steal_locked(slot, &mut st);
             drop(st);
             if self.out.len() >= MAX_BATCH {
                 self.write_out();
@@ -387,7 +467,7 @@ impl Writer {
 
     /// Copies the committed, unwritten records of `slot`'s current buffer into the batch;
     /// `st` is the slot's state, locked (the caller checked that no hand-off is pending).
-    fn steal_locked(&mut self, slot: &Slot, st: &SlotState) {
+    fn steal_locked(&mut self, slot: &Slot, st: &mut SlotState) {
         if st.current.is_null() {
             return;
         }
@@ -397,7 +477,25 @@ impl Writer {
         let committed = slot.committed.load(Ordering::Acquire);
         let from = buf.stolen();
         let (start, end) = (pos_len(from), pos_len(committed).min(buf.cap()));
-        if end > start {
+        if end > start && self.inner.packs {
+            // SAFETY: as above; `..end` is complete and immutable.
+            let body = unsafe { buf.bytes(0, end) };
+            buf.set_stolen(committed);
+            let unpacker = if start == 0 {
+                Some(Box::new(Unpacker::new(self.worker, buf.coded_against())))
+            } else {
+                st.unpacker.take()
+            };
+            // Unpacked (and packed as a batch of its own) while the caller holds the lock, as
+            // below; the rest of this buffer will be unpacked from where this stops.
+            st.unpacker = self.add_resumed(
+                slot,
+                unpacker,
+                body,
+                start,
+                Counts::between(from, committed),
+            );
+        } else if end > start {
             // SAFETY: as above; `start..end` is complete and immutable.
             let bytes = unsafe { buf.bytes(start, end) };
             buf.set_stolen(committed);
@@ -590,7 +688,7 @@ impl Writer {
             return false;
         }
         st.sealed = true;
-        self.steal_locked(slot, &st);
+        self.steal_locked(slot, &mut st);
         drop(st);
         if self.out.len() >= MAX_BATCH {
             self.write_out();

@@ -261,3 +261,94 @@ fn producers_out_of_buffers_wake_the_writer_in_both_modes() {
         }
     }
 }
+
+/// What a recording thread made, in order, as the log reads it back.
+#[derive(Debug, PartialEq)]
+enum Made {
+    Start { label: String, parent: Option<u32> },
+    End,
+    Plot(f64),
+    Message(String),
+}
+
+#[test]
+fn records_taken_by_a_flush_mid_buffer_read_back_record_for_record() {
+    // A log directory's recorder codes each buffer as its thread writes it. A flush takes
+    // what the thread wrote so far (the writer unpacks that piece and writes it as a batch of
+    // its own) and the thread goes on in the same buffer, whose rest is unpacked from there
+    // when it is handed over. Every record comes back, in order, with its label, its parent,
+    // its value or its text.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = stopwatch::Stopwatch::builder()
+        .dir(dir.path())
+        .mode(BufferingMode::Block)
+        .buffer_kib(64)
+        .flush_interval(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let labels = [
+        "a",
+        "db/query",
+        "a label longer than sixteen bytes, with a middle",
+        "x/y/z",
+    ];
+    let mut want = Vec::new();
+    let mut outer_ids = Vec::new();
+    for i in 0..20_000usize {
+        let outer = rec.start(labels[i % 4]);
+        let outer_id = outer.key().map(|k| k.id).unwrap();
+        outer_ids.push(outer_id);
+        want.push(Made::Start {
+            label: labels[i % 4].into(),
+            parent: None,
+        });
+        if i % 3 == 0 {
+            drop(rec.start(labels[(i + 1) % 4]));
+            want.push(Made::Start {
+                label: labels[(i + 1) % 4].into(),
+                parent: Some(outer_id),
+            });
+            want.push(Made::End);
+        }
+        if i % 7 == 0 {
+            rec.plot("i", i as f64);
+            want.push(Made::Plot(i as f64));
+        }
+        if i % 11 == 0 {
+            rec.message(&format!("message {i}"));
+            want.push(Made::Message(format!("message {i}")));
+        }
+        drop(outer);
+        want.push(Made::End);
+        if i % 997 == 0 {
+            assert!(rec.flush(Duration::from_secs(60)), "flush {i}");
+        }
+    }
+    let stats = rec.shutdown();
+    assert_eq!(stats.dropped, 0);
+    let mut got = Vec::new();
+    let mut batches_before = 0;
+    framelog::LogReader::open(dir.path())
+        .unwrap()
+        .read_available(|_, r| match r {
+            formats::Record::Start(s) => got.push(Made::Start {
+                label: s.label.to_owned(),
+                parent: match s.parent {
+                    formats::Parent::Frame(p) => Some(p),
+                    _ => None,
+                },
+            }),
+            formats::Record::End(_) => got.push(Made::End),
+            formats::Record::Plot(p) if p.name == "i" => got.push(Made::Plot(p.value)),
+            formats::Record::Message(m) => got.push(Made::Message(m.text.to_owned())),
+            formats::Record::ThreadInfo(_) => batches_before += 1,
+            _ => {}
+        })
+        .unwrap();
+    // Twenty flushes cut the thread's buffers: more batches than full buffers alone make.
+    assert!(batches_before > 20, "{batches_before} batches");
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "record {i}");
+    }
+}
