@@ -579,11 +579,11 @@ impl Entry {
         let pos = self.pos.get();
         let len = pos_len(pos);
         if self.codes {
-            let coded = self.coder.borrow_mut().start(
+            let coded = self.coder.borrow_mut().start_with_parent(
                 id,
                 timestamp,
                 context,
-                Some(parent),
+                parent,
                 category.0,
                 label.as_bytes(),
                 self.tail(len),

@@ -8,7 +8,7 @@
 use super::{
     BATCH, CONTEXT_SHIFT, END, END_IS_TOP, FORM_END, FORM_OTHER, FORM_START, FORM_START_PARENT,
     FROM_TOP, GIVEN, LAST, LabelKey, OTHER_TYPE_FOLLOWS, OTHER_WORKER, OWN, PACKED_BATCH_TYPE,
-    PARENT_SHIFT, Packer, SAME_CATEGORY, SEQUENTIAL_ID, START, START_WITH_PARENT, State,
+    PARENT_SHIFT, Packer, SAME_CATEGORY, SEQUENTIAL_ID, START, START_WITH_PARENT, THREAD_INFO,
     start_fields, u32_at,
 };
 use crate::record::{EXT_HEADER_LEN, FRAME_END_LEN, FRAME_START_HEADER_LEN};
@@ -37,9 +37,57 @@ struct Known {
     body: u64,
 }
 
+/// What a coder follows of the decoder's state (`docs/FORMAT.md`, *Packed body*): all of it
+/// but the stack of open frames, of which it knows only whether the frame started last is
+/// its top. Less to keep on the recording thread; the stack's other entries would only make
+/// a nested frame's end a byte shorter.
+struct Tracked {
+    worker: u8,
+    last_time: u64,
+    last_start: u32,
+    last_category: u8,
+    last_context: u32,
+    last_parent: u32,
+    /// The frame started last while no end (nor `thread_info`) came since: the top of the
+    /// decoder's stack.
+    open: Option<u32>,
+}
+
+impl Tracked {
+    fn new(worker: u8, base: u64) -> Self {
+        Self {
+            worker,
+            last_time: base,
+            last_start: 0,
+            last_category: 0,
+            last_context: 0,
+            last_parent: 0,
+            open: None,
+        }
+    }
+
+    /// After a record, as the decoder's rule (`State::after`) goes, but for the stack.
+    #[inline(always)]
+    fn after(&mut self, kind: u8, id: u32, context: u32, parent: u32, category: u8) {
+        match kind {
+            START | START_WITH_PARENT => {
+                self.last_start = id;
+                self.last_category = category;
+                self.last_context = context;
+                if kind == START_WITH_PARENT {
+                    self.last_parent = parent;
+                }
+                self.open = Some(id);
+            }
+            END | THREAD_INFO => self.open = None,
+            _ => {}
+        }
+    }
+}
+
 /// Codes one thread's records into packed bodies, one body per buffer: see the module docs.
 pub struct Coder {
-    st: State,
+    st: Tracked,
     /// The timestamp the body is coded against.
     base: u64,
     /// The worker the coder codes for (a record of another changes `st.worker`).
@@ -99,6 +147,24 @@ impl Head {
     }
 }
 
+/// `v` as a varint in the low bytes of a word, and its length, if it takes at most 3 bytes
+/// (a difference under about 1 ms between a thread's records).
+#[inline(always)]
+fn short_varint(v: u64) -> Option<(u64, u32)> {
+    if v < 1 << 7 {
+        Some((v, 1))
+    } else if v < 1 << 14 {
+        Some((v & 0x7f | 0x80 | (v >> 7) << 8, 2))
+    } else if v < 1 << 21 {
+        Some((
+            v & 0x7f | 0x80 | ((v >> 7) & 0x7f | 0x80) << 8 | (v >> 14) << 16,
+            3,
+        ))
+    } else {
+        None
+    }
+}
+
 /// Writes the first `n` (at most 8) bytes of `bytes` to the front of `out`: all eight when
 /// `out` has room (one store; what follows the `n` is free space), else only the `n`.
 #[inline(always)]
@@ -126,7 +192,7 @@ impl Coder {
             body: 0,
         };
         Self {
-            st: State::new(worker, base),
+            st: Tracked::new(worker, base),
             base,
             worker,
             body: 1,
@@ -141,7 +207,7 @@ impl Coder {
 
     /// Starts a new body (for a new buffer), coded against `base`.
     pub fn reset(&mut self, base: u64) {
-        self.st = State::new(self.worker, base);
+        self.st = Tracked::new(self.worker, base);
         self.base = base;
         self.body += 1;
         self.defined = 0;
@@ -159,25 +225,35 @@ impl Coder {
         self.plain
     }
 
-    /// Whether `k` is the label `label` (whose key is `key`).
+    /// Whether the coder's `slots[i]` (or its last label, for `SLOTS`) is the label `label`
+    /// (whose key is `key`), read field by field (no copy of a `Known`: a copy of one just
+    /// stored stalls on store forwarding).
     #[inline(always)]
-    fn is(&self, k: &Known, key: LabelKey, label: &[u8]) -> bool {
+    fn is(&self, k: &Known, key: &LabelKey, label: &[u8]) -> bool {
         let n = label.len();
-        k.body == self.body
-            && k.key == key
+        k.key.len == key.len
+            && k.key.first == key.first
+            && k.key.last == key.last
+            && k.body == self.body
             && (n <= 16 || self.arena[k.middle.0 as usize..k.middle.1 as usize] == label[8..n - 8])
     }
 
     /// The body's index of `label` if this coder defined it and remembers it.
     #[inline(always)]
-    fn find(&mut self, key: LabelKey, label: &[u8]) -> Option<u64> {
+    fn find(&mut self, key: &LabelKey, label: &[u8]) -> Option<u64> {
         if self.is(&self.last, key, label) {
             return Some(self.last.index);
         }
-        let k = self.slots[key.slot() % SLOTS];
-        if self.is(&k, key, label) {
-            self.last = k;
-            return Some(k.index);
+        self.find_slot(key, label)
+    }
+
+    /// [`Coder::find`] of a label other than the last one.
+    #[inline(never)]
+    fn find_slot(&mut self, key: &LabelKey, label: &[u8]) -> Option<u64> {
+        let i = key.slot() % SLOTS;
+        if self.is(&self.slots[i], key, label) {
+            self.last = self.slots[i];
+            return Some(self.last.index);
         }
         None
     }
@@ -212,7 +288,7 @@ impl Coder {
     /// `out`; the bytes written, or `None` (nothing changed) if they do not fit `out`, the
     /// body would unpack to more than [`CODED_PLAIN_LIMIT`], or the label is over 255 bytes.
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
+    #[inline(never)]
     pub fn start(
         &mut self,
         id: u32,
@@ -237,20 +313,22 @@ impl Coder {
         }
         let st = &self.st;
         let time = zigzag(timestamp.wrapping_sub(st.last_time) as i64);
-        let top = st.top();
         let sequential = id == st.last_start.wrapping_add(1);
-        let cmode = match top {
-            Some((_, c)) if c == context => FROM_TOP,
-            _ if context == id => OWN,
-            _ if context == st.last_context => LAST,
-            _ => GIVEN,
+        // (The top of the stack is never named for a context: when it is known, it is the
+        // frame started last, whose context is `last_context`.)
+        let cmode = if context == st.last_context {
+            LAST
+        } else if context == id {
+            OWN
+        } else {
+            GIVEN
         };
-        let pmode = match (parent, top) {
-            (None, _) => FROM_TOP,
-            (Some(p), Some((t, _))) if p == t => FROM_TOP,
-            (Some(0), _) => OWN,
-            (Some(p), _) if p == st.last_parent => LAST,
-            (Some(_), _) => GIVEN,
+        let pmode = match parent {
+            None => FROM_TOP,
+            Some(p) if p == st.last_parent && p != 0 => LAST,
+            Some(0) => OWN,
+            Some(p) if Some(p) == st.open => FROM_TOP,
+            Some(_) => GIVEN,
         };
         let same_category = category == st.last_category;
         let mut tag = form | cmode << CONTEXT_SHIFT | pmode << PARENT_SHIFT;
@@ -261,20 +339,23 @@ impl Coder {
             tag |= SAME_CATEGORY;
         }
         let key = LabelKey::of(label);
-        let known = self.find(key, label);
-        let written = match known {
-            // The usual start: three bytes.
-            Some(k)
-                if time < 0x80
-                    && k < 0x80
-                    && sequential
-                    && same_category
-                    && cmode != GIVEN
-                    && pmode != GIVEN =>
+        let known = self.find(&key, label);
+        let usual = match (known, short_varint(time)) {
+            (Some(k), Some(t))
+                if k < 0x80 && sequential && same_category && cmode != GIVEN && pmode != GIVEN =>
             {
-                put_short(out, u64::from(tag) | time << 8 | k << 16, 3)?
+                Some((k, t))
             }
-            _ => {
+            _ => None,
+        };
+        let written = match usual {
+            // The usual start: a tag, the time in a byte or three, the label's index.
+            Some((k, (t, tn))) => put_short(
+                out,
+                u64::from(tag) | t << 8 | k << (8 * (tn + 1)),
+                tn as usize + 2,
+            )?,
+            None => {
                 let st = &self.st;
                 let mut h = Head::new(tag);
                 h.varint(time);
@@ -312,17 +393,108 @@ impl Coder {
         Some(written)
     }
 
+    /// Codes a FrameStart with parent (type 6; `parent` 0 for none) as [`Coder::start`] does,
+    /// with a short path for a recording thread's usual start: the next id, with the last
+    /// start's label and category, in its context (or a context of its own), beside it (or
+    /// inside it, or a root).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn start_with_parent(
+        &mut self,
+        id: u32,
+        timestamp: u64,
+        context: u32,
+        parent: u32,
+        category: u8,
+        label: &[u8],
+        out: &mut [u8],
+    ) -> Option<usize> {
+        let st = &self.st;
+        let n = label.len();
+        let cmode = if context == st.last_context {
+            LAST
+        } else if context == id {
+            OWN
+        } else {
+            GIVEN
+        };
+        let pmode = if parent == st.last_parent && parent != 0 {
+            LAST
+        } else if parent == 0 {
+            OWN
+        } else if Some(parent) == st.open {
+            FROM_TOP
+        } else {
+            GIVEN
+        };
+        if id == st.last_start.wrapping_add(1)
+            && category == st.last_category
+            && cmode != GIVEN
+            && pmode != GIVEN
+            && self.last.index < 0x80
+            && self.plain + FRAME_START_PARENT_HEADER_LEN + n <= CODED_PLAIN_LIMIT
+            && self.is(&self.last, &LabelKey::of(label), label)
+            && let Some((t, tn)) = short_varint(zigzag(timestamp.wrapping_sub(st.last_time) as i64))
+        {
+            let tag = FORM_START_PARENT
+                | SEQUENTIAL_ID
+                | cmode << CONTEXT_SHIFT
+                | pmode << PARENT_SHIFT
+                | SAME_CATEGORY;
+            let k = self.last.index;
+            let written = put_short(
+                out,
+                u64::from(tag) | t << 8 | k << (8 * (tn + 1)),
+                tn as usize + 2,
+            )?;
+            let st = &mut self.st;
+            st.last_time = timestamp;
+            st.last_start = id;
+            st.last_context = context;
+            st.last_parent = parent;
+            st.open = Some(id);
+            self.plain += FRAME_START_PARENT_HEADER_LEN + n;
+            return Some(written);
+        }
+        self.start(id, timestamp, context, Some(parent), category, label, out)
+    }
+
     /// Codes a FrameEnd to the front of `out`; as [`Coder::start`].
     #[inline(always)]
     pub fn end(&mut self, id: u32, timestamp: u64, out: &mut [u8]) -> Option<usize> {
+        if self.st.open == Some(id)
+            && self.plain + FRAME_END_LEN <= CODED_PLAIN_LIMIT
+            && let Some((t, tn)) =
+                short_varint(zigzag(timestamp.wrapping_sub(self.st.last_time) as i64))
+        {
+            let written = put_short(
+                out,
+                u64::from(FORM_END | END_IS_TOP) | t << 8,
+                tn as usize + 1,
+            )?;
+            self.st.last_time = timestamp;
+            self.st.open = None;
+            self.plain += FRAME_END_LEN;
+            return Some(written);
+        }
+        self.end_slow(id, timestamp, out)
+    }
+
+    /// [`Coder::end`] in general.
+    #[inline(never)]
+    fn end_slow(&mut self, id: u32, timestamp: u64, out: &mut [u8]) -> Option<usize> {
         if self.plain + FRAME_END_LEN > CODED_PLAIN_LIMIT {
             return None;
         }
         let st = &self.st;
         let time = zigzag(timestamp.wrapping_sub(st.last_time) as i64);
-        let written = if st.top().is_some_and(|(t, _)| t == id) {
-            if time < 0x80 {
-                put_short(out, u64::from(FORM_END | END_IS_TOP) | time << 8, 2)?
+        let written = if st.open == Some(id) {
+            if let Some((t, tn)) = short_varint(time) {
+                put_short(
+                    out,
+                    u64::from(FORM_END | END_IS_TOP) | t << 8,
+                    tn as usize + 1,
+                )?
             } else {
                 let mut h = Head::new(FORM_END | END_IS_TOP);
                 h.varint(time);
@@ -352,8 +524,15 @@ impl Coder {
             if kind == END {
                 return self.end(id, timestamp, out);
             }
-            if let Some((context, parent, category, label)) = start_fields(r) {
-                return self.start(id, timestamp, context, parent, category, label, out);
+            match start_fields(r) {
+                Some((context, Some(parent), category, label)) => {
+                    return self
+                        .start_with_parent(id, timestamp, context, parent, category, label, out);
+                }
+                Some((context, None, category, label)) => {
+                    return self.start(id, timestamp, context, None, category, label, out);
+                }
+                None => {}
             }
         }
         if kind == BATCH || kind == PACKED_BATCH_TYPE || self.plain + r.len() > CODED_PLAIN_LIMIT {

@@ -51,26 +51,43 @@ struct Stack {
 }
 
 impl Stack {
+    #[inline(always)]
     fn push(&mut self, open: (u32, u32)) {
         if self.len == STACK_DEPTH {
-            self.items.copy_within(1.., 0);
-            self.len -= 1;
+            self.drop_bottom();
         }
         self.items[self.len] = open;
         self.len += 1;
     }
 
+    #[cold]
+    fn drop_bottom(&mut self) {
+        self.items.copy_within(1.., 0);
+        self.len -= 1;
+    }
+
     /// Removes the topmost entry with frame `id`, if any.
+    #[inline(always)]
     fn remove(&mut self, id: u32) {
         let len = self.len;
         if len > 0 && self.items[len - 1].0 == id {
             self.len -= 1;
-        } else if let Some(i) = self.items[..len].iter().rposition(|&(open, _)| open == id) {
+        } else {
+            self.remove_below(id);
+        }
+    }
+
+    /// [`Stack::remove`] of an entry under the top.
+    #[inline(never)]
+    fn remove_below(&mut self, id: u32) {
+        let len = self.len;
+        if let Some(i) = self.items[..len].iter().rposition(|&(open, _)| open == id) {
             self.items.copy_within(i + 1..len, i);
             self.len -= 1;
         }
     }
 
+    #[inline(always)]
     fn top(&self) -> Option<(u32, u32)> {
         self.len.checked_sub(1).map(|i| self.items[i])
     }
@@ -105,7 +122,7 @@ impl State {
     }
 
     /// The one rule both sides apply after every record, whatever its form.
-    #[inline]
+    #[inline(always)]
     fn after(&mut self, kind: u8, id: u32, context: u32, parent: u32, category: u8) {
         match kind {
             START | START_WITH_PARENT => {
@@ -123,6 +140,7 @@ impl State {
         }
     }
 
+    #[inline(always)]
     fn top(&self) -> Option<(u32, u32)> {
         self.stack.top()
     }
@@ -158,17 +176,27 @@ struct LabelKey {
 }
 
 impl LabelKey {
-    #[inline]
+    #[inline(always)]
     fn of(label: &[u8]) -> Self {
         let len = label.len();
+        // Loads that overlap, not bytes stored one at a time and read back as a word (which
+        // stalls on store forwarding): a short label's bytes, zero-padded.
         let (first, last) = if len >= 8 {
             let first = u64::from_le_bytes(label[..8].try_into().expect("8 bytes"));
             let last = u64::from_le_bytes(label[len - 8..].try_into().expect("8 bytes"));
             (first, last)
+        } else if len >= 4 {
+            let lo = u32::from_le_bytes(label[..4].try_into().expect("4 bytes"));
+            let hi = u32::from_le_bytes(label[len - 4..].try_into().expect("4 bytes"));
+            (u64::from(lo) | u64::from(hi) << (8 * (len - 4)), 0)
+        } else if len > 0 {
+            let (a, b, c) = (label[0], label[len / 2], label[len - 1]);
+            (
+                u64::from(a) | u64::from(b) << (8 * (len / 2)) | u64::from(c) << (8 * (len - 1)),
+                0,
+            )
         } else {
-            let mut b = [0u8; 8];
-            b[..len].copy_from_slice(label);
-            (u64::from_le_bytes(b), 0)
+            (0, 0)
         };
         Self { first, last, len }
     }
@@ -1244,6 +1272,61 @@ mod tests {
         }
         body.extend_from_slice(&buf[..at]);
         (body, count, plain)
+    }
+
+    #[test]
+    fn a_label_key_holds_a_short_labels_bytes_zero_padded() {
+        for n in 0..=20usize {
+            let label: Vec<u8> = (1..=n as u8).collect();
+            let k = LabelKey::of(&label);
+            let mut first = [0u8; 8];
+            let m = n.min(8);
+            first[..m].copy_from_slice(&label[..m]);
+            let mut last = [0u8; 8];
+            if n >= 8 {
+                last.copy_from_slice(&label[n - 8..]);
+            }
+            assert_eq!(
+                (k.first, k.last, k.len),
+                (u64::from_le_bytes(first), u64::from_le_bytes(last), n),
+                "{n} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn records_a_few_microseconds_apart_code_as_they_pack() {
+        // Times 100 ns to 1 ms apart: the coder's short path writes their differences in
+        // two or three bytes, as varints.
+        let mut v = Vec::new();
+        let (mut t, mut id) = (5_000u64, 10u32);
+        for gap in [
+            100u64, 2_000, 8_191, 8_192, 500_000, 1_048_575, 1_048_576, 9,
+        ] {
+            t += gap;
+            Record::Start(FrameStart {
+                id,
+                worker: 1,
+                timestamp: t,
+                context: 3,
+                category: Category::FUNCTION,
+                label: "gap",
+                parent: Parent::Frame(3),
+            })
+            .encode_to_vec(&mut v);
+            t += gap;
+            Record::End(FrameEnd {
+                id,
+                worker: 1,
+                timestamp: t,
+            })
+            .encode_to_vec(&mut v);
+            id += 1;
+        }
+        let (body, count, plain) = coded(1, 5_000, &v);
+        let mut back = Vec::new();
+        unpack(1, 5_000, count, &body, &mut back).unwrap();
+        assert_eq!(back, plain);
     }
 
     #[test]
