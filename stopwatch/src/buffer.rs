@@ -12,7 +12,7 @@
 #![allow(unsafe_code)]
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use formats::{FrameAlloc, FrameEnd, FrameStart, Message, Plot};
 
@@ -146,9 +146,29 @@ pub(crate) struct Buf {
     /// The [`Pos`] below which the writer has already written (only the writer changes it,
     /// under the slot lock; atomic because the buffer is shared while the producer owns it).
     stolen: AtomicU64,
-    /// The timestamp a coded buffer's records are coded against (`formats::packed::Coder`),
-    /// set before the buffer is shared.
-    coded_against: u64,
+    /// A coded buffer's bodies (`formats::packed::Coder`), one after another, each within
+    /// what one batch may unpack to: where each begins and the timestamp it is coded against.
+    /// The owning thread writes an entry, then `bodies`, before it publishes the body's
+    /// records (the writer reads them after those records, so it sees them).
+    body_starts: [AtomicU64; MAX_BODIES],
+    body_bases: [AtomicU64; MAX_BODIES],
+    bodies: AtomicUsize,
+}
+
+/// Most coded bodies one buffer holds (a thread hands the buffer over after the last).
+pub(crate) const MAX_BODIES: usize = 32;
+
+/// One coded body of a buffer, as far as it was written: see [`Buf::bodies`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Body {
+    /// Where it begins.
+    pub(crate) start: Pos,
+    /// Where it ends: where the next body begins, or how far the buffer was read.
+    pub(crate) end: Pos,
+    /// The timestamp it is coded against.
+    pub(crate) base: u64,
+    /// Whether a later body begins where it ends (then nothing more is written to it).
+    pub(crate) closed: bool,
 }
 
 // SAFETY: `Buf` owns its heap block; concurrent access follows the disjoint-range protocol
@@ -167,7 +187,9 @@ impl Buf {
             data,
             cap,
             stolen: AtomicU64::new(0),
-            coded_against: 0,
+            body_starts: std::array::from_fn(|_| AtomicU64::new(0)),
+            body_bases: std::array::from_fn(|_| AtomicU64::new(0)),
+            bodies: AtomicUsize::new(0),
         })
     }
 
@@ -183,14 +205,44 @@ impl Buf {
         self.data.as_ptr()
     }
 
-    /// The timestamp its records are coded against, if its thread codes them.
-    pub(crate) fn coded_against(&self) -> u64 {
-        self.coded_against
+    /// Forgets the buffer's coded bodies (it is about to be filled again, by its owner).
+    pub(crate) fn clear_bodies(&self) {
+        self.bodies.store(0, Ordering::Release);
     }
 
-    /// Sets [`Buf::coded_against`] (while the buffer is not shared).
-    pub(crate) fn set_coded_against(&mut self, timestamp: u64) {
-        self.coded_against = timestamp;
+    /// Records that a coded body coded against `base` begins at `at` (the owning thread,
+    /// before it publishes any of its records); false if the buffer holds [`MAX_BODIES`].
+    pub(crate) fn begin_body(&self, at: Pos, base: u64) -> bool {
+        let n = self.bodies.load(Ordering::Relaxed);
+        if n == MAX_BODIES {
+            return false;
+        }
+        self.body_starts[n].store(at, Ordering::Relaxed);
+        self.body_bases[n].store(base, Ordering::Relaxed);
+        self.bodies.store(n + 1, Ordering::Release);
+        true
+    }
+
+    /// The coded bodies that have records below `upto` (a published position, or the end of
+    /// a buffer handed over), in order.
+    pub(crate) fn bodies(&self, upto: Pos) -> Vec<Body> {
+        let n = self.bodies.load(Ordering::Acquire);
+        let starts: Vec<Pos> = (0..n)
+            .map(|i| self.body_starts[i].load(Ordering::Relaxed))
+            .collect();
+        (0..n)
+            .filter(|&i| pos_len(starts[i]) < pos_len(upto))
+            .map(|i| {
+                let next = starts.get(i + 1).copied();
+                Body {
+                    start: starts[i],
+                    end: next.map_or(upto, |s| if pos_len(s) < pos_len(upto) { s } else { upto }),
+                    base: self.body_bases[i].load(Ordering::Relaxed),
+                    // A body begun past `upto` may still have records of this one before it.
+                    closed: next.is_some_and(|s| pos_len(s) <= pos_len(upto)),
+                }
+            })
+            .collect()
     }
 
     /// The position below which the writer has already taken everything.

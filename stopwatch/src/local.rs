@@ -35,6 +35,10 @@ use crate::poll_times::PollTimes;
 use crate::sink::Msg;
 use crate::slot::Slot;
 
+/// Room a coded buffer must have left for a new body to begin in it (below this, the thread
+/// hands it over).
+const MIN_BODY_ROOM: usize = 1024;
+
 /// How much longer a coded record may be than its plain form (a start with every field given
 /// takes up to 53 bytes before its label, against 25 plain).
 const CODED_GROWTH: usize = 32;
@@ -685,7 +689,7 @@ impl Entry {
     #[cold]
     #[inline(never)]
     fn emit_slow(&self, rec: &dyn Encode) {
-        if self.try_encode(rec) {
+        if self.try_encode(rec) || (self.begin_next_body() && self.try_encode(rec)) {
             return;
         }
         if self.inner.closed.load(Ordering::Acquire) {
@@ -715,6 +719,31 @@ impl Entry {
         if !self.try_encode(rec) {
             self.count_dropped(rec);
         }
+    }
+
+    /// Begins a new coded body in the current buffer after this one, if this one is well
+    /// used (a body unpacks to at most what a batch holds, about 2,500 frames) and the buffer
+    /// has room: the writer frames each body as a batch of its own, and a buffer carries
+    /// several, so the thread hands over (and wakes the writer) several times less often.
+    #[cold]
+    fn begin_next_body(&self) -> bool {
+        let raw = self.buf.get();
+        let pos = self.pos.get();
+        if !self.codes
+            || raw.is_null()
+            || self.cap.get() - pos_len(pos) < MIN_BODY_ROOM
+            || self.coder.borrow().plain_len() < formats::packed::CODED_PLAIN_LIMIT / 2
+        {
+            return false;
+        }
+        let now = self.now();
+        // SAFETY: `raw` is this thread's current buffer: it stays alive until this thread
+        // hands it over, and `begin_body` takes a shared reference (the writer may read it).
+        if !unsafe { &*raw }.begin_body(pos, now) {
+            return false;
+        }
+        self.coder.borrow_mut().reset(now);
+        true
     }
 
     /// Counts a record that had nowhere to go: a frame record in the books (`Stats::dropped`,
@@ -781,11 +810,12 @@ impl Entry {
     }
 
     /// Makes `buf` the current buffer.
-    fn install(&self, mut buf: Box<Buf>) {
+    fn install(&self, buf: Box<Buf>) {
+        buf.clear_bodies();
         if self.codes {
             // A new body, coded against now (its records' times are differences from it).
             let now = self.now();
-            buf.set_coded_against(now);
+            buf.begin_body(0, now);
             self.coder.borrow_mut().reset(now);
         }
         let raw = Box::into_raw(buf);

@@ -54,9 +54,10 @@ pub(crate) struct SlotState {
     /// The writer's final pass took what this slot had: nothing handed over after this is
     /// read (it is counted as dropped instead).
     pub(crate) sealed: bool,
-    /// Where the writer's reading of the current coded buffer stopped, once it stole from it
-    /// (`formats::packed::Coder`: a piece of a body unpacks only after the pieces before it).
-    pub(crate) unpacker: Option<Box<formats::packed::Unpacker>>,
+    /// Where the writer's reading of the current coded buffer stopped inside a body (the
+    /// body's start, and its decoder), once it stole from it (`formats::packed::Coder`: a
+    /// piece of a body unpacks only after the pieces before it).
+    pub(crate) unpacker: Option<(crate::buffer::Pos, Box<formats::packed::Unpacker>)>,
 }
 
 // SAFETY: the raw pointer is only dereferenced by the writer under the mutex while the owner

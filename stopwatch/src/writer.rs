@@ -27,7 +27,7 @@ use crossbeam_channel::{Receiver, Sender, select};
 use formats::packed::Unpacker;
 use formats::{BATCH_RECORD_LEN, BatchHeader, Dropped, FrameKey, Record, ThreadInfo};
 
-use crate::buffer::{Pos, pos_count, pos_frames, pos_len};
+use crate::buffer::{Buf, Pos, pos_count, pos_frames, pos_len};
 use crate::error::{Error, SinkError};
 use crate::inner::Inner;
 use crate::sink::{DataMsg, Msg};
@@ -233,16 +233,9 @@ impl Writer {
                 let (start, end) = (pos_len(from), pos_len(to).min(buf.cap()));
                 let count = Counts::between(from, to);
                 if self.inner.packs {
-                    // SAFETY: the producer handed the buffer over; nobody writes it any more
-                    // and `..end` is within its capacity (the producer wrote `..to`).
-                    let body = unsafe { buf.bytes(0, end) };
-                    if start == 0 {
-                        self.add_coded(&slot, body, buf.coded_against(), count);
-                    } else if start < end {
-                        // Stolen from before: unpacked from where the steals stopped.
-                        let unpacker = slot.lock().unpacker.take();
-                        self.add_resumed(&slot, unpacker, body, start, count);
-                    }
+                    // Where the steals from this buffer stopped, if they did in a body.
+                    let mut resume = slot.lock().unpacker.take();
+                    self.add_bodies(&slot, &buf, from, to, true, &mut resume);
                 } else {
                     // SAFETY: as above, for `start..end`.
                     let bytes = unsafe { buf.bytes(start.min(end), end) };
@@ -288,6 +281,59 @@ impl Writer {
         self.copy_chunk(slot, bytes, count, crc);
         if self.out.len() >= MAX_BATCH {
             self.write_out();
+        }
+    }
+
+    /// Adds the records `from..to` of `buf`, a coded buffer, body by body: a whole body as a
+    /// packed batch without reading it, a piece of one (`from` inside it, where `resume`
+    /// stopped, or `to` inside it: `complete` false, a steal from a buffer still written)
+    /// unpacked and packed as a batch of its own, leaving in `resume` where the next piece
+    /// goes on.
+    fn add_bodies(
+        &mut self,
+        slot: &Slot,
+        buf: &Buf,
+        from: Pos,
+        to: Pos,
+        complete: bool,
+        resume: &mut Option<(Pos, Box<Unpacker>)>,
+    ) {
+        for body in buf.bodies(to) {
+            if pos_len(body.end) <= pos_len(from) {
+                continue;
+            }
+            let (start, end) = (pos_len(body.start), pos_len(body.end).min(buf.cap()));
+            // SAFETY: the caller holds a position `to` published by the owning thread (or
+            // the buffer, handed over); `start..end` lies below it, written and immutable.
+            let bytes = unsafe { buf.bytes(start.min(end), end) };
+            let whole = body.closed || complete;
+            if pos_len(from) <= start && whole {
+                self.add_coded(
+                    slot,
+                    bytes,
+                    body.base,
+                    Counts::between(body.start, body.end),
+                );
+                continue;
+            }
+            let at = from.max(body.start);
+            let unpacker = if pos_len(at) == start {
+                Some(Box::new(Unpacker::new(self.worker, body.base)))
+            } else {
+                resume
+                    .take()
+                    .and_then(|(s, u)| (pos_len(s) == start).then_some(u))
+            };
+            let left = self.add_resumed(
+                slot,
+                unpacker,
+                bytes,
+                pos_len(at) - start,
+                Counts::between(at, body.end),
+            );
+            if !whole {
+                *resume = left.map(|u| (body.start, u));
+            }
         }
     }
 
@@ -478,23 +524,12 @@ impl Writer {
         let from = buf.stolen();
         let (start, end) = (pos_len(from), pos_len(committed).min(buf.cap()));
         if end > start && self.inner.packs {
-            // SAFETY: as above; `..end` is complete and immutable.
-            let body = unsafe { buf.bytes(0, end) };
             buf.set_stolen(committed);
-            let unpacker = if start == 0 {
-                Some(Box::new(Unpacker::new(self.worker, buf.coded_against())))
-            } else {
-                st.unpacker.take()
-            };
-            // Unpacked (and packed as a batch of its own) while the caller holds the lock, as
-            // below; the rest of this buffer will be unpacked from where this stops.
-            st.unpacker = self.add_resumed(
-                slot,
-                unpacker,
-                body,
-                start,
-                Counts::between(from, committed),
-            );
+            // Unpacked where needed (and packed as batches of their own) while the caller
+            // holds the lock, as below.
+            let mut resume = st.unpacker.take();
+            self.add_bodies(slot, buf, from, committed, false, &mut resume);
+            st.unpacker = resume;
         } else if end > start {
             // SAFETY: as above; `start..end` is complete and immutable.
             let bytes = unsafe { buf.bytes(start, end) };

@@ -273,16 +273,24 @@ enum Made {
 
 #[test]
 fn records_taken_by_a_flush_mid_buffer_read_back_record_for_record() {
-    // A log directory's recorder codes each buffer as its thread writes it. A flush takes
-    // what the thread wrote so far (the writer unpacks that piece and writes it as a batch of
-    // its own) and the thread goes on in the same buffer, whose rest is unpacked from there
-    // when it is handed over. Every record comes back, in order, with its label, its parent,
-    // its value or its text.
+    // A log directory's recorder codes each buffer as its thread writes it, in bodies of at
+    // most what one batch unpacks to (a buffer of the default pool holds several). A flush
+    // takes what the thread wrote so far (the writer unpacks a piece of a body and writes it
+    // as a batch of its own; whole bodies go as they are) and the thread goes on in the same
+    // buffer, whose rest is unpacked from there when it is handed over. Every record comes
+    // back, in order, with its label, its parent, its value or its text: with small buffers
+    // (one body each) and the default ones.
+    for pool_kib in [64, 4096] {
+        flushed_mid_buffer(pool_kib);
+    }
+}
+
+fn flushed_mid_buffer(pool_kib: usize) {
     let dir = tempfile::tempdir().unwrap();
     let rec = stopwatch::Stopwatch::builder()
         .dir(dir.path())
         .mode(BufferingMode::Block)
-        .buffer_kib(64)
+        .buffer_kib(pool_kib)
         .flush_interval(Duration::from_secs(3600))
         .build()
         .unwrap();
@@ -292,10 +300,15 @@ fn records_taken_by_a_flush_mid_buffer_read_back_record_for_record() {
         "a label longer than sixteen bytes, with a middle",
         "x/y/z",
     ];
+    let clock = stopwatch::clock::Clock::process();
     let mut want = Vec::new();
+    // When each start and plot was made: between two reads of the recorder's clock.
+    let mut windows = Vec::new();
     let mut outer_ids = Vec::new();
-    for i in 0..20_000usize {
+    for i in 0..40_000usize {
+        let t0 = clock.now();
         let outer = rec.start(labels[i % 4]);
+        windows.push((t0, clock.now()));
         let outer_id = outer.key().map(|k| k.id).unwrap();
         outer_ids.push(outer_id);
         want.push(Made::Start {
@@ -303,7 +316,10 @@ fn records_taken_by_a_flush_mid_buffer_read_back_record_for_record() {
             parent: None,
         });
         if i % 3 == 0 {
-            drop(rec.start(labels[(i + 1) % 4]));
+            let t0 = clock.now();
+            let inner = rec.start(labels[(i + 1) % 4]);
+            windows.push((t0, clock.now()));
+            drop(inner);
             want.push(Made::Start {
                 label: labels[(i + 1) % 4].into(),
                 parent: Some(outer_id),
@@ -311,7 +327,9 @@ fn records_taken_by_a_flush_mid_buffer_read_back_record_for_record() {
             want.push(Made::End);
         }
         if i % 7 == 0 {
+            let t0 = clock.now();
             rec.plot("i", i as f64);
+            windows.push((t0, clock.now()));
             want.push(Made::Plot(i as f64));
         }
         if i % 11 == 0 {
@@ -327,28 +345,43 @@ fn records_taken_by_a_flush_mid_buffer_read_back_record_for_record() {
     let stats = rec.shutdown();
     assert_eq!(stats.dropped, 0);
     let mut got = Vec::new();
+    let mut times = Vec::new();
     let mut batches_before = 0;
     framelog::LogReader::open(dir.path())
         .unwrap()
         .read_available(|_, r| match r {
-            formats::Record::Start(s) => got.push(Made::Start {
-                label: s.label.to_owned(),
-                parent: match s.parent {
-                    formats::Parent::Frame(p) => Some(p),
-                    _ => None,
-                },
-            }),
+            formats::Record::Start(s) => {
+                times.push(s.timestamp);
+                got.push(Made::Start {
+                    label: s.label.to_owned(),
+                    parent: match s.parent {
+                        formats::Parent::Frame(p) => Some(p),
+                        _ => None,
+                    },
+                })
+            }
             formats::Record::End(_) => got.push(Made::End),
-            formats::Record::Plot(p) if p.name == "i" => got.push(Made::Plot(p.value)),
+            formats::Record::Plot(p) if p.name == "i" => {
+                times.push(p.timestamp);
+                got.push(Made::Plot(p.value))
+            }
             formats::Record::Message(m) => got.push(Made::Message(m.text.to_owned())),
             formats::Record::ThreadInfo(_) => batches_before += 1,
             _ => {}
         })
         .unwrap();
-    // Twenty flushes cut the thread's buffers: more batches than full buffers alone make.
-    assert!(batches_before > 20, "{batches_before} batches");
-    assert_eq!(got.len(), want.len());
+    // Forty flushes cut the thread's buffers: more batches than full buffers alone make.
+    assert!(batches_before > 40, "{batches_before} batches");
+    assert_eq!(got.len(), want.len(), "a pool of {pool_kib} KiB");
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(g, w, "record {i}");
+        assert_eq!(g, w, "record {i}, a pool of {pool_kib} KiB");
+    }
+    // And each at its time (the coded times are differences from each body's base).
+    assert_eq!(times.len(), windows.len());
+    for (i, (t, (lo, hi))) in times.iter().zip(&windows).enumerate() {
+        assert!(
+            (lo..=hi).contains(&t),
+            "start or plot {i} at {t}, made between {lo} and {hi} (pool {pool_kib} KiB)"
+        );
     }
 }
