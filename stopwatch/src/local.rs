@@ -3,8 +3,9 @@
 //! chunk of frame ids.
 //!
 //! The hot path is: one thread-local load (the entry used last) and a pointer compare, one
-//! relaxed load of the session gate, a timestamp, the record written with one bounds check,
-//! the new position published with one Release store. No lock, no atomic read-modify-write,
+//! relaxed load of the session gate, a timestamp, the record written with one bounds check
+//! (coded, for a log directory: `formats::packed::Coder` packs it as it is written, a start in
+//! three bytes, an end in two), the new position published with one Release store. No lock, no atomic read-modify-write,
 //! no allocation (for `&'static str` labels). Everything else (buffer swaps, id refills,
 //! registration, long labels, session rules) is out of line and `#[cold]`.
 
@@ -874,7 +875,8 @@ impl Entry {
         }
         st.pending += 1;
         drop(st);
-        // A packing writer checksums the packed body instead: no pass over the records here.
+        // A coded buffer's bodies are checksummed as packed batches by the writer: no pass over
+        // the records here.
         // SAFETY: the buffer is ours alone again (the slot no longer points at it), and
         // `from..pos` lies within what this thread wrote (`from <= pos <= cap`).
         let crc = (!self.inner.packs)

@@ -5,9 +5,15 @@
 //! Each chunk of a thread's records it writes is preceded by a `ThreadInfo` record, so a
 //! reader knows which thread the following records came from; the two are one checksummed
 //! batch (`docs/FORMAT.md`, "Frame-log batches"). The recording thread counted the records
-//! as it wrote them and checksummed a full buffer when it handed it over, so the writer
-//! frames a chunk from those numbers alone (it checksums only what it steals from partial
-//! buffers and the few records it makes itself) and the log takes the batches as they are.
+//! as it wrote them, so the writer frames a chunk from those numbers alone:
+//!
+//! - for a log directory, the recording thread coded its buffer as packed bodies
+//!   (`formats::packed::Coder`): each whole body becomes a packed batch as it is, and only a
+//!   piece of a body that a steal cut is unpacked (from where the last piece stopped) and
+//!   packed as a batch of its own;
+//! - for a sink that takes plain batches, the recording thread checksummed a full buffer when
+//!   it handed it over, and the writer checksums only what it steals from partial buffers and
+//!   the few records it makes itself.
 //!
 //! Failure policy: the first write error is reported once, the pool is aborted (parked
 //! Block-mode producers are released and fall back to drops) and from then on every record
