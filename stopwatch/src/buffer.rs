@@ -224,25 +224,25 @@ impl Buf {
     }
 
     /// The coded bodies that have records below `upto` (a published position, or the end of
-    /// a buffer handed over), in order.
-    pub(crate) fn bodies(&self, upto: Pos) -> Vec<Body> {
+    /// a buffer handed over), in order, into `out` (cleared first: the writer reuses it, and
+    /// allocates nothing per buffer).
+    pub(crate) fn bodies(&self, upto: Pos, out: &mut Vec<Body>) {
+        out.clear();
         let n = self.bodies.load(Ordering::Acquire);
-        let starts: Vec<Pos> = (0..n)
-            .map(|i| self.body_starts[i].load(Ordering::Relaxed))
-            .collect();
-        (0..n)
-            .filter(|&i| pos_len(starts[i]) < pos_len(upto))
-            .map(|i| {
-                let next = starts.get(i + 1).copied();
-                Body {
-                    start: starts[i],
-                    end: next.map_or(upto, |s| if pos_len(s) < pos_len(upto) { s } else { upto }),
-                    base: self.body_bases[i].load(Ordering::Relaxed),
-                    // A body begun past `upto` may still have records of this one before it.
-                    closed: next.is_some_and(|s| pos_len(s) <= pos_len(upto)),
-                }
-            })
-            .collect()
+        for i in 0..n {
+            let start = self.body_starts[i].load(Ordering::Relaxed);
+            if pos_len(start) >= pos_len(upto) {
+                break;
+            }
+            let next = (i + 1 < n).then(|| self.body_starts[i + 1].load(Ordering::Relaxed));
+            out.push(Body {
+                start,
+                end: next.map_or(upto, |s| if pos_len(s) < pos_len(upto) { s } else { upto }),
+                base: self.body_bases[i].load(Ordering::Relaxed),
+                // A body begun past `upto` may still have records of this one before it.
+                closed: next.is_some_and(|s| pos_len(s) <= pos_len(upto)),
+            });
+        }
     }
 
     /// The position below which the writer has already taken everything.

@@ -595,30 +595,14 @@ impl Entry {
             );
             return match coded {
                 Some(n) => self.publish(pos + n as Pos + ONE_RECORD),
-                None => self.emit_slow(&FrameStart {
-                    parent: Parent::from_field(parent),
-                    id,
-                    worker: self.worker,
-                    timestamp,
-                    context,
-                    category,
-                    label,
-                }),
+                None => self.emit_start_slow(id, timestamp, context, parent, category, label),
             };
         }
         let n = FRAME_START_PARENT_HEADER_LEN + label.len();
         // `len <= cap` always holds. A label longer than 255 bytes (cut by the encoder) takes
         // the slow path too.
         if label.len() > u8::MAX as usize || n > self.cap.get() - len {
-            return self.emit_slow(&FrameStart {
-                parent: Parent::from_field(parent),
-                id,
-                worker: self.worker,
-                timestamp,
-                context,
-                category,
-                label,
-            });
+            return self.emit_start_slow(id, timestamp, context, parent, category, label);
         }
         // The layout is `formats`' (one home): built in registers, stored with one copy.
         let head = formats::start_with_parent_head(
@@ -640,6 +624,30 @@ impl Entry {
             copy_short(label.as_bytes(), dst.add(FRAME_START_PARENT_HEADER_LEN));
         }
         self.publish(pos + n as Pos + ONE_RECORD);
+    }
+
+    /// [`Entry::emit_start`] when the record does not fit the current buffer (or its label
+    /// is long): through the slow path.
+    #[cold]
+    #[inline(never)]
+    fn emit_start_slow(
+        &self,
+        id: u32,
+        timestamp: u64,
+        context: u32,
+        parent: u32,
+        category: Category,
+        label: &str,
+    ) {
+        self.emit_slow(&FrameStart {
+            parent: Parent::from_field(parent),
+            id,
+            worker: self.worker,
+            timestamp,
+            context,
+            category,
+            label,
+        });
     }
 
     /// Appends a FrameEnd to the current buffer, with one bounds check.
@@ -970,6 +978,20 @@ thread_local! {
 /// or register while holding its own slot list: a deadlock either way.
 pub(crate) fn mark_writer_thread(inner: &Arc<Inner>) {
     WRITER_OF.with(|w| w.set(Arc::as_ptr(inner)));
+    // A call made while the thread was starting (a global allocator's, before this mark)
+    // registered it: that entry goes, its records handed over, so later calls find the mark.
+    let entry = LOCAL
+        .try_with(|l| {
+            let mut entries = l.entries.try_borrow_mut().ok()?;
+            let i = entries.iter().position(|e| Arc::ptr_eq(&e.inner, inner))?;
+            LAST.with(|l| l.set(ptr::null()));
+            Some(entries.remove(i))
+        })
+        .ok()
+        .flatten();
+    if let Some(e) = entry {
+        e.retire();
+    }
 }
 
 /// This thread's entry for `inner` (registering the thread on first use); `None` during

@@ -54,6 +54,8 @@ struct Writer {
     info: Vec<u8>,
     /// Records unpacked from a coded buffer that was stolen from.
     plain: Vec<u8>,
+    /// A coded buffer's bodies, as the writer goes through them (reused).
+    bodies: Vec<crate::buffer::Body>,
     /// Frame records (starts and ends) in `out`: what a failed append loses.
     out_frames: u64,
     /// Other records (plots, messages, allocations) in `out`, lost apart from the books.
@@ -109,6 +111,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Msg>, data_rx: Receiver<DataMs
         out: Vec::with_capacity(256 << 10),
         info: Vec::new(),
         plain: Vec::new(),
+        bodies: Vec::with_capacity(crate::buffer::MAX_BODIES),
         out_frames: 0,
         out_others: 0,
         data: Vec::new(),
@@ -304,7 +307,9 @@ impl Writer {
         complete: bool,
         resume: &mut Option<(Pos, Box<Unpacker>)>,
     ) {
-        for body in buf.bodies(to) {
+        let mut bodies = std::mem::take(&mut self.bodies);
+        buf.bodies(to, &mut bodies);
+        for &body in &bodies {
             if pos_len(body.end) <= pos_len(from) {
                 continue;
             }
@@ -341,6 +346,7 @@ impl Writer {
                 *resume = left.map(|u| (body.start, u));
             }
         }
+        self.bodies = bodies;
     }
 
     /// Appends a coded buffer's body (`formats::packed::Coder`: `count` records coded against
@@ -352,12 +358,7 @@ impl Writer {
         if self.failed {
             return self.lose(count);
         }
-        let info = ThreadInfo {
-            worker: self.worker,
-            thread: slot.thread,
-            timestamp: base,
-            name: &slot.name,
-        };
+        let info = self.thread_info(slot, base);
         let at = self.begin_batch();
         let start = at + BATCH_RECORD_LEN;
         formats::packed::thread_info_first(info, &mut self.out);
@@ -383,7 +384,10 @@ impl Writer {
         at: usize,
         count: Counts,
     ) -> Option<Box<Unpacker>> {
-        let mut u = unpacker?;
+        let Some(mut u) = unpacker else {
+            self.lose(count);
+            return None;
+        };
         let mut plain = std::mem::take(&mut self.plain);
         plain.clear();
         let unpacked = u.unpack_from(body, at, count.all, &mut plain);
@@ -400,6 +404,16 @@ impl Writer {
         };
         self.plain = plain;
         resumed
+    }
+
+    /// The ThreadInfo record in front of a batch of `slot`'s records.
+    fn thread_info<'a>(&self, slot: &'a Slot, timestamp: u64) -> ThreadInfo<'a> {
+        ThreadInfo {
+            worker: self.worker,
+            thread: slot.thread,
+            timestamp,
+            name: &slot.name,
+        }
     }
 
     /// Counts `count` records that will not be written (the sink failed).
@@ -421,12 +435,7 @@ impl Writer {
         if self.failed {
             return self.lose(count);
         }
-        let info = ThreadInfo {
-            worker: self.worker,
-            thread: slot.thread,
-            timestamp: self.inner.clock.now(),
-            name: &slot.name,
-        };
+        let info = self.thread_info(slot, self.inner.clock.now());
         let at = self.begin_batch();
         Record::ThreadInfo(info).encode_to_vec(&mut self.out);
         self.out_frames += u64::from(count.frames);

@@ -124,6 +124,13 @@ fn child(dir: &str, mode: BufferingMode, hook: u8) {
         t.join().expect("a recording thread panicked");
     }
     ON.store(false, Ordering::Relaxed);
+    // The recorder's writer thread allocates too: a call its allocator began before the store
+    // above must reach the recorder before `finish` uninstalls it (after that, a call finds
+    // no recorder and is neither recorded nor refused). The flush's round trip orders them.
+    assert!(
+        Stopwatch::flush(std::time::Duration::from_secs(60)),
+        "flushed"
+    );
     let stats = guard.finish();
     let calls = CALLS.load(Ordering::Relaxed);
 

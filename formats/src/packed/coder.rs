@@ -7,13 +7,13 @@
 
 use super::{
     BATCH, CONTEXT_SHIFT, END, END_IS_TOP, FORM_END, FORM_OTHER, FORM_START, FORM_START_PARENT,
-    FROM_TOP, GIVEN, LAST, LabelKey, OTHER_TYPE_FOLLOWS, OTHER_WORKER, OWN, PACKED_BATCH_TYPE,
-    PARENT_SHIFT, Packer, SAME_CATEGORY, SEQUENTIAL_ID, START, START_WITH_PARENT, THREAD_INFO,
-    start_fields, u32_at,
+    FROM_TOP, GIVEN, LAST, LabelKey, LastStart, OTHER_TYPE_FOLLOWS, OTHER_WORKER, OWN,
+    PACKED_BATCH_TYPE, PARENT_SHIFT, Packer, SAME_CATEGORY, SEQUENTIAL_ID, START,
+    START_WITH_PARENT, THREAD_INFO, start_fields, u32_at,
 };
 use crate::record::{EXT_HEADER_LEN, FRAME_END_LEN, FRAME_START_HEADER_LEN};
 use crate::varint::zigzag;
-use crate::{FRAME_START_PARENT_HEADER_LEN, MAX_FRAMES_BATCH_LEN, Record, ThreadInfo};
+use crate::{FRAME_START_PARENT_HEADER_LEN, MAX_FRAMES_BATCH_LEN, ThreadInfo};
 
 /// What a coded body may unpack to: a batch's records take at most
 /// [`MAX_FRAMES_BATCH_LEN`], and the `thread_info` in front takes up to 16 + 255 of it.
@@ -44,10 +44,7 @@ struct Known {
 struct Tracked {
     worker: u8,
     last_time: u64,
-    last_start: u32,
-    last_category: u8,
-    last_context: u32,
-    last_parent: u32,
+    last: LastStart,
     /// The frame started last while no end (nor `thread_info`) came since: the top of the
     /// decoder's stack.
     open: Option<u32>,
@@ -58,27 +55,44 @@ impl Tracked {
         Self {
             worker,
             last_time: base,
-            last_start: 0,
-            last_category: 0,
-            last_context: 0,
-            last_parent: 0,
+            last: LastStart::default(),
             open: None,
+        }
+    }
+
+    /// How a start of frame `id` in `context` names its context. (Never the top of the stack:
+    /// when the coder knows it, it is the frame started last, whose context is the last one.)
+    #[inline(always)]
+    fn context_mode(&self, id: u32, context: u32) -> u8 {
+        if context == self.last.context {
+            LAST
+        } else if context == id {
+            OWN
+        } else {
+            GIVEN
+        }
+    }
+
+    /// How a start with parent names `parent` (0: none).
+    #[inline(always)]
+    fn parent_mode(&self, parent: u32) -> u8 {
+        if parent == self.last.parent && parent != 0 {
+            LAST
+        } else if parent == 0 {
+            OWN
+        } else if Some(parent) == self.open {
+            FROM_TOP
+        } else {
+            GIVEN
         }
     }
 
     /// After a record, as the decoder's rule (`State::after`) goes, but for the stack.
     #[inline(always)]
     fn after(&mut self, kind: u8, id: u32, context: u32, parent: u32, category: u8) {
+        self.last.after(kind, id, context, parent, category);
         match kind {
-            START | START_WITH_PARENT => {
-                self.last_start = id;
-                self.last_category = category;
-                self.last_context = context;
-                if kind == START_WITH_PARENT {
-                    self.last_parent = parent;
-                }
-                self.open = Some(id);
-            }
+            START | START_WITH_PARENT => self.open = Some(id),
             END | THREAD_INFO => self.open = None,
             _ => {}
         }
@@ -98,7 +112,7 @@ pub struct Coder {
     defined: u64,
     slots: [Known; SLOTS],
     /// The last start's label.
-    last: Known,
+    last_label: Known,
     arena: [u8; ARENA],
     arena_len: usize,
     /// Bytes the records coded so far unpack to.
@@ -198,7 +212,7 @@ impl Coder {
             body: 1,
             defined: 0,
             slots: [stale; SLOTS],
-            last: stale,
+            last_label: stale,
             arena: [0; ARENA],
             arena_len: 0,
             plain: 0,
@@ -241,8 +255,8 @@ impl Coder {
     /// The body's index of `label` if this coder defined it and remembers it.
     #[inline(always)]
     fn find(&mut self, key: &LabelKey, label: &[u8]) -> Option<u64> {
-        if self.is(&self.last, key, label) {
-            return Some(self.last.index);
+        if self.is(&self.last_label, key, label) {
+            return Some(self.last_label.index);
         }
         self.find_slot(key, label)
     }
@@ -252,8 +266,8 @@ impl Coder {
     fn find_slot(&mut self, key: &LabelKey, label: &[u8]) -> Option<u64> {
         let i = key.slot() % SLOTS;
         if self.is(&self.slots[i], key, label) {
-            self.last = self.slots[i];
-            return Some(self.last.index);
+            self.last_label = self.slots[i];
+            return Some(self.last_label.index);
         }
         None
     }
@@ -281,7 +295,7 @@ impl Coder {
             body: self.body,
         };
         self.slots[key.slot() % SLOTS] = k;
-        self.last = k;
+        self.last_label = k;
     }
 
     /// Codes a FrameStart (type 6 with `parent`, 0 for none; type 0 without) to the front of
@@ -313,24 +327,10 @@ impl Coder {
         }
         let st = &self.st;
         let time = zigzag(timestamp.wrapping_sub(st.last_time) as i64);
-        let sequential = id == st.last_start.wrapping_add(1);
-        // (The top of the stack is never named for a context: when it is known, it is the
-        // frame started last, whose context is `last_context`.)
-        let cmode = if context == st.last_context {
-            LAST
-        } else if context == id {
-            OWN
-        } else {
-            GIVEN
-        };
-        let pmode = match parent {
-            None => FROM_TOP,
-            Some(p) if p == st.last_parent && p != 0 => LAST,
-            Some(0) => OWN,
-            Some(p) if Some(p) == st.open => FROM_TOP,
-            Some(_) => GIVEN,
-        };
-        let same_category = category == st.last_category;
+        let sequential = id == st.last.id.wrapping_add(1);
+        let cmode = st.context_mode(id, context);
+        let pmode = parent.map_or(FROM_TOP, |p| st.parent_mode(p));
+        let same_category = category == st.last.category;
         let mut tag = form | cmode << CONTEXT_SHIFT | pmode << PARENT_SHIFT;
         if sequential {
             tag |= SEQUENTIAL_ID;
@@ -360,7 +360,7 @@ impl Coder {
                 let mut h = Head::new(tag);
                 h.varint(time);
                 if !sequential {
-                    h.varint(zigzag(i64::from(id) - i64::from(st.last_start) - 1));
+                    h.varint(zigzag(i64::from(id) - i64::from(st.last.id) - 1));
                 }
                 if cmode == GIVEN {
                     h.varint(u64::from(context));
@@ -411,29 +411,14 @@ impl Coder {
     ) -> Option<usize> {
         let st = &self.st;
         let n = label.len();
-        let cmode = if context == st.last_context {
-            LAST
-        } else if context == id {
-            OWN
-        } else {
-            GIVEN
-        };
-        let pmode = if parent == st.last_parent && parent != 0 {
-            LAST
-        } else if parent == 0 {
-            OWN
-        } else if Some(parent) == st.open {
-            FROM_TOP
-        } else {
-            GIVEN
-        };
-        if id == st.last_start.wrapping_add(1)
-            && category == st.last_category
+        let (cmode, pmode) = (st.context_mode(id, context), st.parent_mode(parent));
+        if id == st.last.id.wrapping_add(1)
+            && category == st.last.category
             && cmode != GIVEN
             && pmode != GIVEN
-            && self.last.index < 0x80
+            && self.last_label.index < 0x80
             && self.plain + FRAME_START_PARENT_HEADER_LEN + n <= CODED_PLAIN_LIMIT
-            && self.is(&self.last, &LabelKey::of(label), label)
+            && self.is(&self.last_label, &LabelKey::of(label), label)
             && let Some((t, tn)) = short_varint(zigzag(timestamp.wrapping_sub(st.last_time) as i64))
         {
             let tag = FORM_START_PARENT
@@ -441,7 +426,7 @@ impl Coder {
                 | cmode << CONTEXT_SHIFT
                 | pmode << PARENT_SHIFT
                 | SAME_CATEGORY;
-            let k = self.last.index;
+            let k = self.last_label.index;
             let written = put_short(
                 out,
                 u64::from(tag) | t << 8 | k << (8 * (tn + 1)),
@@ -449,9 +434,9 @@ impl Coder {
             )?;
             let st = &mut self.st;
             st.last_time = timestamp;
-            st.last_start = id;
-            st.last_context = context;
-            st.last_parent = parent;
+            st.last.id = id;
+            st.last.context = context;
+            st.last.parent = parent;
             st.open = Some(id);
             self.plain += FRAME_START_PARENT_HEADER_LEN + n;
             return Some(written);
@@ -503,7 +488,7 @@ impl Coder {
         } else {
             let mut h = Head::new(FORM_END);
             h.varint(time);
-            h.varint(zigzag(i64::from(id) - i64::from(st.last_start)));
+            h.varint(zigzag(i64::from(id) - i64::from(st.last.id)));
             h.write(out, &[])?
         };
         self.st.last_time = timestamp;
@@ -569,9 +554,12 @@ impl Coder {
 /// `info.timestamp`: what a writer puts in front of a [`Coder`]'s body coded against that
 /// timestamp. The header's `count` is then 1 more than the records coded.
 pub fn thread_info_first(info: ThreadInfo<'_>, out: &mut Vec<u8>) {
-    let mut plain = Vec::with_capacity(EXT_HEADER_LEN + info.name.len());
-    Record::ThreadInfo(info).encode_to_vec(&mut plain);
+    // On the stack: a writer calls this once a batch, and allocates nothing for it.
+    let mut plain = [0u8; EXT_HEADER_LEN + u8::MAX as usize];
+    let n = info
+        .encode(&mut plain)
+        .expect("a name of at most 255 bytes fits");
     let mut p = Packer::new(info.worker, info.timestamp, out);
-    let packed = p.push(&plain, out);
+    let packed = p.push(&plain[..n], out);
     debug_assert!(packed, "a thread_info is one whole record");
 }

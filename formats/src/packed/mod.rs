@@ -93,14 +93,37 @@ impl Stack {
     }
 }
 
+/// The last FrameStart's fields, as every coder and decoder of a batch keeps them
+/// (`docs/FORMAT.md`, *Packed body*: `last_start`, `last_category`, `last_context`,
+/// `last_parent`).
+#[derive(Clone, Copy, Default)]
+struct LastStart {
+    id: u32,
+    category: u8,
+    context: u32,
+    parent: u32,
+}
+
+impl LastStart {
+    /// After a record of type `kind`: a start's fields are kept (its parent only for type 6).
+    #[inline(always)]
+    fn after(&mut self, kind: u8, id: u32, context: u32, parent: u32, category: u8) {
+        if kind == START || kind == START_WITH_PARENT {
+            self.id = id;
+            self.category = category;
+            self.context = context;
+            if kind == START_WITH_PARENT {
+                self.parent = parent;
+            }
+        }
+    }
+}
+
 /// What encoder and decoder both know at each record of a batch.
 struct State {
     worker: u8,
     last_time: u64,
-    last_start: u32,
-    last_category: u8,
-    last_context: u32,
-    last_parent: u32,
+    last: LastStart,
     /// Open frames: (id, context).
     stack: Stack,
 }
@@ -110,10 +133,7 @@ impl State {
         Self {
             worker,
             last_time: timestamp,
-            last_start: 0,
-            last_category: 0,
-            last_context: 0,
-            last_parent: 0,
+            last: LastStart::default(),
             stack: Stack {
                 items: [(0, 0); STACK_DEPTH],
                 len: 0,
@@ -124,16 +144,9 @@ impl State {
     /// The one rule both sides apply after every record, whatever its form.
     #[inline(always)]
     fn after(&mut self, kind: u8, id: u32, context: u32, parent: u32, category: u8) {
+        self.last.after(kind, id, context, parent, category);
         match kind {
-            START | START_WITH_PARENT => {
-                self.last_start = id;
-                self.last_category = category;
-                self.last_context = context;
-                if kind == START_WITH_PARENT {
-                    self.last_parent = parent;
-                }
-                self.stack.push((id, context));
-            }
+            START | START_WITH_PARENT => self.stack.push((id, context)),
             END => self.stack.remove(id),
             THREAD_INFO => self.stack.len = 0,
             _ => {}
@@ -422,19 +435,19 @@ impl Packer {
         }
         let (context, parent, category) = (u32_at(r, 16), u32_at(r, 20), r[24]);
         let label = &r[25..];
-        if id != st.last_start.wrapping_add(1) || category != st.last_category {
+        if id != st.last.id.wrapping_add(1) || category != st.last.category {
             return false;
         }
         let cmode = if top.is_some_and(|(_, c)| c == context) {
             FROM_TOP
-        } else if context == st.last_context && context != id {
+        } else if context == st.last.context && context != id {
             LAST
         } else {
             return false;
         };
         let pmode = if top.is_some_and(|(t, _)| t == parent) {
             FROM_TOP
-        } else if parent == st.last_parent && parent != 0 {
+        } else if parent == st.last.parent && parent != 0 {
             LAST
         } else {
             return false;
@@ -472,14 +485,14 @@ impl Packer {
                 } else {
                     FORM_START
                 };
-                let sequential = id == st.last_start.wrapping_add(1);
+                let sequential = id == st.last.id.wrapping_add(1);
                 if sequential {
                     tag |= SEQUENTIAL_ID;
                 }
                 let cmode = match top {
                     Some((_, c)) if c == context => FROM_TOP,
                     _ if context == id => OWN,
-                    _ if context == st.last_context => LAST,
+                    _ if context == st.last.context => LAST,
                     _ => GIVEN,
                 };
                 tag |= cmode << CONTEXT_SHIFT;
@@ -487,11 +500,11 @@ impl Packer {
                     (None, _) => FROM_TOP,
                     (Some(p), Some((t, _))) if p == t => FROM_TOP,
                     (Some(0), _) => OWN,
-                    (Some(p), _) if p == st.last_parent => LAST,
+                    (Some(p), _) if p == st.last.parent => LAST,
                     (Some(_), _) => GIVEN,
                 };
                 tag |= pmode << PARENT_SHIFT;
-                let same_category = category == st.last_category;
+                let same_category = category == st.last.category;
                 if same_category {
                     tag |= SAME_CATEGORY;
                 }
@@ -500,7 +513,7 @@ impl Packer {
                 let mut s = Put::new(tag);
                 s.varint(out, time);
                 if !sequential {
-                    let d = i64::from(id) - i64::from(st.last_start) - 1;
+                    let d = i64::from(id) - i64::from(st.last.id) - 1;
                     s.varint(out, zigzag(d));
                 }
                 if cmode == GIVEN {
@@ -535,7 +548,7 @@ impl Packer {
                 } else {
                     let mut s = Put::new(FORM_END);
                     s.varint(out, time);
-                    s.varint(out, zigzag(i64::from(id) - i64::from(st.last_start)));
+                    s.varint(out, zigzag(i64::from(id) - i64::from(st.last.id)));
                     s.done(out);
                 }
                 st.after(END, id, 0, 0, 0);
@@ -690,7 +703,7 @@ impl Unpacker {
                             .0
                     } else {
                         let d = unzigzag(varint(&mut buf)?);
-                        narrow(i64::from(st.last_start) + d, "frame id")?
+                        narrow(i64::from(st.last.id) + d, "frame id")?
                     };
                     head(&mut rec, id, st.worker, END);
                     out.extend_from_slice(&rec[..FRAME_END_LEN]);
@@ -698,10 +711,10 @@ impl Unpacker {
                 }
                 form @ (FORM_START | FORM_START_PARENT) => {
                     let id = if tag & SEQUENTIAL_ID != 0 {
-                        st.last_start.wrapping_add(1)
+                        st.last.id.wrapping_add(1)
                     } else {
                         let d = unzigzag(varint(&mut buf)?);
-                        narrow(i64::from(st.last_start) + 1 + d, "frame id")?
+                        narrow(i64::from(st.last.id) + 1 + d, "frame id")?
                     };
                     let top = st.top();
                     let no_top = || "a start refers to the innermost open frame, and none is open";
@@ -709,7 +722,7 @@ impl Unpacker {
                         FROM_TOP => top.ok_or_else(no_top)?.1,
                         OWN => id,
                         GIVEN => narrow(varint(&mut buf)? as i64, "context")?,
-                        _ => st.last_context,
+                        _ => st.last.context,
                     };
                     let pmode = (tag >> PARENT_SHIFT) & 0b11;
                     let parent = match (form, pmode) {
@@ -725,10 +738,10 @@ impl Unpacker {
                             let d = unzigzag(varint(&mut buf)?);
                             Some(narrow(i64::from(id) - d, "parent id")?)
                         }
-                        (_, _) => Some(st.last_parent),
+                        (_, _) => Some(st.last.parent),
                     };
                     let category = if tag & SAME_CATEGORY != 0 {
-                        st.last_category
+                        st.last.category
                     } else {
                         let (&c, rest) = buf.split_first().ok_or_else(cut)?;
                         buf = rest;
