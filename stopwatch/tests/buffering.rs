@@ -3,11 +3,14 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{framelog_cli, read_log};
-use stopwatch::BufferingMode;
+use formats::FrameKey;
 use stopwatch::stress::{StressOptions, run};
+use stopwatch::{BufferingMode, Sink, SinkError, Stopwatch};
 
 #[test]
 fn block_mode_with_a_tiny_pool_loses_nothing() {
@@ -47,29 +50,113 @@ fn block_mode_with_a_tiny_pool_loses_nothing() {
     assert_eq!(roots, opts.frames.div_ceil(3) * opts.threads as u64);
 }
 
+/// The real log writer behind a gate: the recorder's writer thread waits in its first
+/// append until the test opens the gate, so the pool fills and Drop mode must drop, however
+/// fast the machine drains it.
+struct HeldLog {
+    log: framelog::LogWriter,
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl HeldLog {
+    fn wait_open(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+
+    fn release(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
+impl Sink for HeldLog {
+    fn worker(&self) -> u8 {
+        self.log.worker()
+    }
+    fn reserve_ids(&self, count: u32) -> Result<u32, SinkError> {
+        Sink::reserve_ids(&self.log, count)
+    }
+    fn append_frames(&self, records: &[u8]) -> Result<(), SinkError> {
+        self.wait_open();
+        Sink::append_frames(&self.log, records)
+    }
+    fn append_batches(&self, batches: &[u8]) -> Result<(), SinkError> {
+        self.wait_open();
+        Sink::append_batches(&self.log, batches)
+    }
+    fn packs(&self) -> bool {
+        Sink::packs(&self.log)
+    }
+    fn append_data(&self, entries: &[(FrameKey, Vec<u8>)]) -> Result<(), SinkError> {
+        self.wait_open();
+        Sink::append_data(&self.log, entries)
+    }
+    fn close(&self) {
+        Sink::close(&self.log)
+    }
+}
+
 #[test]
 fn drop_mode_counts_exactly_what_it_discards() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = StressOptions {
-        dir: Some(dir.path().join("log")),
-        threads: 2,
-        frames: 300_000,
-        mode: BufferingMode::Drop,
-        buffer_kib: 64,
-        data_every: 0,
-        depth: 2,
-        ..Default::default()
-    };
-    let report = run(&opts).unwrap();
-    assert_eq!(report.emitted, 2 * 300_000 * 2);
-    // A 64 KiB pool cannot keep up with two threads recording flat out (the writer shares
-    // two cores with them), so something must have been dropped...
-    assert!(report.dropped > 0, "{report:?}");
+    let held = Arc::new(HeldLog {
+        log: framelog::LogWriter::open(dir.path()).unwrap(),
+        open: Mutex::new(false),
+        opened: Condvar::new(),
+    });
+    let recorder = Arc::new(
+        Stopwatch::builder()
+            .sink(held.clone() as Arc<dyn Sink>)
+            .mode(BufferingMode::Drop)
+            .buffer_kib(64)
+            .build()
+            .unwrap(),
+    );
+    // Two threads record nests of two frames until something has been dropped (the writer
+    // is held, so the 64 KiB pool fills) and then a while longer, with the writer released,
+    // so the log holds drops between records on both sides.
+    let done = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (recorder, done) = (recorder.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut frames = 0u64;
+                while !done.load(Ordering::Relaxed) || frames < 300_000 {
+                    let outer = recorder.start("outer");
+                    let inner = recorder.start("inner");
+                    drop(inner);
+                    drop(outer);
+                    frames += 2;
+                }
+                frames
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while recorder.stats().dropped == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "nothing dropped with the writer held"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    held.release();
+    done.store(true, Ordering::Relaxed);
+    let frames: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let recorder = Arc::try_unwrap(recorder).unwrap_or_else(|_| panic!("recorder still shared"));
+    let stats = recorder.shutdown();
+    let emitted = frames * 2;
+    assert!(stats.dropped > 0, "{stats:?}");
+    assert!(stats.dropped < emitted, "{stats:?}");
 
-    // ...and exactly that much is missing from the log, and announced by dropped markers.
-    let log = read_log(opts.dir.as_ref().unwrap());
-    assert_eq!(log.records(), report.emitted - report.dropped);
-    assert_eq!(log.dropped_markers, report.dropped);
+    // Exactly what was dropped is missing from the log, and announced by dropped markers.
+    let log = read_log(dir.path());
+    assert_eq!(log.records(), emitted - stats.dropped);
+    assert_eq!(log.dropped_markers, stats.dropped);
     // Drop leaves ends without starts and starts without ends; both are readable.
     let starts = log.start_map();
     let orphan_ends = log.ends.keys().filter(|k| !starts.contains_key(k)).count();
@@ -84,7 +171,7 @@ fn drop_mode_counts_exactly_what_it_discards() {
     if let Some(cli) = framelog_cli() {
         let out = std::process::Command::new(&cli)
             .args(["stats", "--json"])
-            .arg(opts.dir.as_ref().unwrap())
+            .arg(dir.path())
             .output()
             .unwrap();
         assert!(
@@ -93,7 +180,7 @@ fn drop_mode_counts_exactly_what_it_discards() {
             String::from_utf8_lossy(&out.stderr)
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["dropped"].as_u64(), Some(report.dropped), "{v}");
+        assert_eq!(v["dropped"].as_u64(), Some(stats.dropped), "{v}");
         assert_eq!(v["frames"].as_u64(), Some(log.starts.len() as u64));
         assert_eq!(v["ends"].as_u64(), Some(log.end_records));
     } else {
