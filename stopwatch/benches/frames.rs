@@ -211,7 +211,7 @@ fn frames(c: &mut Criterion) {
         );
     }
     // Compare the two clock sources on their own (same formula as the hot path).
-    bench_case(c, "one_thread", "clock: two quanta reads", 1, move |n| {
+    bench_case(c, "one_thread", "clock: two TSC reads", 1, move |n| {
         timed(|| {
             for _ in 0..n {
                 black_box(tsc.now());
@@ -219,6 +219,24 @@ fn frames(c: &mut Criterion) {
             }
         })
     });
+    // The same two reads as quanta scales them (the stopwatch's clock before it took
+    // quanta's calibration over as a fixed-point factor).
+    let q = quanta::Clock::new();
+    let q_anchor = q.raw();
+    bench_case(
+        c,
+        "one_thread",
+        "clock: two reads scaled by quanta (reference)",
+        1,
+        move |n| {
+            timed(|| {
+                for _ in 0..n {
+                    black_box(q.delta_as_nanos(q_anchor, q.raw()));
+                    black_box(q.delta_as_nanos(q_anchor, q.raw()));
+                }
+            })
+        },
+    );
     bench_case(
         c,
         "one_thread",
